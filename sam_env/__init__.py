@@ -1,0 +1,7 @@
+"""sam_env: the Sâm lốc rules engine (RULES.md), its records (PROTOCOL.md) and environments."""
+
+from .actions import ACTION_NAMES, ACTION_TABLE_VERSION, NUM_ACTIONS, move_str, parse_move
+from .rules import PRESET_NAMES, RuleSet, RulesError
+
+__all__ = ["ACTION_NAMES", "ACTION_TABLE_VERSION", "NUM_ACTIONS", "PRESET_NAMES", "RuleSet",
+           "RulesError", "move_str", "parse_move"]
