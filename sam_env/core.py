@@ -66,7 +66,9 @@ O_NDEC = O_HIDDEN + 1                       # decisions taken
 O_NCHOPS = O_NDEC + 1                       # chop chains settled with a value
 MAX_CHOPS = 16
 O_CHOPS = O_NCHOPS + 1                      # [i*3 + 0/1/2] from, to, amount
-STATE_SIZE = O_CHOPS + 3 * MAX_CHOPS
+HIST = 16                                   # decisions remembered (for observations)
+O_HIST = O_CHOPS + 3 * MAX_CHOPS            # ring [(i % HIST)*2 + 0/1] = seat, action of decision i
+STATE_SIZE = O_HIST + 2 * HIST              # O_NDEC counts the decisions taken
 
 PH_SAM, PH_PLAY, PH_OVER = 0, 1, 2
 END_NONE, END_WON, END_INSTANT, END_SAM_SUCCESS, END_SAM_FAILED, END_DRAW = range(6)
@@ -457,6 +459,9 @@ def apply_action(st, ru, a):
     """Apply a legal action of the seat to act (check it first: :func:`check_action`)."""
     seat = st[O_TO_ACT]
     n = st[O_N]
+    h = O_HIST + (st[O_NDEC] % HIST) * 2
+    st[h] = seat
+    st[h + 1] = a
     st[O_NDEC] += 1
     if st[O_PHASE] == PH_SAM:
         if a == SAM:
