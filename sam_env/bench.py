@@ -35,8 +35,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batch", type=int, default=1024, help="games stepped together")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--env", action="store_true", help="benchmark the self-play environment batch instead")
-    ap.add_argument("--num-envs", type=int, default=1024, help="with --env: games in the batch")
-    ap.add_argument("--steps", type=int, default=2_000_000, help="with --env: agent steps to take")
+    ap.add_argument("--num-envs", type=int, default=1024,
+                    help="with --env: games in the self-play batch; 1 benchmarks one SamLoc-v0 env")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="with --env: agent steps to take (default 2000000; 200000 with --num-envs 1)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     try:
         args = ap.parse_args(argv)
@@ -49,7 +51,8 @@ def main(argv: list[str]) -> int:
             raise RulesError("--games and --batch must be positive")
         if args.env:
             from .vector import bench_env
-            res = bench_env(args.rules, args.players, args.num_envs, args.steps, args.seed)
+            steps = args.steps if args.steps is not None else (200_000 if args.num_envs == 1 else 2_000_000)
+            res = bench_env(args.rules, args.players, args.num_envs, steps, args.seed)
         else:
             res = bench_engine(args.rules, args.players, args.games, args.seed, args.batch)
     except (RulesError, ValueError) as exc:

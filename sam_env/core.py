@@ -80,7 +80,7 @@ P_DRAGON, P_FOUR_TWOS, P_SAME_COLOR, P_THREE_TRIPLES, P_FIVE_PAIRS, P_POOR, P_RI
 
 # Reasons a play is refused (see :func:`check_action`).
 (OK, ERR_PHASE, ERR_NOT_SAM, ERR_NOT_PLAY, ERR_NOT_HELD, ERR_LEADER_PASS, ERR_NOT_BEAT,
- ERR_DQUAD_ONLY, ERR_PASSED, ERR_BAO_MOT, ERR_FINISH_TWO, ERR_NO_SAM_DECL) = range(12)
+ ERR_DQUAD_ONLY, ERR_PASSED, ERR_BAO_MOT, ERR_FINISH_TWO, ERR_NO_SAM_DECL, ERR_ACE_LOW) = range(13)
 
 
 # ---- small helpers -------------------------------------------------------------
@@ -348,6 +348,8 @@ def check_action(st, ru, seat, a):
     hidden = (st[O_HIDDEN] >> seat) & 1
     if a == PASS:
         return ERR_LEADER_PASS if st[O_TOP] < 0 else OK
+    if ACT_KIND[a] == K_STRAIGHT and ru[R_ACE_LOW] == 0 and ACT_RANK[a] - ACT_LEN[a] + 1 < 3:
+        return ERR_ACE_LOW  # A-2-3 … runs do not exist without ace_low_straights
     if hidden:
         if ACT_NCARDS[a] > st[O_SIZE + seat]:
             return ERR_NOT_HELD

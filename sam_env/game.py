@@ -138,8 +138,9 @@ class Game:
 
         The other hands are unknown; their moves are checked against what is
         public.  Where only hidden cards could tell whose turn it is (a chop
-        right, a stuck leader), the events decide.  Raises GameError naming
-        the problem for an inconsistent view.
+        right, a stuck leader), the events decide.  The view must be of an
+        unfinished game with ``seat`` to act; GameError names the problem of
+        an inconsistent one.
         """
         rs = RuleSet.parse(rules)
         rs.check_players(players)
@@ -170,7 +171,9 @@ class Game:
         hands[seat] = now + own_played
         game = cls(rs, players, hands, opener, view_seat=seat)
         game.apply_events(events)
-        if game.result is None and game.to_act != seat:
+        if game.finished:
+            raise GameError(game._over_msg())
+        if game.to_act != seat:
             game._take_hidden_turns(seat)
             if game.to_act != seat:
                 raise GameError(f"it is seat {game.to_act}'s turn, not seat {seat}'s")
@@ -418,6 +421,8 @@ class Game:
         if code == core.ERR_BAO_MOT:
             return (f"seat {(seat + 1) % n} has báo 1: seat {seat} may only play a single"
                     f" of its highest rank")
+        if code == core.ERR_ACE_LOW:
+            return f"{name} is not a straight under {self.rules.name} (no A-2-3 … straights)"
         if code == core.ERR_FINISH_TWO:
             return f"seat {seat} may not finish with 2s under {self.rules.name}"
         return f"{name} is not allowed here"

@@ -1,0 +1,127 @@
+"""PettingZoo AEC environment: every seat an agent (``player_0`` …).
+
+::
+
+    from sam_env.pettingzoo_env import env
+    e = env(rules="hoi_quan_bai", players=4)
+    e.reset(seed=0)
+    for agent in e.agent_iter():
+        obs, reward, term, trunc, info = e.last()
+        action = None if term or trunc else policy(obs["observation"], obs["action_mask"])
+        e.step(action)
+
+Observations are ``{"observation": float32[OBS_SIZE], "action_mask":
+int8[201]}`` (:mod:`sam_env.obs`); the mask is all zeros for an agent that is
+not to act.  Rewards are each seat's lá as they move (chop payments when a
+chain settles, the rest at the end) times ``reward_scale``.  An illegal
+action raises ValueError.  A reset with ``seed`` deals the same game as
+``SamLoc-v0`` and the self-play batch reset with that seed; instant-win deals
+are skipped (no agent has a decision in them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv
+from pettingzoo.utils import wrappers
+
+from . import core
+from .actions import NUM_ACTIONS
+from .cards import HAND_SIZE
+from .gym_env import _check_scale, observation_space, render_text
+from .obs import OBS_SIZE, OBS_VERSION, encode_row
+from .rules import RuleSet
+from .vector import fresh_seed, seed_streams
+
+
+def env(**kwargs: Any) -> AECEnv:
+    """The AEC env wrapped in PettingZoo's order-enforcing wrapper."""
+    return wrappers.OrderEnforcingWrapper(raw_env(**kwargs))
+
+
+class raw_env(AECEnv):  # noqa: N801  (PettingZoo's naming convention)
+    metadata = {"render_modes": ["ansi"], "name": "samloc_v0", "is_parallelizable": False,
+                "render_fps": 4, "obs_version": OBS_VERSION}
+
+    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
+                 reward_scale: float = 1.0, render_mode: str | None = None):
+        super().__init__()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self.rules = RuleSet.parse(rules)
+        self.players = self.rules.check_players(players)
+        self.reward_scale = _check_scale(reward_scale)
+        self.render_mode = render_mode
+        self.ru = self.rules.to_array()
+        self.possible_agents = [f"player_{i}" for i in range(self.players)]
+        self.observation_spaces = {a: observation_space() for a in self.possible_agents}
+        self.action_spaces = {a: spaces.Discrete(NUM_ACTIONS) for a in self.possible_agents}
+        self.state_row = np.zeros(core.STATE_SIZE, dtype=np.int32)
+        self._hands = np.zeros((core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
+        self._rng: np.ndarray | None = None
+        self._buf = np.empty(NUM_ACTIONS, dtype=np.int64)
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        if seed is not None or self._rng is None:
+            self._rng = seed_streams(fresh_seed() if seed is None else seed, 1)
+        core.new_playable_game(self.state_row, self.ru, self._rng, 0, self.players, self._hands)
+        self.agents = self.possible_agents[:]
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {} for a in self.agents}
+        self.agent_selection = self.possible_agents[int(self.state_row[core.O_TO_ACT])]
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        seat = self.possible_agents.index(agent)
+        obs = np.empty(OBS_SIZE, dtype=np.float32)
+        encode_row(self.state_row, self.ru, seat, obs)
+        mask = np.zeros(NUM_ACTIONS, dtype=np.int8)
+        if int(self.state_row[core.O_TO_ACT]) == seat:
+            core.legal_mask(self.state_row, self.ru, mask)
+        return {"observation": obs, "action_mask": mask}
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        seat = self.possible_agents.index(agent)
+        st = self.state_row
+        a = np.asarray(action)
+        if a.shape != () or not np.issubdtype(a.dtype, np.integer) or not 0 <= int(a) < NUM_ACTIONS \
+                or core.check_action(st, self.ru, seat, int(a)) != core.OK:
+            raise ValueError(f"{agent}: action {action!r} is not legal now (see the action_mask)")
+        before = st[core.O_SCORE:core.O_SCORE + self.players].copy()
+        core.apply_action(st, self.ru, int(a))
+        delta = st[core.O_SCORE:core.O_SCORE + self.players] - before
+        self._cumulative_rewards[agent] = 0.0
+        self.rewards = {ag: float(delta[i]) * self.reward_scale for i, ag in enumerate(self.possible_agents)}
+        if st[core.O_PHASE] == core.PH_OVER:
+            scores = [int(x) for x in st[core.O_SCORE:core.O_SCORE + self.players]]
+            end = core.END_NAMES[int(st[core.O_END])]
+            self.terminations = dict.fromkeys(self.agents, True)
+            self.infos = {ag: {"scores": list(scores), "end": end} for ag in self.agents}
+            self.agent_selection = self.possible_agents[(seat + 1) % self.players]
+        else:
+            self.agent_selection = self.possible_agents[int(st[core.O_TO_ACT])]
+        self._accumulate_rewards()
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        t = int(self.state_row[core.O_TO_ACT])
+        return render_text(self.state_row, t if t >= 0 else 0)
+
+    def close(self) -> None:
+        pass
