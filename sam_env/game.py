@@ -156,9 +156,10 @@ class Game:
         events = list(events)
         own_played: list[int] = []
         for i, ev in enumerate(events):
-            if isinstance(ev, Mapping) and ev.get("seat") == seat and ev.get("type") == "play":
+            if isinstance(ev, Mapping) and ev.get("seat") == seat and ev.get("type") == "play" \
+                    and isinstance(ev.get("cards"), list):
                 try:
-                    own_played += [parse_card(c) for c in ev.get("cards", [])]
+                    own_played += [parse_card(c) for c in ev["cards"]]
                 except CardError as exc:
                     raise GameError(f"event {i}: {exc}") from None
         overlap = set(now) & set(own_played)
@@ -170,6 +171,10 @@ class Game:
         hands: list[list[int] | None] = [None] * players
         hands[seat] = now + own_played
         game = cls(rs, players, hands, opener, view_seat=seat)
+        pattern = int(core.instant_pattern(np.array(hands[seat], dtype=np.int64), game._ru))
+        if pattern >= 0:  # RULES §4: then the game ended at the deal, whoever won it
+            raise GameError(f"seat {seat} was dealt an instant win ({INSTANT_PATTERNS[pattern]}):"
+                            " the game ended at the deal")
         game.apply_events(events)
         if game.finished:
             raise GameError(game._over_msg())

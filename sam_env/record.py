@@ -105,7 +105,7 @@ def parse_records(text: str) -> Iterator[object]:
         return
     try:
         whole = json.loads(stripped)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         whole = None
     if isinstance(whole, dict):
         yield whole
@@ -117,6 +117,8 @@ def parse_records(text: str) -> Iterator[object]:
             yield json.loads(line)
         except json.JSONDecodeError as exc:
             yield RecordError(f"line {n} is not valid JSON ({exc.msg} at column {exc.colno})")
+        except RecursionError:
+            yield RecordError(f"line {n} nests JSON arrays or objects too deeply")
 
 
 def dumps(record: Mapping[str, Any]) -> str:
@@ -136,6 +138,9 @@ def write_jsonl(path: str, records: Iterable[Mapping[str, Any]]) -> int:
             for r in records:
                 f.write(dumps(r) + "\n")
                 n += 1
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a records file is for sharing
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -4,4 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# The browser test (tests/test_play_e2e.py) drives Debian's chromium; install it once.
+if [ ! -x /usr/bin/chromium ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
+  { $SUDO apt-get update -q && $SUDO apt-get install -y -q chromium; } >/dev/null \
+    || echo "scripts/test.sh: could not install chromium; the browser test will be skipped" >&2
+fi
 exec .venv/bin/python -m pytest "$@"

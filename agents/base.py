@@ -1,0 +1,62 @@
+"""The one interface every player implements: random, heuristic, neural, ONNX, remote.
+
+An agent answers one decision for one seat from what that seat may know.  Two
+entry points:
+
+* :meth:`Agent.act` — readable form: a :class:`~sam_env.game.Game` (the full game
+  or a seat's view from :meth:`Game.from_view`) and the seat to act.
+* :meth:`Agent.act_batch` — fast form: engine state rows (``sam_env.core`` layout),
+  the rules array, optional observations and the legal masks; one action per row,
+  for the seat to act in that row.  The evaluator and the environments use it.
+
+Agents must read only the acting seat's own ``O_HAND`` row and public fields,
+and be deterministic for a given ``seed``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from sam_env.game import Game
+
+
+class Agent(ABC):
+    """A player.  Subclasses set ``name`` and implement :meth:`act`
+    (and :meth:`act_batch` when they have a fast form)."""
+
+    name: str = "agent"
+    #: Whether :meth:`act_batch` needs the ``obs`` argument (``sam_env.obs`` vectors).
+    #: True by default so an agent that forgets to say gets them.
+    needs_obs: bool = True
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = int(seed)
+
+    @abstractmethod
+    def act(self, game: Game, seat: int) -> int:
+        """A legal action id (``sam_env.actions``) for ``seat``, which must be the seat to act."""
+
+    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+                  masks: np.ndarray) -> np.ndarray:
+        """One legal action per state row (``int64[N]``); ``masks`` is ``int8[N, 201]``."""
+        raise NotImplementedError(f"agent {self.name!r} has no batched form; use act()")
+
+    @property
+    def batched(self) -> bool:
+        """Whether this agent implements :meth:`act_batch` (the evaluator's fast path)."""
+        return type(self).act_batch is not Agent.act_batch
+
+    def close(self) -> None:
+        """Release resources (connections, sessions).  Default: nothing."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, seed={self.seed})"
+
+
+def check_seat(game: Game, seat: int) -> None:
+    """Refuse to decide for a seat whose turn it is not (a caller bug, said plainly)."""
+    if game.to_act != seat:
+        who = "nobody (the game is over)" if game.to_act is None else f"seat {game.to_act}"
+        raise ValueError(f"it is {who}'s turn, not seat {seat}'s")

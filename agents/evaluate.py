@@ -1,0 +1,472 @@
+"""Duplicate-deal evaluation: ``samloc eval`` and :func:`evaluate`.
+
+Card luck dominates single games of Sâm lốc, so every seeded deal is played
+once with the agent in *each* seat and the opponents in the others.  Whatever
+the cards alone decide cancels out: averaged over the rotations, a deal the
+agents cannot influence scores exactly 0.  The unit of the confidence
+interval is therefore the deal (the mean of its rotations), not the game.
+
+Deals that end at once in an instant win need no decision and are skipped
+(their duplicate score is 0 by construction); ``instant_deals_skipped`` counts
+them.  Games run through the batched engine when both agents have
+``act_batch``, else one decision at a time through :class:`Game`; either way
+the engine checks every move and an illegal one stops the run with a message
+naming the agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+from numba import njit
+
+from sam_env import core
+from sam_env.actions import NUM_ACTIONS, move_str
+from sam_env.cards import HAND_SIZE
+from sam_env.game import Game, GameError
+from sam_env.record import write_jsonl
+from sam_env.rules import RuleSet, RulesError
+
+from .base import Agent
+from .registry import make_agent
+
+MAX_DECISIONS = 1024  # per game; real games take far fewer
+
+
+class IllegalMoveError(RuntimeError):
+    """An agent chose a move the rules do not allow."""
+
+
+# ---- deals and the batched engine loop ------------------------------------------------
+@njit(cache=True)
+def _make_deals(rng, ru, n, count, hands, openers):
+    """``count`` seeded deals that need a decision; returns the instant-win deals skipped."""
+    st = np.zeros(core.STATE_SIZE, dtype=np.int32)
+    h = np.zeros((core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
+    skipped = 0
+    d = 0
+    while d < count:
+        core.deal(rng, 0, n, h)
+        if ru[core.R_LOWEST_OPENER] != 0:
+            op = core.lowest_card_seat(h, n)
+        else:
+            op = core.rng_below(rng, 0, n)
+        core.start_game(st, ru, h, n, op, 0)
+        if st[core.O_PHASE] == core.PH_OVER:
+            skipped += 1
+            continue
+        hands[d] = h
+        openers[d] = op
+        d += 1
+    return skipped
+
+
+@njit(cache=True)
+def _start_rotations(states, ru, hands, openers, n):
+    for g in range(states.shape[0]):
+        d = g // n
+        core.start_game(states[g], ru, hands[d], n, openers[d], 0)
+
+
+@njit(cache=True)
+def _apply_rows(states, ru, rows, acts, log, logging):
+    """Check and apply ``acts[i]`` to game ``rows[i]``; return the first bad i, or -1."""
+    for i in range(rows.shape[0]):
+        st = states[rows[i]]
+        a = acts[i]
+        if a < 0 or a >= NUM_ACTIONS or core.check_action(st, ru, st[core.O_TO_ACT], a) != core.OK:
+            return i
+        if logging:
+            t = st[core.O_NDEC]
+            if t >= log.shape[1]:
+                return i
+            log[rows[i], t] = a
+        core.apply_action(st, ru, a)
+    return -1
+
+
+def _obs_for(agent: Agent, states: np.ndarray, ru: np.ndarray) -> np.ndarray | None:
+    if not agent.needs_obs:
+        return None
+    try:
+        from sam_env.obs import OBS_SIZE, encode_batch
+    except ImportError as exc:
+        raise RuntimeError(f"agent {agent.name!r} needs observations, but sam_env.obs is missing"
+                           f" ({exc})") from None
+    obs = np.zeros((states.shape[0], OBS_SIZE), dtype=np.float32)
+    encode_batch(states, ru, states[:, core.O_TO_ACT].astype(np.int64), obs)
+    return obs
+
+
+def _play_batched(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
+                  openers: np.ndarray, logging: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Play every rotation of the deals at once; returns the final states (and move logs)."""
+    ru = rs.to_array()
+    g_count = hands.shape[0] * n
+    states = core.new_states(g_count)
+    _start_rotations(states, ru, hands, openers, n)
+    a_seat = np.tile(np.arange(n, dtype=np.int32), hands.shape[0])
+    log = np.full((g_count, MAX_DECISIONS if logging else 1), -1, dtype=np.int16)
+    while True:
+        live = np.flatnonzero(states[:, core.O_PHASE] != core.PH_OVER)
+        if live.size == 0:
+            break
+        st_live = states[live]
+        masks = np.zeros((live.size, NUM_ACTIONS), dtype=np.int8)
+        core.batch_legal_mask(st_live, ru, masks)
+        is_a = st_live[:, core.O_TO_ACT] == a_seat[live]
+        acts = np.empty(live.size, dtype=np.int64)
+        for who, sel in ((agent, is_a), (opp, ~is_a)):
+            idx = np.flatnonzero(sel)
+            if idx.size:
+                sub = st_live[idx]
+                acts[idx] = who.act_batch(sub, ru, _obs_for(who, sub, ru), masks[idx])
+        bad = _apply_rows(states, ru, live.astype(np.int64), acts, log, logging)
+        if bad >= 0:
+            who = agent if is_a[bad] else opp
+            g = int(live[bad])
+            raise IllegalMoveError(
+                f"agent {who.name!r} chose an illegal move "
+                f"{move_str(int(acts[bad])) if 0 <= acts[bad] < NUM_ACTIONS else int(acts[bad])!r}"
+                f" for seat {int(st_live[bad, core.O_TO_ACT])} (deal {g // n}, rotation {g % n});"
+                f" legal: {[move_str(a) for a in np.flatnonzero(masks[bad])]}")
+    return states, (log if logging else None)
+
+
+def _game_of(rs: RuleSet, n: int, hand: np.ndarray, opener: int) -> Game:
+    return Game(rs, n, [sorted(int(c) for c in hand[s]) for s in range(n)], int(opener))
+
+
+def _play_slow(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
+               openers: np.ndarray) -> tuple[np.ndarray, list[Game]]:
+    """One decision at a time through Game (agents without a batched form, e.g. HTTP)."""
+    games: list[Game] = []
+    states = core.new_states(hands.shape[0] * n)
+    for d in range(hands.shape[0]):
+        for a_seat in range(n):
+            g = _game_of(rs, n, hands[d], int(openers[d]))
+            while g.result is None:
+                seat = g.to_act
+                who = agent if seat == a_seat else opp
+                a = who.act(g, seat)
+                try:
+                    g.apply(int(a))
+                except (GameError, ValueError) as exc:
+                    raise IllegalMoveError(f"agent {who.name!r} chose an illegal move for seat {seat}"
+                                           f" (deal {d}, rotation {a_seat}): {exc}") from None
+            states[d * n + a_seat] = g.state
+            games.append(g)
+    return states, games
+
+
+# ---- statistics ---------------------------------------------------------------------------
+def _stats(states: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    g = states.shape[0]
+    a_seat = np.tile(np.arange(n), g // n)
+    rows = np.arange(g)
+    scores = states[:, core.O_SCORE:core.O_SCORE + n].astype(np.int64)
+    sizes = states[:, core.O_SIZE:core.O_SIZE + n]
+    end = states[:, core.O_END]
+    winner = states[:, core.O_WINNER]
+    declarer = states[:, core.O_DECLARER]
+    nch = states[:, core.O_NCHOPS]
+    ch = states[:, core.O_CHOPS:core.O_CHOPS + 3 * core.MAX_CHOPS].reshape(g, core.MAX_CHOPS, 3)
+    valid = np.arange(core.MAX_CHOPS)[None, :] < nch[:, None]
+    made = valid & (ch[:, :, 1] == a_seat[:, None])
+    suffered = valid & (ch[:, :, 0] == a_seat[:, None])
+    won = end == core.END_WON
+    a_cong = won & (winner != a_seat) & (sizes[rows, a_seat] == core.HAND)
+    opp_cong = np.where(won & (winner == a_seat), (sizes == core.HAND).sum(1), 0)
+    return {
+        "score": scores[rows, a_seat], "sum": scores.sum(1), "end": end,
+        "win": winner == a_seat, "a_sam": declarer == a_seat,
+        "opp_sam": (declarer >= 0) & (declarer != a_seat),
+        "sam_ok": end == core.END_SAM_SUCCESS,
+        "chops_made": made.sum(1), "chops_made_la": np.where(made, ch[:, :, 2], 0).sum(1),
+        "chops_suffered": suffered.sum(1), "chops_suffered_la": np.where(suffered, ch[:, :, 2], 0).sum(1),
+        "den": states[:, core.O_DEN] == a_seat, "a_cong": a_cong, "opp_cong": opp_cong,
+        "decisions": states[:, core.O_NDEC],
+    }
+
+
+def _summary(parts: list[dict[str, np.ndarray]], n: int) -> dict[str, Any]:
+    s = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    games = len(s["score"])
+    deals = games // n
+    deal_means = s["score"].reshape(deals, n).mean(1)
+    mean = float(deal_means.mean()) if deals else 0.0
+    sd = float(deal_means.std(ddof=1)) if deals > 1 else 0.0
+    half = 1.96 * sd / math.sqrt(deals) if deals > 1 else float("inf")
+    declared = int(s["a_sam"].sum())
+    opp_declared = int(s["opp_sam"].sum())
+    ends = Counter(core.END_NAMES[int(e)] for e in s["end"])
+    return {
+        "deals": deals, "games": games,
+        "mean_score": round(mean, 4), "ci95": [round(mean - half, 4), round(mean + half, 4)],
+        "deal_sd": round(sd, 4),
+        "win_rate": round(float(s["win"].mean()), 4), "equal_play_win_rate": round(1.0 / n, 4),
+        "sam_declared": declared,
+        "sam_success_rate": round(float((s["a_sam"] & s["sam_ok"]).sum() / declared), 4) if declared else 0.0,
+        "opp_sam_declared": opp_declared,
+        "opp_sam_success_rate": (round(float((s["opp_sam"] & s["sam_ok"]).sum() / opp_declared), 4)
+                                 if opp_declared else 0.0),
+        "chops_made": int(s["chops_made"].sum()), "chops_made_la": int(s["chops_made_la"].sum()),
+        "chops_suffered": int(s["chops_suffered"].sum()),
+        "chops_suffered_la": int(s["chops_suffered_la"].sum()),
+        "den_paid": int(s["den"].sum()), "cong": int(s["a_cong"].sum()),
+        "cong_inflicted": int(s["opp_cong"].sum()),
+        "ends": dict(sorted(ends.items())),
+        "zero_sum": bool((s["sum"] == 0).all()),
+        "decisions_per_game": round(float(s["decisions"].mean()), 2),
+        "score_hist": {str(k): int(v) for k, v in sorted(Counter(s["score"].tolist()).items())},
+    }
+
+
+# ---- the Python entry point ------------------------------------------------------------------
+def evaluate(agent: "str | Agent", opponents: "str | Agent",
+             rules: "str | Mapping[str, Any] | RuleSet" = "hoi_quan_bai", players: int = 4,
+             deals: int = 1000, seed: int = 0, *, save_games: str | None = None,
+             progress: Callable[[int, int], None] | None = None, chunk: int = 512) -> dict[str, Any]:
+    """Duplicate evaluation of ``agent`` against ``opponents`` (specs or Agents).
+
+    Returns a JSON-able dict: ``mean_score`` (the agent's lá per game) with its
+    ``ci95``, ``win_rate``, ``sam_declared``/``sam_success_rate``, chops made and
+    suffered, ``den_paid``, ``cong``, the score histogram, speed.  Identical
+    results for the same arguments.  ``save_games`` writes every game as
+    ``samloc/1`` JSON Lines.
+    """
+    rs = RuleSet.parse(rules)
+    n = rs.check_players(players)
+    if isinstance(deals, bool) or not isinstance(deals, int) or deals < 1:
+        raise ValueError(f"deals must be a positive integer, not {deals!r}")
+    a = make_agent(agent, seed=seed)
+    b = make_agent(opponents, seed=seed + 1)
+    ru = rs.to_array()
+    hands = np.zeros((deals, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
+    openers = np.zeros(deals, dtype=np.int64)
+    skipped = int(_make_deals(core.new_rng(seed, 1), ru, n, deals, hands, openers))
+    fast = a.batched and b.batched
+    parts = []
+    records: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for lo in range(0, deals, chunk):
+        hi = min(deals, lo + chunk)
+        if fast:
+            states, log = _play_batched(a, b, rs, n, hands[lo:hi], openers[lo:hi], save_games is not None)
+            if log is not None:
+                for g in range(states.shape[0]):
+                    game = _game_of(rs, n, hands[lo + g // n], int(openers[lo + g // n]))
+                    for act in log[g, :states[g, core.O_NDEC]]:
+                        game.apply(int(act))
+                    records.append(game.to_record())
+        else:
+            states, played = _play_slow(a, b, rs, n, hands[lo:hi], openers[lo:hi])
+            if save_games is not None:
+                records += [g.to_record() for g in played]
+        parts.append(_stats(states, n))
+        if progress is not None:
+            progress(hi, deals)
+    dt = time.perf_counter() - t0
+    out = {"agent": a.name, "opponents": b.name, "rules": rs.name, "players": n, "seed": seed,
+           **_summary(parts, n), "instant_deals_skipped": skipped,
+           "seconds": round(dt, 3), "games_per_s": round(deals * n / dt, 1) if dt > 0 else None,
+           "batched": fast}
+    if save_games is not None:
+        Path(save_games).parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(save_games, records)
+        out["saved_games"] = save_games
+    return out
+
+
+# ---- reports -----------------------------------------------------------------------------------
+def _markdown(res: dict[str, Any]) -> str:
+    lines = [f"# Evaluation: {res['agent']} vs {res['opponents']}", "",
+             f"Duplicate deals: each deal played {res['players']} times, the agent in every seat.",
+             f"Seed {res['seed']}, {next(iter(res['by_rules'].values()))['deals']} deals per rule set, "
+             f"{res['players']} players.", "",
+             "| rules | games | mean lá | 95% CI | win rate (equal play) | Sâm declared (success) "
+             "| chops made / suffered (lá) | đền paid | cóng (inflicted) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in res["by_rules"].items():
+        lines.append(
+            f"| {name} | {r['games']} | {r['mean_score']:+.3f} | [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}] "
+            f"| {r['win_rate']:.3f} ({r['equal_play_win_rate']:.3f}) "
+            f"| {r['sam_declared']} ({r['sam_success_rate']:.0%}) "
+            f"| {r['chops_made']} / {r['chops_suffered']} ({r['chops_made_la']} / {r['chops_suffered_la']}) "
+            f"| {r['den_paid']} | {r['cong']} ({r['cong_inflicted']}) |")
+    lines += ["", "Mean lá: the agent's net score per game (scores of a game sum to 0).",
+              "The interval treats each deal (the mean over its rotations) as one sample.", "",
+              "![score distribution](scores.png)", ""]
+    for name, r in res["by_rules"].items():
+        ends = ", ".join(f"{k} {v}" for k, v in r["ends"].items())
+        lines.append(f"- {name}: game ends: {ends}; opponents declared Sâm {r['opp_sam_declared']} times "
+                     f"({r['opp_sam_success_rate']:.0%} success); "
+                     f"{r['instant_deals_skipped']} instant-win deals "
+                     f"skipped; {r['games_per_s']} games/s.")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(res: dict[str, Any], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = list(res["by_rules"])
+    fig, axes = plt.subplots(len(names), 1, figsize=(8, 3.2 * len(names)), squeeze=False)
+    for ax, name in zip(axes[:, 0], names):
+        r = res["by_rules"][name]
+        xs = np.array([int(k) for k in r["score_hist"]])
+        ys = np.array(list(r["score_hist"].values()))
+        ax.bar(xs, ys, width=0.9, color="#3b7dd8")
+        ax.axvline(0, color="black", lw=0.8)
+        ax.axvline(r["mean_score"], color="#d84b3b", lw=1.5, label=f"mean {r['mean_score']:+.2f} lá")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"{res['agent']}'s lá per game")
+        ax.set_ylabel("games")
+        ax.set_title(f"{name}, {res['players']} players: {res['agent']} vs {res['opponents']} "
+                     f"({r['games']} games)")
+        ax.legend()
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_report(res: dict[str, Any], out_dir: str | Path) -> Path:
+    """``result.json``, ``report.md`` and ``scores.png`` in ``out_dir``."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    _write_atomic(d / "result.json", json.dumps(res, indent=2, ensure_ascii=False) + "\n")
+    _write_atomic(d / "report.md", _markdown(res))
+    _plot(res, d / "scores.png")
+    return d
+
+
+def evaluate_many(agent: str, opponents: str, rules: Sequence[str], players: int, deals: int, seed: int,
+                  save_games: str | None = None,
+                  progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """:func:`evaluate` for several rule sets; the top level pools all their games."""
+    by: dict[str, Any] = {}
+    for i, r in enumerate(rules):
+        save = None
+        if save_games is not None:
+            save = save_games if len(rules) == 1 else str(Path(save_games).with_suffix(f".{r}.jsonl"))
+        by[r] = evaluate(agent, opponents, r, players, deals, seed, save_games=save,
+                         progress=None if progress is None else (lambda d, t, r=r: progress(r, d, t)))
+    first = next(iter(by.values()))
+    if len(by) == 1:
+        top = {k: v for k, v in first.items()}
+    else:
+        hist: Counter[int] = Counter()
+        for r in by.values():
+            hist.update({int(k): v for k, v in r["score_hist"].items()})
+        games = sum(r["games"] for r in by.values())
+        means = [r["mean_score"] for r in by.values()]
+        halves = [(r["ci95"][1] - r["ci95"][0]) / 2 for r in by.values()]
+        mean = sum(means) / len(means)
+        half = math.sqrt(sum(h * h for h in halves)) / len(halves)
+        declared = sum(r["sam_declared"] for r in by.values())
+        top = {"agent": first["agent"], "opponents": first["opponents"], "rules": ",".join(by),
+               "players": players, "seed": seed, "deals": deals * len(by), "games": games,
+               "mean_score": round(mean, 4), "ci95": [round(mean - half, 4), round(mean + half, 4)],
+               "win_rate": round(sum(r["win_rate"] * r["games"] for r in by.values()) / games, 4),
+               "equal_play_win_rate": round(1.0 / players, 4), "sam_declared": declared,
+               "sam_success_rate": round(sum(r["sam_success_rate"] * r["sam_declared"] for r in by.values())
+                                         / declared, 4) if declared else 0.0,
+               **{k: sum(r[k] for r in by.values()) for k in ("chops_made", "chops_made_la", "chops_suffered",
+                                                             "chops_suffered_la", "den_paid", "cong",
+                                                             "cong_inflicted", "opp_sam_declared")},
+               "zero_sum": all(r["zero_sum"] for r in by.values()),
+               "seconds": round(sum(r["seconds"] for r in by.values()), 3),
+               "score_hist": {str(k): v for k, v in sorted(hist.items())}}
+    top["by_rules"] = by
+    return top
+
+
+# ---- the command ------------------------------------------------------------------------------
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="samloc eval",
+        description="Duplicate-deal evaluation: each seeded deal is played with the agent in every seat "
+                    "and the opponents in the others, so the cards' luck cancels.")
+    ap.add_argument("--agent", default="heuristic", help="agent spec (default heuristic): random, "
+                    "heuristic[:variant], a checkpoint directory, a .onnx file, http://host:port")
+    ap.add_argument("--opponents", default="random", help="spec of the other seats (default random)")
+    ap.add_argument("--rules", default="hoi_quan_bai",
+                    help="preset name(s), comma-separated (default hoi_quan_bai)")
+    ap.add_argument("--players", type=int, default=4)
+    ap.add_argument("--deals", type=int, default=1000, help="deals per rule set (default 1000)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", action="store_true", help="end with the result as one JSON line")
+    ap.add_argument("--out", help="run folder for result.json, report.md and scores.png "
+                    "(default runs/eval/AGENT_vs_OPP__TIME)")
+    ap.add_argument("--save-games", metavar="FILE.jsonl", help="write every game as samloc/1 JSON Lines")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    rules = [r.strip() for r in args.rules.split(",") if r.strip()]
+    try:
+        if not rules:
+            raise RulesError("--rules needs at least one preset")
+        for r in rules:
+            RuleSet.parse(r).check_players(args.players)
+        if args.deals < 1:
+            raise ValueError("--deals must be at least 1")
+        for spec in (args.agent, args.opponents):
+            make_agent(spec).close()
+    except (RulesError, ValueError) as exc:
+        print(f"samloc eval: {exc}", file=sys.stderr)
+        return 2
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    err = Console(stderr=True)
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("deals"), TimeRemainingColumn(), console=err, transient=args.json) as prog:
+            tasks = {r: prog.add_task(r, total=args.deals) for r in rules}
+            res = evaluate_many(args.agent, args.opponents, rules, args.players, args.deals, args.seed,
+                                save_games=args.save_games,
+                                progress=lambda r, d, t: prog.update(tasks[r], completed=d))
+    except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
+        print(f"samloc eval: {exc}", file=sys.stderr)
+        return 1
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    safe = lambda s: "".join(c if c.isalnum() or c in "-_." else "_" for c in s)[-40:]  # noqa: E731
+    default = Path("runs") / "eval" / f"{safe(res['agent'])}_vs_{safe(res['opponents'])}__{stamp}"
+    out = Path(args.out) if args.out else default
+    try:
+        write_report(res, out)
+    except OSError as exc:
+        print(f"samloc eval: cannot write the report to {out}: {exc}", file=sys.stderr)
+        return 1
+    res["report_dir"] = str(out)
+    if not args.json:
+        for name, r in res["by_rules"].items():
+            print(f"{name}, {args.players} players, {r['deals']} deals ({r['games']} games): "
+                  f"{res['agent']} vs {res['opponents']}: mean {r['mean_score']:+.3f} lá "
+                  f"[{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}], win rate {r['win_rate']:.3f} "
+                  f"(equal play {r['equal_play_win_rate']:.3f}), Sâm {r['sam_declared']} "
+                  f"({r['sam_success_rate']:.0%} success), {r['games_per_s']} games/s")
+        print(f"report: {out / 'report.md'}")
+    print(json.dumps({k: v for k, v in res.items() if k not in ("by_rules", "score_hist")} |
+                     {"by_rules": {k: {kk: vv for kk, vv in v.items() if kk != "score_hist"}
+                                   for k, v in res["by_rules"].items()}}, ensure_ascii=False))
+    return 0

@@ -1,0 +1,589 @@
+"""``samloc serve``: a bot over HTTP (PROTOCOL §4) and a page to play against it.
+
+One FastAPI app, one agent loaded in the lifespan:
+
+- ``POST /v1/act`` rebuilds the asking seat's view with the engine
+  (:meth:`Game.from_view`), refuses anything malformed or inconsistent with
+  ``422 {"error": ...}`` (``413`` for a body over 64 KiB), and answers one
+  legal decision as a record event, plus ``info`` (for a neural bot, its value
+  estimate and its three most probable moves).
+- ``GET /v1/health``, ``GET /v1/info``.
+- ``GET /play``: a page (plain HTML/JS/CSS in ``agents/static``) where a person
+  plays whole sessions against the bot; the server is the game master and the
+  bots see only their own seat's view, built exactly as for ``/v1/act``.
+
+Answers are reproducible: the decision for a request depends only on the
+request and the server's ``--seed``.  A neural bot is greedy by default;
+``--temperature T`` samples from ``p^(1/T)`` with a random stream seeded by
+(seed, request), so the same request still gets the same answer.
+
+The server imports neither torch nor gymnasium unless a checkpoint without
+an ONNX file is served (then through ``agents.make_agent``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+from collections import OrderedDict
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Literal
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sam_env import core
+from sam_env.actions import ACT_COUNTS, ACTION_NAMES, ACTION_TABLE_VERSION, action_from_counts
+from sam_env.cards import CardError, cards_str, parse_cards, rank_counts
+from sam_env.game import Game, GameError
+from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
+
+ROOT = Path(__file__).resolve().parent.parent
+STATIC = Path(__file__).resolve().parent / "static"
+MAX_BODY = 64 * 1024          # a whole game's events are a few KiB
+MAX_SESSIONS = 512            # play-page sessions kept in memory (oldest dropped first)
+FORMAT = "samloc/1"
+
+
+class RequestError(ValueError):
+    """A request the server refuses with 422 (the message names the problem)."""
+
+
+# ---- the bot ---------------------------------------------------------------------------
+def shipped_model(root: Path = ROOT) -> Path | None:
+    """The shipped bot: the newest ``*.onnx`` under ``checkpoints/``, or None."""
+    found = [p for p in (root / "checkpoints").glob("**/*.onnx") if p.is_file()]
+    return max(found, key=lambda p: (p.stat().st_mtime, str(p))) if found else None
+
+
+def _rules_key(rules: RuleSet) -> str:
+    return json.dumps(rules.to_record(), sort_keys=True)
+
+
+def _as_list(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+class Bot:
+    """The served agent, behind one method: ``decide(game, seat, key)``.
+
+    ``key`` identifies the request; every random choice is seeded by
+    (seed, key), which is what makes answers reproducible.
+    """
+
+    def __init__(self, spec: str | None = None, *, seed: int = 0, temperature: float = 0.0):
+        if not temperature >= 0.0:
+            raise ValueError(f"temperature must be 0 (greedy) or positive, not {temperature}")
+        self.seed, self.temperature = seed, float(temperature)
+        self.onnx: Any = None           # an OnnxAgent: we sample from its probabilities ourselves
+        self.agent: Any = None          # one agent instance for every request
+        self.per_request = False        # a cheap built-in agent made afresh, seeded, per request
+        self.checkpoint: str | None = None
+        self.note = ""
+        if spec is None:
+            model = shipped_model()
+            if model is None:
+                spec, self.note = "heuristic", "no shipped bot in checkpoints/: serving the heuristic player"
+            else:
+                spec, self.note = str(model), f"serving the shipped bot {model}"
+        self.spec = spec
+        path = Path(spec)
+        if spec.endswith(".onnx"):
+            self._load_onnx(path)
+        elif path.is_dir():
+            models = sorted(path.glob("*.onnx"))
+            if models:
+                self._load_onnx(models[0])
+            else:
+                self.agent = self._make(spec, seed=seed, **({"temperature": temperature} if temperature else {}))
+                self.checkpoint = str(path)
+                self.note = self.note or f"no ONNX file in {path}: serving it with PyTorch (samloc export {path})"
+        elif spec.startswith(("http://", "https://")):
+            self.agent = self._make(spec, seed=seed)
+        else:
+            self._make(spec, seed=seed)  # checks the spec now, not at the first request
+            self.per_request = True
+        if temperature and not self.onnx and self.checkpoint is None:
+            raise ValueError(f"--temperature applies to neural bots, not to {spec!r}")
+        self.name = str(getattr(self.onnx or self.agent, "name", "") or spec)
+        meta = getattr(self.onnx, "metadata", {}) if self.onnx else {}
+        self.supported: list[tuple[RuleSet, list[int]]] | None = None
+        if meta.get("rules") is not None:
+            players = sorted({int(p) for p in _as_list(meta.get("players", [2, 3, 4, 5]))})
+            self.supported = [(RuleSet.parse(r), [p for p in players if p <= RuleSet.parse(r).max_players])
+                              for r in _as_list(meta["rules"])]
+
+    @staticmethod
+    def _make(spec: str, **kw: Any) -> Any:
+        from agents import make_agent  # the registry resolves built-in names, checkpoints and URLs
+        return make_agent(spec, **kw)
+
+    def _load_onnx(self, path: Path) -> None:
+        from agents.onnx_agent import OnnxAgent
+        self.onnx = OnnxAgent(path, seed=self.seed, temperature=self.temperature)
+        self.checkpoint = str(path)
+
+    # ---- what it plays -----------------------------------------------------------
+    def check_supported(self, rules: RuleSet, players: int) -> None:
+        if self.supported is None:
+            return
+        for rs, ps in self.supported:
+            if _rules_key(rs) == _rules_key(rules):
+                if players in ps:
+                    return
+                raise RequestError(f"this bot plays {rules.name} with {', '.join(map(str, ps))} players,"
+                                   f" not {players}")
+        raise RequestError(f"this bot does not play rules {rules.name}; it plays "
+                           + ", ".join(rs.name for rs, _ in self.supported))
+
+    def supports_json(self) -> list[dict[str, Any]]:
+        if self.supported is None:
+            return [{"rules": n, "players": list(range(2, RuleSet.preset(n).max_players + 1))}
+                    for n in PRESET_NAMES]
+        return [{"rules": rs.to_record(), "players": ps} for rs, ps in self.supported]
+
+    def info(self) -> dict[str, Any]:
+        sup = self.supports_json()
+        meta = getattr(self.onnx, "metadata", {}) if self.onnx else {}
+        return {"name": self.name, "agent": self.spec, "checkpoint": self.checkpoint,
+                "rules": [s["rules"] for s in sup],
+                "players": sorted({p for s in sup for p in s["players"]}),
+                "supports": sup, "any_rule_overrides": self.supported is None,
+                "format": FORMAT, "action_table_version": ACTION_TABLE_VERSION,
+                "obs_version": meta.get("obs_version"),
+                "temperature": self.temperature, "deterministic": True}
+
+    # ---- one decision ------------------------------------------------------------------
+    def decide(self, game: Game, seat: int, key: int) -> tuple[int, dict[str, Any] | None]:
+        rng = np.random.default_rng([self.seed & 0xFFFFFFFF, key])
+        info: dict[str, Any] | None = None
+        if self.onnx is not None:
+            from agents.onnx_agent import choose_action
+            probs, value, mask = self.onnx.policy(game, seat)
+            a = choose_action(probs, mask, self.temperature, rng)
+            legal = np.flatnonzero(mask)
+            best = legal[np.argsort(-probs[legal], kind="stable")][:3]
+            info = {"value": round(value, 4),
+                    "top": [{"move": ACTION_NAMES[int(b)], "p": round(float(probs[b]), 4)} for b in best]}
+        elif self.per_request:
+            a = self._make(self.spec, seed=int(rng.integers(2**31 - 1))).act(game, seat)
+        else:
+            a = self.agent.act(game, seat)
+        return int(a), info
+
+
+def view_key(game: Game, seat: int) -> int:
+    """A 63-bit digest of a seat's view: equal views, equal keys (hand order ignored)."""
+    blob = json.dumps([game.rules.to_record(), game.players, game.opener, seat,
+                       game.hand(seat), game.events], sort_keys=True, separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:8], "little") >> 1
+
+
+def cards_for(hand: list[int], action: int) -> list[int]:
+    """The cards given up for a play: the lowest suits of each needed rank."""
+    out: list[int] = []
+    for r in range(13):
+        need = int(ACT_COUNTS[action, r])
+        if need:
+            out += sorted(c for c in hand if c // 4 == r)[:need]
+    return out
+
+
+def decide_event(bot: Bot, view: Game, seat: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The bot's decision on a seat's view, as a record event (checked legal by the engine)."""
+    a, info = bot.decide(view, seat, view_key(view, seat))
+    if a not in view.legal_actions():  # a bug in an agent: refuse to answer rather than guess
+        raise RuntimeError(f"agent {bot.name} chose {ACTION_NAMES[a] if 0 <= a < len(ACTION_NAMES) else a},"
+                           " which is not legal here")
+    return view.copy().apply(a), info
+
+
+# ---- the request body of /v1/act ---------------------------------------------------------
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class EventIn(Strict):
+    seat: int
+    type: Literal["sam", "pass", "play"]
+    declare: bool | None = None
+    cards: list[str] | None = None
+
+
+class ActRequest(Strict):
+    format: Literal["samloc/1"]
+    rules: str | dict[str, Any]
+    players: int
+    opener: int
+    seat: int
+    hand: list[str] = Field(max_length=10)
+    events: list[EventIn] = Field(max_length=1000)
+
+
+def build_view(req: ActRequest, bot: Bot) -> Game:
+    """The seat's view of the game, or RequestError naming what is wrong with the request."""
+    try:
+        rules = RuleSet.parse(req.rules)
+        rules.check_players(req.players)
+        bot.check_supported(rules, req.players)
+        events = [e.model_dump(exclude_none=True) for e in req.events]
+        view = Game.from_view(rules, req.players, req.opener, req.seat, req.hand, events)
+    except (GameError, CardError, RulesError) as exc:
+        raise RequestError(str(exc)) from None
+    if view.finished:
+        raise RequestError(f"the game is already over ({view.result.end if view.result else 'finished'})")
+    if view.to_act != req.seat:
+        raise RequestError(f"it is seat {view.to_act}'s turn, not seat {req.seat}'s")
+    return view
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    errs = exc.errors()
+    if not errs:
+        return "invalid request"
+    e = errs[0]
+    loc = [x for x in e.get("loc", ()) if x != "body"]
+    where = "".join(f"[{x}]" if isinstance(x, int) else (f".{x}" if i else str(x)) for i, x in enumerate(loc))
+    kind = e.get("type", "")
+    if kind == "json_invalid":
+        return f"the body is not valid JSON ({e.get('ctx', {}).get('error', 'parse error')})"
+    if kind == "extra_forbidden":
+        *parent, field = loc or ["?"]
+        at = "".join(f"[{x}]" if isinstance(x, int) else (f".{x}" if i else str(x))
+                     for i, x in enumerate(parent))
+        return f"unknown field {field!r}" + (f" in {at}" if at else "")
+    if kind == "missing":
+        return f"missing field {where!r}"
+    if kind in ("model_type", "model_attributes_type", "dict_type") and not loc:
+        return "the body must be a JSON object"
+    return f"{where or 'body'}: {e.get('msg', 'invalid')}"
+
+
+# ---- the play page: server-side sessions -----------------------------------------------
+class NewSession(Strict):
+    rules: str | dict[str, Any] = "hoi_quan_bai"
+    players: int = 4
+    seat: int = 0
+    seed: int | None = None
+
+
+class HumanMove(Strict):
+    move: Literal["pass", "sam", "no_sam"] | None = None
+    cards: list[str] | None = Field(default=None, max_length=10)
+
+
+class PlaySession:
+    """A person at a table of bots, game after game, with a running total."""
+
+    def __init__(self, bot: Bot, rules: RuleSet, players: int, seat: int, seed: int):
+        self.id = secrets.token_urlsafe(12)
+        self.bot, self.rules, self.players, self.seat, self.seed = bot, rules, players, seat, seed
+        self.totals = [0] * players
+        self.history: list[dict[str, Any]] = []
+        self.game_no = 0
+        self.opener: int | None = None
+        self.new_game()
+
+    def new_game(self) -> None:
+        """Deal the next game: the previous winner opens it (the same opener after a draw)."""
+        self.game_no += 1
+        seed = int(np.random.SeedSequence([self.seed, self.game_no]).generate_state(1)[0])
+        self.game = Game.new(self.rules, self.players, seed=seed, opener=self.opener)
+        self.log: list[dict[str, Any]] = []
+        self.top: dict[str, Any] | None = None
+        self.counted = False
+        self.play_bots()
+
+    def human(self, move: HumanMove) -> None:
+        g = self.game
+        if g.finished:
+            raise RequestError("this game is over: press Play again")
+        if g.to_act != self.seat:
+            raise RequestError(f"it is seat {g.to_act}'s turn")
+        if (move.move is None) == (move.cards is None):
+            raise RequestError("send either a move (pass, sam, no_sam) or the cards to play")
+        if move.move == "pass":
+            ev: dict[str, Any] = {"seat": self.seat, "type": "pass"}
+        elif move.move in ("sam", "no_sam"):
+            ev = {"seat": self.seat, "type": "sam", "declare": move.move == "sam"}
+        else:
+            if not move.cards:
+                raise RequestError("select the cards to play first")
+            ev = {"seat": self.seat, "type": "play", "cards": move.cards}
+        try:
+            self._apply(ev)
+        except (GameError, CardError) as exc:
+            raise RequestError(str(exc)) from None
+        self.play_bots()
+
+    def play_bots(self) -> None:
+        g = self.game
+        for _ in range(2000):
+            if g.finished or g.to_act == self.seat:
+                break
+            s = g.to_act
+            assert s is not None
+            view = Game.from_view(self.rules, self.players, g.opener, s, g.hand(s) or [], g.events)
+            ev, _ = decide_event(self.bot, view, s)
+            self._apply(ev)
+        if g.finished and not self.counted:
+            res = g.result
+            assert res is not None
+            self.counted = True
+            self.totals = [t + x for t, x in zip(self.totals, res.scores)]
+            self.history.append({"game": self.game_no, "opener": g.opener, **res.to_json()})
+            self.opener = g.opener if res.winner is None else res.winner
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        g, st = self.game, self.game.state
+        chops_before = int(st[core.O_NCHOPS])
+        ev = g.apply(event)
+        entry: dict[str, Any] = dict(ev)
+        if ev["type"] == "play":
+            a = action_from_counts(rank_counts(parse_cards(ev["cards"])))
+            entry["move"] = ACTION_NAMES[a]
+            entry["chop"] = bool(st[core.O_TOP_CHOP]) and int(st[core.O_TOP]) == a
+            self.top = {"seat": ev["seat"], "cards": ev["cards"], "move": entry["move"]}
+        else:
+            entry["move"] = "pass" if ev["type"] == "pass" else ("sam" if ev["declare"] else "no_sam")
+        if int(st[core.O_TOP]) < 0:
+            self.top = None
+        n = self.players
+        entry.update(i=len(self.log), top=self.top,
+                     sizes=[g.hand_size(s) for s in range(n)],
+                     passed=[bool(st[core.O_PASSED + s]) for s in range(n)],
+                     scores=[int(x) for x in st[core.O_SCORE:core.O_SCORE + n]],
+                     settled=[{"from": int(st[core.O_CHOPS + 3 * i]), "to": int(st[core.O_CHOPS + 3 * i + 1]),
+                               "amount": int(st[core.O_CHOPS + 3 * i + 2])}
+                              for i in range(chops_before, int(st[core.O_NCHOPS]))])
+        self.log.append(entry)
+
+    def state(self) -> dict[str, Any]:
+        g, n = self.game, self.players
+        hand = g.hand(self.seat) or []
+        mine = not g.finished and g.to_act == self.seat
+        res = g.result
+        return {
+            "session": self.id, "game": self.game_no, "rules": self.rules.name, "players": n,
+            "seat": self.seat, "opener": g.opener, "phase": g.phase, "to_act": g.to_act,
+            "your_turn": mine, "declarer": g.declarer,
+            "hand": cards_str(hand), "sizes": [g.hand_size(s) for s in range(n)],
+            "events": self.log, "top": self.top,
+            "legal": ([{"move": ACTION_NAMES[a], "cards": cards_str(cards_for(hand, a))}
+                       for a in g.legal_actions()] if mine else []),
+            "result": None if res is None else res.to_json(),
+            "totals": self.totals, "history": self.history, "bot": self.bot.name,
+            "reveal": [cards_str(g.hand(s) or []) for s in range(n)] if g.finished else None,
+        }
+
+
+# ---- the app -----------------------------------------------------------------------------
+class _BodyLimit:
+    """Refuse bodies over ``max_bytes`` with 413 before the app reads them."""
+
+    def __init__(self, app: Any, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            await self._too_large(send)
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                break
+            chunks.append(msg.get("body", b""))
+            size += len(chunks[-1])
+            more = msg.get("more_body", False)
+            if size > self.max_bytes:
+                await self._too_large(send)
+                return
+        body, sent = b"".join(chunks), False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, send: Any) -> None:
+        body = json.dumps({"error": f"the request body is larger than {self.max_bytes} bytes"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def create_app(agent_spec: str | None = None, *, seed: int = 0, temperature: float = 0.0,
+               bot: Bot | None = None) -> FastAPI:
+    """The server.  The agent is loaded once, in the lifespan (or passed in as ``bot``)."""
+    sessions: OrderedDict[str, PlaySession] = OrderedDict()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.bot = bot or Bot(agent_spec, seed=seed, temperature=temperature)
+        gc.freeze()  # the loaded model and engine are permanent: keep them out of GC pauses
+        yield
+
+    app = FastAPI(title="samloc bot", version="1", lifespan=lifespan,
+                  description="A Sâm lốc bot: PROTOCOL §4, and a page to play it at /play.")
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": _validation_message(exc)}, status_code=422)
+
+    @app.exception_handler(RequestError)
+    async def _refused(_: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI's answer to a body that is not text (bad UTF-8)
+            return JSONResponse({"error": "the body is not valid JSON (not UTF-8 text)"}, status_code=422)
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, exc: Exception) -> JSONResponse:  # logged by uvicorn; tests assert none
+        return JSONResponse({"error": f"internal error ({type(exc).__name__})"}, status_code=500)
+
+    @app.post("/v1/act")
+    async def act(req: ActRequest, request: Request) -> JSONResponse:
+        t0 = time.perf_counter()
+        b: Bot = request.app.state.bot
+        view = build_view(req, b)
+        event, info = decide_event(b, view, req.seat)
+        out: dict[str, Any] = {"event": event}
+        if info:
+            out["info"] = info
+        ms = (time.perf_counter() - t0) * 1000
+        return JSONResponse(out, headers={"Server-Timing": f"decide;dur={ms:.3f}"})
+
+    @app.get("/v1/health")
+    async def health() -> dict[str, bool]:
+        return {"ok": True}
+
+    @app.get("/v1/info")
+    async def info(request: Request) -> dict[str, Any]:
+        return request.app.state.bot.info()
+
+    # -- the play page
+    @app.get("/play", include_in_schema=False)
+    async def play_page() -> FileResponse:
+        return FileResponse(STATIC / "play.html", media_type="text/html")
+
+    app.mount("/play/static", StaticFiles(directory=STATIC), name="static")
+
+    def session(sid: str) -> PlaySession:
+        s = sessions.get(sid)
+        if s is None:
+            raise StarletteHTTPException(404, "unknown or expired session: start a new game")
+        sessions.move_to_end(sid)
+        return s
+
+    @app.get("/play/api/options")
+    async def options(request: Request) -> dict[str, Any]:
+        b: Bot = request.app.state.bot
+        return {"bot": b.name, "supports": b.supports_json()}
+
+    @app.post("/play/api/new")
+    async def new_session(body: NewSession, request: Request) -> dict[str, Any]:
+        b: Bot = request.app.state.bot
+        try:
+            rules = RuleSet.parse(body.rules)
+            rules.check_players(body.players)
+        except RulesError as exc:
+            raise RequestError(str(exc)) from None
+        b.check_supported(rules, body.players)
+        if not 0 <= body.seat < body.players:
+            raise RequestError(f"seat must be from 0 to {body.players - 1}")
+        s = PlaySession(b, rules, body.players, body.seat,
+                        secrets.randbits(63) if body.seed is None else body.seed)
+        sessions[s.id] = s
+        while len(sessions) > MAX_SESSIONS:
+            sessions.popitem(last=False)
+        return s.state()
+
+    @app.get("/play/api/{sid}")
+    async def get_state(sid: str) -> dict[str, Any]:
+        return session(sid).state()
+
+    @app.post("/play/api/{sid}/move")
+    async def move(sid: str, body: HumanMove) -> dict[str, Any]:
+        s = session(sid)
+        s.human(body)
+        return s.state()
+
+    @app.post("/play/api/{sid}/again")
+    async def again(sid: str) -> dict[str, Any]:
+        s = session(sid)
+        if not s.game.finished:
+            raise RequestError("finish this game first")
+        s.new_game()
+        return s.state()
+
+    return _wrap(app)
+
+
+def _wrap(app: FastAPI) -> FastAPI:
+    """Put the body limit outside everything else (FastAPI would turn its refusal into a 400)."""
+    inner = app.build_middleware_stack()
+    limited = _BodyLimit(inner, MAX_BODY)
+    app.middleware_stack = limited  # Starlette calls middleware_stack; built once, here
+    return app
+
+
+# ---- the command ---------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="samloc serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("--agent", default=None,
+                   help="random, heuristic, a checkpoint directory, an .onnx file or http://...;"
+                        " default: the shipped bot in checkpoints/ (its .onnx), else heuristic")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0 = greedy (default); T > 0 samples from p^(1/T), still reproducible per request")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    args = p.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        bot = Bot(args.agent, seed=args.seed, temperature=args.temperature)
+    except (ValueError, OSError, ImportError) as exc:
+        print(f"samloc serve: {exc}", file=sys.stderr)
+        return 2
+    if bot.note:
+        print(f"samloc serve: {bot.note}")
+    print(f"samloc serve: agent {bot.name} ({bot.spec}); http://{args.host}:{args.port}/play"
+          f" to play, POST /v1/act for bots")
+    import uvicorn
+    app = create_app(bot=bot)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    except OSError as exc:
+        print(f"samloc serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""End to end in a real headless Chromium (Playwright): a scripted person plays at /play.
+
+The server (heuristic bots) runs under uvicorn on a free loopback port.  The
+person answers the Sâm question, tries a selection that is not a combination
+(and must see the engine's refusal), then plays legal moves by clicking cards
+until the result dialog shows; in the first preset it presses "Play again"
+and checks that the previous winner opens and the running total adds up.
+
+Needs Debian's ``chromium`` at /usr/bin/chromium (scripts/test.sh installs it).
+Set SAMLOC_SCREENSHOTS=DIR to keep screenshots of the page.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason=f"{CHROMIUM} is missing (scripts/test.sh installs Debian's chromium)")
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    import uvicorn
+
+    from agents.server import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app("heuristic"), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    t0 = time.time()
+    while not server.started:
+        assert time.time() - t0 < 60 and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def shot(page: Any, tmp: Path, name: str) -> None:
+    path = tmp / f"{name}.png"
+    page.screenshot(path=str(path))
+    assert path.stat().st_size > 10_000  # a rendered page, not a blank one
+    keep = os.environ.get("SAMLOC_SCREENSHOTS")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(path, Path(keep) / path.name)
+
+
+def idle(page: Any) -> dict[str, Any]:
+    page.wait_for_selector('body[data-busy="0"]', timeout=30_000)
+    return page.evaluate("window.samloc.state")
+
+
+def play_to_the_end(page: Any, rng: random.Random, tmp: Path, tag: str) -> dict[str, Any]:
+    """Click through one whole game as the person; returns the final state."""
+    refused = False
+    for step in range(400):
+        st = idle(page)
+        if st["result"] is not None:
+            page.wait_for_selector("#result:not([hidden])")
+            return st
+        assert st["your_turn"], "the page waits for the person but it is not their turn"
+        if st["phase"] == "sam":
+            assert page.is_visible("#sam-controls") and not page.is_visible("#play-controls")
+            page.click("#sam-no")
+            continue
+        assert page.is_visible("#play-controls")
+        hand = st["hand"]
+        by_rank: dict[str, str] = {}
+        for c in hand:
+            by_rank.setdefault(c[0], c)
+        if not refused and st["top"] is None and len(by_rank) >= 2:
+            a, b = list(by_rank.values())[:2]
+            page.click(f'#hand .card[data-card="{a}"]')
+            page.click(f'#hand .card[data-card="{b}"]')
+            page.click("#play")
+            page.wait_for_selector("#message.error")
+            text = page.inner_text("#message")
+            assert "is not a combination" in text and any(sym in text for sym in "♠♣♦♥")
+            assert idle(page)["events"] == st["events"]  # refused: nothing happened
+            shot(page, tmp, f"{tag}-refused")
+            page.click("#clear")
+            refused = True
+        move = rng.choice(st["legal"])
+        if move["move"] == "pass":
+            page.click("#pass")
+        else:
+            for c in move["cards"]:
+                page.click(f'#hand .card[data-card="{c}"]')
+            page.click("#play")
+        if step == 4:
+            idle(page)
+            shot(page, tmp, f"{tag}-midgame")
+    raise AssertionError("the game did not end")
+
+
+def check_result_dialog(page: Any, st: dict[str, Any]) -> None:
+    res = st["result"]
+    title = page.inner_text("#result-title")
+    words = {"won": "won", "instant_win": "instantly", "sam_success": "Sâm", "sam_failed": "Sâm was broken",
+             "draw": "Draw"}
+    assert words[res["end"]] in title
+    rows = page.locator("#result-table tr")
+    assert rows.count() == st["players"] + 1
+    for s, score in enumerate(res["scores"]):
+        cell = rows.nth(s + 1).locator("td").nth(1).inner_text()
+        assert int(cell.replace("+", "")) == score
+    # every event of the game is in the move list, bots' moves included
+    log = page.inner_text("#log")
+    assert log.count("\n") + 1 >= len(st["events"])
+    assert all(f"Seat {e['seat']}" in log for e in st["events"] if e["seat"] != st["seat"])
+
+
+@pytest.mark.parametrize("rules,players,seat,games", [("hoi_quan_bai", 4, 0, 2), ("s666pg", 3, 2, 1)])
+def test_person_plays_whole_games(browser: Any, server_url: str, tmp_path: Path, rules: str, players: int,
+                                  seat: int, games: int) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server_url}/play?delay=0&seed=11&rules={rules}&players={players}&seat={seat}")
+    rng = random.Random(7)
+    totals = [0] * players
+    prev_winner = None
+    for game in range(1, games + 1):
+        st = idle(page)
+        assert st["game"] == game and st["rules"] == rules and st["players"] == players and st["seat"] == seat
+        assert page.locator("#opponents .seat-panel").count() == players - 1
+        if prev_winner is not None:
+            assert st["opener"] == prev_winner  # RULES §4: the previous winner opens
+            assert f"Game {game}" in page.inner_text("#game-title")
+        st = play_to_the_end(page, rng, tmp_path, f"{rules}-{game}")
+        check_result_dialog(page, st)
+        totals = [t + x for t, x in zip(totals, st["result"]["scores"])]
+        assert st["totals"] == totals
+        shot(page, tmp_path, f"{rules}-{game}-result")
+        prev_winner = st["result"]["winner"] if st["result"]["winner"] is not None else st["opener"]
+        if game < games:
+            page.click("#again")
+            page.wait_for_function(f"window.samloc.state && window.samloc.state.game === {game + 1}")
+    total_cells = page.locator("#totals tr td.num:last-child").all_inner_texts()
+    assert [int(t.replace("+", "")) for t in total_cells] == totals
+    assert not errors, errors
+    page.close()

@@ -1,0 +1,339 @@
+"""The bot server (PROTOCOL §4) through FastAPI's TestClient: answers, refusals, the play API.
+
+The big check: 10,000 valid requests taken from random games of every preset
+and player count get 100% legal answers (the event applies to the real game),
+and the same request always gets the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+with warnings.catch_warnings():  # Starlette's notice about httpx, at import
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+from agents.server import MAX_BODY, Bot, create_app, view_key  # noqa: E402
+from sam_env.actions import NO_SAM  # noqa: E402
+from sam_env.cards import card_str  # noqa: E402
+from sam_env.game import Game  # noqa: E402
+from sam_env.record import replay_report  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = [("hoi_quan_bai", p) for p in (2, 3, 4, 5)] + [("s666pg", p) for p in (2, 3, 4, 5)] \
+    + [("mien_bac", p) for p in (2, 3, 4)] + [("online", p) for p in (2, 3, 4)]
+
+
+def view_request(g: Game, seat: int | None = None) -> dict[str, Any]:
+    """The /v1/act body for the seat to act (or ``seat``) of a full game."""
+    s = g.to_act if seat is None else seat
+    return {"format": "samloc/1", "rules": g.rules.to_record(), "players": g.players, "opener": g.opener,
+            "seat": s, "hand": [card_str(c) for c in g.hand(s) or []], "events": list(g.events)}
+
+
+def random_positions(count: int, seed: int, configs=CONFIGS) -> list[tuple[Game, dict[str, Any]]]:
+    """(game copy, request) at every decision of seeded random games, spread over ``configs``."""
+    rng = random.Random(seed)
+    out: list[tuple[Game, dict[str, Any]]] = []
+    k = 0
+    while len(out) < count:
+        rules, players = configs[k % len(configs)]
+        g = Game.new(rules, players, seed=seed * 100_000 + k)
+        k += 1
+        sam_ok = rng.random() < 0.2          # some games with Sâm declarations, most played out
+        while not g.finished and len(out) < count:
+            out.append((g.copy(), view_request(g)))
+            legal = g.legal_actions()
+            g.apply(NO_SAM if NO_SAM in legal and not sam_ok else rng.choice(legal))
+    return out
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    with TestClient(create_app("random"), raise_server_exceptions=False) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def heuristic_client() -> TestClient:
+    with TestClient(create_app("heuristic"), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_health_and_info(client: TestClient) -> None:
+    assert client.get("/v1/health").json() == {"ok": True}
+    info = client.get("/v1/info").json()
+    assert info["name"] == "random" and info["checkpoint"] is None
+    assert info["rules"] == ["hoi_quan_bai", "s666pg", "mien_bac", "online"]
+    assert info["players"] == [2, 3, 4, 5]
+    assert {s["rules"]: s["players"] for s in info["supports"]}["mien_bac"] == [2, 3, 4]
+
+
+def test_answer_is_a_legal_event_of_the_seat(heuristic_client: TestClient) -> None:
+    g = Game.new("hoi_quan_bai", 4, seed=11)
+    while not g.finished:
+        r = heuristic_client.post("/v1/act", json=view_request(g))
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert set(body) <= {"event", "info"}
+        ev = body["event"]
+        assert ev["seat"] == g.to_act and ev["type"] in ("sam", "pass", "play")
+        if ev["type"] == "play":
+            assert set(ev["cards"]) <= {card_str(c) for c in g.hand(g.to_act)}
+        g.apply(ev)  # raises if the answer were illegal
+        assert r.headers["server-timing"].startswith("decide;dur=")
+    assert g.result is not None
+
+
+def _error(r) -> str:
+    assert r.status_code == 422, (r.status_code, r.text)
+    body = r.json()
+    assert set(body) == {"error"} and isinstance(body["error"], str) and body["error"]
+    return body["error"]
+
+
+def _mid_game(seed: int = 5, decisions: int = 12) -> Game:
+    rng = random.Random(seed)
+    g = Game.new("hoi_quan_bai", 4, seed=seed)
+    for _ in range(decisions):
+        legal = g.legal_actions()
+        g.apply(NO_SAM if NO_SAM in legal else rng.choice(legal))
+    assert not g.finished
+    return g
+
+
+def test_refusals_name_the_problem(client: TestClient) -> None:
+    g = _mid_game()
+    good = view_request(g)
+    s = good["seat"]
+    played = next(ev for ev in good["events"] if ev["type"] == "play" and ev["seat"] != s)
+    own_played = [e for e in good["events"] if e["type"] == "play" and e["seat"] == s]
+    post = lambda body: client.post("/v1/act", json=body)  # noqa: E731
+    assert post(good).status_code == 200
+
+    def raw(data: bytes) -> str:
+        return _error(client.post("/v1/act", content=data, headers={"content-type": "application/json"}))
+
+    assert "not valid JSON" in raw(b'{"format": ')
+    assert "not valid JSON" in raw(b"\xff\xfe")
+    assert "JSON object" in raw(b"[1, 2]")
+    assert "unknown field 'bogus'" in _error(post({**good, "bogus": 1}))
+    assert "missing field 'hand'" in _error(post({k: v for k, v in good.items() if k != "hand"}))
+    assert "format" in _error(post({**good, "format": "samloc/2"}))
+    assert "players" in _error(post({**good, "players": "4"}))
+    assert "players must be an integer from 2 to 5" in _error(post({**good, "players": 6}))
+    assert "unknown preset 'poker'" in _error(post({**good, "rules": "poker"}))
+    assert "unknown rule parameter 'x'" in _error(post({**good, "rules": {"preset": "hoi_quan_bai", "x": 1}}))
+    assert "unknown card 'Zz'" in _error(post({**good, "hand": good["hand"][:-1] + ["Zz"]}))
+    dup = good["hand"][:-1] + [good["hand"][0]]
+    assert "twice" in _error(post({**good, "hand": dup}))
+    assert "not the 10 it was dealt" in _error(post({**good, "hand": good["hand"][:-1]}))
+    # a card another seat already played, in place of one of ours
+    stolen = good["hand"][:-1] + [played["cards"][0]]
+    assert played["cards"][0] in _error(post({**good, "hand": stolen}))
+    if own_played:  # a card this seat already played, still in its hand
+        again = good["hand"][:-1] + [own_played[0]["cards"][0]]
+        assert "already played" in _error(post({**good, "hand": again}))
+    assert f"seat {s}'s turn" in _error(post(view_request(g, (s + 1) % 4)))
+    bad_event = [dict(good["events"][0], type="fold")] + good["events"][1:]
+    assert "events[0].type" in _error(post({**good, "events": bad_event}))
+    extra_key = [dict(good["events"][0], note="x")] + good["events"][1:]
+    assert "unknown field 'note' in events[0]" in _error(post({**good, "events": extra_key}))
+    i = good["events"].index(played)
+    illegal = good["events"][:i] + [dict(played, seat=(played["seat"] + 1) % 4)] + good["events"][i + 1:]
+    assert _error(post({**good, "events": illegal})).startswith(f"event {i}:")
+    not_list = good["events"][:i] + [dict(played, cards=played["cards"][0])] + good["events"][i + 1:]
+    assert f"events[{i}].cards" in _error(post({**good, "events": not_list}))
+    assert "opener" in _error(post({**good, "opener": 9}))
+
+
+def test_finished_game_is_refused(client: TestClient) -> None:
+    rng = random.Random(3)
+    g = Game.new("s666pg", 3, seed=3)
+    while not g.finished:
+        legal = g.legal_actions()
+        g.apply(NO_SAM if NO_SAM in legal else rng.choice(legal))
+    loser = next(s for s in range(3) if s != g.result.winner)
+    assert "already over" in _error(client.post("/v1/act", json=view_request(g, loser)))
+
+
+def test_oversized_body_is_413(client: TestClient) -> None:
+    g = _mid_game()
+    body = view_request(g)
+    body["events"] = body["events"] * (MAX_BODY // 100)
+    data = json.dumps(body).encode()
+    assert len(data) > MAX_BODY
+    r = client.post("/v1/act", content=data, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "larger than" in r.json()["error"]
+
+    def chunks():  # no Content-Length: the limit is enforced while reading
+        for i in range(0, len(data), 4096):
+            yield data[i:i + 4096]
+    r = client.post("/v1/act", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_unknown_routes_answer_json(client: TestClient) -> None:
+    r = client.get("/v2/act")
+    assert r.status_code == 404 and "error" in r.json()
+    r = client.get("/v1/act")
+    assert r.status_code == 405 and "error" in r.json()
+
+
+def test_ten_thousand_requests_all_legal_and_repeatable(client: TestClient) -> None:
+    positions = random_positions(10_000, seed=1)
+    answers = {}
+    for k, (game, req) in enumerate(positions):
+        r = client.post("/v1/act", json=req)
+        assert r.status_code == 200, (req, r.text)
+        ev = r.json()["event"]
+        game.apply(ev)  # the engine, on the full game, accepts it: it is legal
+        if k % 20 == 0:
+            answers[k] = ev
+    for k, ev in answers.items():  # the same request, later: the same answer
+        assert client.post("/v1/act", json=positions[k][1]).json()["event"] == ev
+    # hand order does not change the answer either
+    game, req = positions[7]
+    shuffled = dict(req, hand=list(reversed(req["hand"])))
+    assert client.post("/v1/act", json=shuffled).json() == client.post("/v1/act", json=req).json()
+
+
+def test_random_bot_varies_with_the_server_seed() -> None:
+    positions = [p for p in random_positions(300, seed=2) if len(p[0].legal_actions()) > 2][:60]
+    answers = []
+    for seed in (0, 1):
+        with TestClient(create_app("random", seed=seed)) as c:
+            answers.append([c.post("/v1/act", json=req).json()["event"] for _, req in positions])
+    assert answers[0] != answers[1]
+
+
+def test_view_key_ignores_hand_order_but_not_the_view() -> None:
+    g = _mid_game()
+    s = g.to_act
+    a = Game.from_view(g.rules, 4, g.opener, s, g.hand(s), g.events)
+    b = Game.from_view(g.rules, 4, g.opener, s, list(reversed(g.hand(s))), g.events)
+    assert view_key(a, s) == view_key(b, s)
+    g.apply(g.legal_actions()[0])
+    c = Game.from_view(g.rules, 4, g.opener, g.to_act, g.hand(g.to_act), g.events)
+    assert view_key(c, g.to_act) != view_key(a, s)
+
+
+def test_bad_agent_spec_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown agent spec"):
+        Bot("grandmaster")
+    with pytest.raises(ValueError, match="temperature"):
+        Bot("heuristic", temperature=1.0)
+
+
+def test_serve_cli_usage_errors() -> None:
+    r = subprocess.run([sys.executable, "-m", "sam_env.cli", "serve", "--agent", "nope.onnx"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "nope.onnx" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_server_imports_no_torch() -> None:
+    code = ("import sys, warnings; warnings.simplefilter('ignore');"
+            "from fastapi.testclient import TestClient; from agents.server import create_app;"
+            "from sam_env.game import Game; from sam_env.cards import card_str;"
+            "g = Game.new('hoi_quan_bai', 4, seed=1); s = g.to_act;"
+            "c = TestClient(create_app('heuristic')).__enter__();"
+            "r = c.post('/v1/act', json={'format': 'samloc/1', 'rules': 'hoi_quan_bai', 'players': 4,"
+            " 'opener': g.opener, 'seat': s, 'hand': [card_str(x) for x in g.hand(s)], 'events': []});"
+            "assert r.status_code == 200, r.text;"
+            "print(sorted(m for m in ('torch', 'gymnasium', 'ray') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+# ---- the play page's API ---------------------------------------------------------------------
+def _play_out(c: TestClient, st: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """The person plays random legal choices (declining Sâm) until the game is over."""
+    for _ in range(300):
+        if st["result"] is not None:
+            return st
+        assert st["your_turn"] and st["legal"]
+        moves = [m["move"] for m in st["legal"]]
+        if "no_sam" in moves:
+            body: dict[str, Any] = {"move": "no_sam"}
+        else:
+            m = rng.choice(st["legal"])
+            body = {"move": "pass"} if m["move"] == "pass" else {"cards": m["cards"]}
+        r = c.post(f"/play/api/{st['session']}/move", json=body)
+        assert r.status_code == 200, r.text
+        st = r.json()
+    raise AssertionError("the game did not end")
+
+
+def test_play_session_games_totals_and_opener(heuristic_client: TestClient) -> None:
+    c, rng = heuristic_client, random.Random(0)
+    assert c.get("/play").status_code == 200 and "Sâm lốc" in c.get("/play").text
+    assert c.get("/play/static/play.js").status_code == 200
+    opts = c.get("/play/api/options").json()
+    assert opts["bot"] == "heuristic" and len(opts["supports"]) == 4
+    st = c.post("/play/api/new", json={"rules": "mien_bac", "players": 3, "seat": 2, "seed": 7}).json()
+    totals = [0, 0, 0]
+    for game_no in range(1, 4):
+        assert st["game"] == game_no and st["seat"] == 2 and len(st["hand"]) + sum(
+            1 for e in st["events"] if e["seat"] == 2 and e["type"] == "play") >= 1
+        st = _play_out(c, st, rng)
+        res = st["result"]
+        assert sum(res["scores"]) == 0
+        totals = [t + x for t, x in zip(totals, res["scores"])]
+        assert st["totals"] == totals and len(st["history"]) == game_no
+        # the log carries every event in order: with the revealed hands they replay to the same result
+        events = [{k: e[k] for k in ("seat", "type", "cards", "declare") if k in e} for e in st["events"]]
+        assert [e["i"] for e in st["events"]] == list(range(len(events)))
+        hands = [list(st["reveal"][s]) for s in range(3)]
+        for e in events:
+            if e["type"] == "play":
+                hands[e["seat"]] += e["cards"]
+        record = {"format": "samloc/1", "rules": "mien_bac", "players": 3, "opener": st["opener"],
+                  "hands": hands, "events": events, "result": res}
+        assert replay_report(record)["ok"] is True
+        winner = res["winner"]
+        prev_opener = st["opener"]
+        st = c.post(f"/play/api/{st['session']}/again").json()
+        assert st["opener"] == (prev_opener if winner is None else winner)  # RULES §4
+        assert st["totals"] == totals
+
+
+def test_play_refuses_illegal_choices(heuristic_client: TestClient) -> None:
+    c = heuristic_client
+    for seed in range(40):
+        st = c.post("/play/api/new", json={"rules": "hoi_quan_bai", "players": 4, "seat": 0, "seed": seed}).json()
+        if st["result"] is None and st["phase"] == "play" and st["top"] is None:
+            break
+        if st["result"] is None and st["phase"] == "sam":
+            st = c.post(f"/play/api/{st['session']}/move", json={"move": "no_sam"}).json()
+            if st["result"] is None and st["top"] is None:
+                break
+    else:
+        pytest.skip("no deal where the person leads")
+    sid, hand = st["session"], st["hand"]
+    post = lambda body: c.post(f"/play/api/{sid}/move", json=body)  # noqa: E731
+    assert "may not pass" in _error(post({"move": "pass"}))
+    singles = {card[0]: card for card in hand}
+    if len(singles) >= 2:
+        a, b = sorted(singles.values())[:2]
+        if a[0] != b[0]:
+            assert "not a combination" in _error(post({"cards": [a, b]}))
+    other = next(card_str(x) for x in range(52) if card_str(x) not in hand)
+    assert "does not hold" in _error(post({"cards": [other]}))
+    assert "select the cards" in _error(post({"cards": []}))
+    assert "either" in _error(post({}))
+    assert "finish this game first" in _error(c.post(f"/play/api/{sid}/again"))
+    assert c.get(f"/play/api/{sid}").json()["events"] == st["events"]  # nothing changed
+    assert c.post("/play/api/nope/move", json={"move": "pass"}).status_code == 404
+    assert "players" in _error(c.post("/play/api/new", json={"rules": "online", "players": 5}))
+    assert "seat" in _error(c.post("/play/api/new", json={"rules": "online", "players": 3, "seat": 3}))
