@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The main job: sets up .venv, then runs the embedded local default.
+# The main job: sets up .venv, then trains the `quick` config end to end on this machine
+# (self-play on an embedded Ray, periodic and final evaluation, checkpoints) and prints
+# where the TensorBoard logs (runs/quick__<seed>__<time>/) and the final checkpoint are.
+# Extra arguments are config overrides or options of `samloc train`, e.g. max_minutes=2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-exec .venv/bin/samloc demo "$@"
+exec .venv/bin/samloc train --config configs/quick.yaml "$@"

@@ -1,0 +1,223 @@
+"""``samloc export CHECKPOINT_DIR [--out FILE.onnx]``: the policy as an ONNX model.
+
+The model runs anywhere onnxruntime does, without PyTorch:
+
+- inputs ``obs`` float32[B, OBS_SIZE] (:func:`sam_env.obs.encode`) and
+  ``mask`` float32[B, 201] (1 = legal action, :meth:`Game.legal_mask`);
+- outputs ``probs`` float32[B, 201] (softmax of the masked logits, exactly 0
+  on illegal actions) and ``value`` float32[B] (the value head, in lá divided
+  by the training ``reward_scale``).
+
+Before the file is put in place it is checked against PyTorch on 1,000 real
+positions from random games and 1,000 uniformly random observations and
+masks: the largest difference of any output must be below 1e-5.  A JSON
+sidecar (``FILE.json``) says what the model plays: observation and
+action-table versions, the rule sets and player counts it was trained for,
+its checkpoint; the same JSON is embedded in the ONNX metadata (key
+``samloc``).  Both files are written atomically (temporary file, then rename).
+Default output: ``policy.onnx`` inside the checkpoint folder, where
+``samloc serve --agent CHECKPOINT_DIR`` finds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TOLERANCE = 1e-5
+OPSET = 17
+ONNX_FORMAT = "samloc-onnx/1"
+
+
+def _positions(rules: Any, players: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` (obs, mask) pairs from random games: every stage of a game, not only deals."""
+    from sam_env.vector import SelfPlayBatch
+
+    envs = 50
+    batch = SelfPlayBatch(rules=rules, players=players, num_envs=envs, seed=seed)
+    _, obs, mask = batch.reset(seed)
+    rng = np.random.default_rng(seed)
+    obs_out, mask_out = [obs.copy()], [mask.copy()]
+    while sum(len(o) for o in obs_out) < n:
+        legal = mask > 0
+        acts = np.array([rng.choice(np.flatnonzero(row)) for row in legal], dtype=np.int64)
+        _, obs, mask, _, _ = batch.step(acts)
+        obs_out.append(obs.copy())
+        mask_out.append(mask.copy())
+    return np.concatenate(obs_out)[:n].astype(np.float32), np.concatenate(mask_out)[:n].astype(np.float32)
+
+
+def _noise(obs_size: int, num_actions: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` uniformly random observations and masks (each with at least one legal action)."""
+    rng = np.random.default_rng(seed)
+    obs = rng.random((n, obs_size), dtype=np.float32)
+    mask = (rng.random((n, num_actions)) < rng.random((n, 1))).astype(np.float32)
+    mask[np.arange(n), rng.integers(0, num_actions, n)] = 1.0
+    return obs, mask
+
+
+def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: int = 1000,
+           seed: int = 0) -> dict[str, Any]:
+    """Export, check and write; returns the sidecar (with the check's figures).
+
+    Raises ValueError (one line) for a bad checkpoint or a failed check.
+    """
+    import torch
+    from torch import nn
+
+    from sam_env import obs as obs_mod
+    from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
+    from training.checkpoint import MODEL_FILE, CheckpointError, load_checkpoint, resolve
+
+    torch.set_num_threads(1)
+    try:
+        ckpt = resolve(checkpoint)
+        net, meta = load_checkpoint(ckpt)
+    except CheckpointError as exc:
+        raise ValueError(str(exc)) from None
+    for key, ours in (("obs_version", obs_mod.OBS_VERSION), ("action_table_version", ACTION_TABLE_VERSION)):
+        if meta.get(key) is not None and meta[key] != ours:
+            raise ValueError(f"{ckpt} was trained for {key} {meta[key]}, but this engine has {ours}")
+    if net.obs_size != obs_mod.OBS_SIZE or net.num_actions != NUM_ACTIONS:
+        raise ValueError(f"{ckpt} takes {net.obs_size} observations and {net.num_actions} actions;"
+                         f" this engine has {obs_mod.OBS_SIZE} and {NUM_ACTIONS}")
+    out_path = Path(out) if out is not None else ckpt / "policy.onnx"
+    if out_path.suffix != ".onnx":
+        raise ValueError(f"the output file must end in .onnx, not {out_path.name!r}")
+    rules = meta.get("rules") or ["hoi_quan_bai"]
+    rules = rules if isinstance(rules, list) else [rules]
+    players = meta.get("players") or [4]
+    players = sorted({int(p) for p in (players if isinstance(players, list) else [players])})
+
+    class Exported(nn.Module):
+        """The policy with its softmax: what a served bot needs, masked to exact zeros."""
+
+        def __init__(self, inner: nn.Module):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            logits, value = self.inner(obs, mask)
+            probs = torch.softmax(logits, dim=-1) * (mask > 0).to(logits.dtype)
+            return probs, value
+
+    model = Exported(net).eval()
+    sidecar: dict[str, Any] = {
+        "format": ONNX_FORMAT,
+        "name": str(meta.get("name") or ckpt.name),
+        "obs_version": obs_mod.OBS_VERSION, "obs_size": obs_mod.OBS_SIZE,
+        "action_table_version": ACTION_TABLE_VERSION, "num_actions": NUM_ACTIONS,
+        "rules": rules, "players": players,
+        "checkpoint": str(ckpt),
+        "checkpoint_sha256": hashlib.sha256((ckpt / MODEL_FILE).read_bytes()).hexdigest(),
+        "trained": {k: meta.get(k) for k in ("updates", "games", "decisions", "git_commit") if k in meta},
+        "inputs": {"obs": ["batch", obs_mod.OBS_SIZE], "mask": ["batch", NUM_ACTIONS]},
+        "outputs": {"probs": ["batch", NUM_ACTIONS], "value": ["batch"]},
+        "opset": OPSET, "exported": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=out_path.parent, prefix=".tmp-", suffix=".onnx")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        dummy = (torch.zeros(1, obs_mod.OBS_SIZE), torch.ones(1, NUM_ACTIONS))
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+            torch.onnx.export(model, dummy, str(tmp), dynamo=False, opset_version=OPSET,
+                              input_names=["obs", "mask"], output_names=["probs", "value"],
+                              dynamic_axes={"obs": {0: "batch"}, "mask": {0: "batch"},
+                                            "probs": {0: "batch"}, "value": {0: "batch"}})
+        import onnx
+        proto = onnx.load(str(tmp))
+        onnx.checker.check_model(proto)
+        check = _check(model, tmp, rules[0], players[0], samples, seed)
+        sidecar["check"] = check
+        if check["max_abs_diff"] >= TOLERANCE:
+            raise ValueError(f"the ONNX model differs from PyTorch by {check['max_abs_diff']:.3g}"
+                             f" (tolerance {TOLERANCE}); not written")
+        del proto.metadata_props[:]
+        onnx.helper.set_model_props(proto, {"samloc": json.dumps(sidecar)})
+        onnx.save(proto, str(tmp))
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a model file is for everyone
+        side_path = out_path.with_suffix(".json")
+        side_tmp = side_path.with_name(f".tmp-{os.getpid()}-{side_path.name}")
+        side_tmp.write_text(json.dumps(sidecar, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, out_path)
+        os.replace(side_tmp, side_path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    sidecar["path"] = str(out_path)
+    return sidecar
+
+
+def _check(model: Any, onnx_path: Path, rules: Any, players: int, samples: int, seed: int) -> dict[str, Any]:
+    """Largest |ONNX − PyTorch| over real positions and random inputs."""
+    import onnxruntime as ort
+    import torch
+
+    from sam_env import obs as obs_mod
+    from sam_env.actions import NUM_ACTIONS
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+    sets = {"positions": _positions(rules, players, samples, seed),
+            "random": _noise(obs_mod.OBS_SIZE, NUM_ACTIONS, samples, seed + 1)}
+    out: dict[str, Any] = {"samples": 0, "tolerance": TOLERANCE}
+    worst = 0.0
+    for name, (obs, mask) in sets.items():
+        with torch.no_grad():
+            tp, tv = model(torch.from_numpy(obs), torch.from_numpy(mask))
+        op, ov = sess.run(["probs", "value"], {"obs": obs, "mask": mask})
+        dp = float(np.abs(op - tp.numpy()).max())
+        dv = float(np.abs(ov.reshape(-1) - tv.numpy().reshape(-1)).max())
+        out[name] = {"n": len(obs), "max_abs_diff_probs": dp, "max_abs_diff_value": dv,
+                     "same_argmax": float(np.mean(op.argmax(1) == tp.numpy().argmax(1)))}
+        out["samples"] += len(obs)
+        worst = max(worst, dp, dv)
+    out["max_abs_diff"] = worst
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="samloc export", description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint", help="a checkpoint folder (or a run folder: its newest good checkpoint)")
+    p.add_argument("--out", default=None, help="the .onnx file to write (default: CHECKPOINT/policy.onnx)")
+    p.add_argument("--samples", type=int, default=1000, help="positions (and random inputs) checked (1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the sidecar as one JSON line")
+    args = p.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.samples < 1:
+        print("samloc export: --samples must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        side = export(args.checkpoint, args.out, samples=args.samples, seed=args.seed)
+    except (ValueError, OSError) as exc:
+        print(f"samloc export: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(side))
+    else:
+        c = side["check"]
+        print(f"wrote {side['path']} and {Path(side['path']).with_suffix('.json')}")
+        print(f"checked on {c['samples']} inputs: max |onnx - torch| = {c['max_abs_diff']:.2e}"
+              f" (probs {c['positions']['max_abs_diff_probs']:.1e} on real positions,"
+              f" value {c['positions']['max_abs_diff_value']:.1e}); tolerance {TOLERANCE}")
+        print(f"plays {', '.join(map(str, side['rules']))} with {', '.join(map(str, side['players']))} players")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

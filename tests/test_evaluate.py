@@ -1,0 +1,177 @@
+"""Duplicate evaluation: unbiased, zero-sum, reproducible, strong enough to separate players."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents import HeuristicAgent
+from agents.base import Agent
+from agents.evaluate import IllegalMoveError, evaluate, main
+from sam_env.record import replay_report
+from sam_env.replay_cli import main as replay_main
+
+VOLATILE = ("seconds", "games_per_s")
+
+
+def _same(a: dict, b: dict) -> bool:
+    def keep(r: dict) -> dict:
+        return {k: v for k, v in r.items() if k not in VOLATILE}
+    return keep(a) == keep(b)
+
+
+def test_random_vs_random_is_centred_zero_sum_and_reproducible():
+    r1 = evaluate("random", "random", "hoi_quan_bai", 4, 1500, seed=3)
+    r2 = evaluate("random", "random", "hoi_quan_bai", 4, 1500, seed=3)
+    assert _same(r1, r2)
+    assert r1["deals"] == 1500 and r1["games"] == 6000
+    assert r1["ci95"][0] < 0 < r1["ci95"][1]
+    assert r1["zero_sum"]
+    assert abs(r1["win_rate"] - 0.25) < 0.03
+    assert sum(r1["score_hist"].values()) == 6000
+    r3 = evaluate("random", "random", "hoi_quan_bai", 4, 1500, seed=4)
+    assert r3["mean_score"] != r1["mean_score"]
+
+
+def test_heuristic_beats_three_randoms():
+    r = evaluate("heuristic", "random", "hoi_quan_bai", 4, 2000, seed=0)
+    assert r["ci95"][0] > 5.0  # measured: about +14 lá per game
+    assert r["win_rate"] > 0.5
+    assert r["zero_sum"]
+    assert r["den_paid"] == 0  # never a non-highest single in front of a báo-1 seat
+    assert r["sam_declared"] >= 20 and r["sam_success_rate"] >= 0.6
+
+
+@pytest.mark.parametrize("rules", ["hoi_quan_bai", "s666pg"])
+def test_heuristic_does_not_lose_to_the_greedy_variant(rules):
+    r = evaluate("heuristic", "heuristic:greedy", rules, 4, 800, seed=2)
+    assert r["ci95"][0] > 0
+
+
+class _ActOnly(Agent):
+    """The heuristic without its batched form: forces the one-game-at-a-time path."""
+
+    needs_obs = False
+
+    def __init__(self, variant: str = "") -> None:
+        super().__init__(0)
+        self.inner = HeuristicAgent(variant=variant)
+        self.name = "act-only " + self.inner.name
+
+    def act(self, game, seat):
+        return self.inner.act(game, seat)
+
+
+def test_slow_path_plays_the_same_games_as_the_batched_path(tmp_path):
+    fast = evaluate(HeuristicAgent(), HeuristicAgent(variant="greedy"), "online", 3, 40, seed=8,
+                    save_games=str(tmp_path / "fast.jsonl"))
+    slow = evaluate(_ActOnly(), _ActOnly("greedy"), "online", 3, 40, seed=8,
+                    save_games=str(tmp_path / "slow.jsonl"))
+    assert fast["batched"] and not slow["batched"]
+    for k in ("mean_score", "ci95", "win_rate", "sam_declared", "chops_made", "ends", "score_hist"):
+        assert fast[k] == slow[k]
+    assert (tmp_path / "fast.jsonl").read_text() == (tmp_path / "slow.jsonl").read_text()
+
+
+def test_saved_games_replay_and_match_the_scores(tmp_path):
+    path = tmp_path / "games.jsonl"
+    r = evaluate("heuristic", "random:uniform", "mien_bac", 4, 25, seed=1, save_games=str(path))
+    lines = path.read_text().splitlines()
+    assert len(lines) == r["games"] == 100
+    total = 0
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        rep = replay_report(rec)
+        assert rep["ok"] and rep["finished"], rep
+        assert sum(rep["result"]["scores"]) == 0
+        total += rep["result"]["scores"][i % 4]  # rotation i % 4: the agent sat in that seat
+    assert total / 100 == pytest.approx(r["mean_score"], abs=1e-4)
+    assert replay_main([str(path), "--json"]) == 0
+
+
+def test_illegal_moves_are_caught():
+    class Cheat(Agent):
+        name = "cheat"
+        needs_obs = False
+
+        def act(self, game, seat):
+            return 0  # pass, also when leading
+
+        def act_batch(self, states, ru, obs, masks):
+            return masks.argmin(1) * 0
+
+    with pytest.raises(IllegalMoveError, match="cheat"):
+        evaluate(Cheat(), "random", "hoi_quan_bai", 4, 5, seed=0)
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="players must be an integer from 2 to 4"):
+        evaluate("random", "random", "online", 5, 10)
+    with pytest.raises(ValueError, match="deals must be a positive integer"):
+        evaluate("random", "random", "online", 4, 0)
+
+
+def test_cli_writes_report_and_json(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(["--agent", "heuristic", "--opponents", "random", "--rules", "hoi_quan_bai,s666pg",
+               "--players", "3", "--deals", "60", "--seed", "5", "--json", "--out", str(out),
+               "--save-games", str(tmp_path / "g.jsonl")])
+    assert rc == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    res = json.loads(last)
+    for key in ("mean_score", "ci95", "win_rate", "games", "deals", "sam_declared", "sam_success_rate",
+                "chops_made", "chops_suffered", "den_paid", "cong", "by_rules"):
+        assert key in res
+    assert set(res["by_rules"]) == {"hoi_quan_bai", "s666pg"} and res["games"] == 360
+    for f in ("result.json", "report.md", "scores.png"):
+        assert (out / f).stat().st_size > 100
+    assert "| hoi_quan_bai |" in (out / "report.md").read_text()
+    assert (out / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len((tmp_path / "g.hoi_quan_bai.jsonl").read_text().splitlines()) == 180
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--rules", "nope"], "unknown preset"),
+    (["--agent", "randm"], "unknown agent spec"),
+    (["--players", "6"], "players must be an integer"),
+    (["--deals", "0"], "--deals must be at least 1")])
+def test_cli_usage_errors(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+
+
+def test_heuristic_only_matches_are_fast():
+    # CPU time, not wall time: other processes share the machine in CI too
+    import time
+    evaluate("heuristic", "heuristic", "hoi_quan_bai", 4, 50, seed=0)  # compiled (or cached) first
+    t = time.process_time()
+    r = evaluate("heuristic", "heuristic", "hoi_quan_bai", 4, 1000, seed=1)
+    per_s = r["games"] / (time.process_time() - t)
+    assert per_s >= 2000, f"{per_s:.0f} games per CPU second"  # measured: about 9,000
+
+
+def test_observation_agents_get_the_same_vectors_on_both_paths():
+    # an (untrained) policy network: the batched path hands it sam_env.obs vectors
+    # built here; the one-game path builds them itself from the Game
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("training.model")
+    from agents.policy_agent import PolicyAgent
+    from training.model import PolicyNet
+    from sam_env.obs import OBS_SIZE
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    net = PolicyNet(OBS_SIZE, hidden=32)
+    fast = evaluate(PolicyAgent(net), "heuristic", "hoi_quan_bai", 4, 15, seed=3)
+
+    class ActOnly(Agent):
+        name = "policy act-only"
+
+        def act(self, game, seat):
+            return PolicyAgent(net).act(game, seat)
+
+    slow = evaluate(ActOnly(), HeuristicAgent(seed=4), "hoi_quan_bai", 4, 15, seed=3)
+    assert fast["batched"] and not slow["batched"]
+    assert fast["score_hist"] == slow["score_hist"] and fast["mean_score"] == slow["mean_score"]

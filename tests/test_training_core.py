@@ -1,0 +1,199 @@
+"""Training building blocks without Ray: config, per-seat returns, the network, checkpoints, the agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sam_env.actions import NUM_ACTIONS
+from sam_env.game import Game
+from sam_env.obs import OBS_SIZE
+from training import checkpoint as ckpt
+from training.config import ConfigError, TrainConfig, load_config
+from training.model import MASK_LOGIT, PolicyNet
+from training.rollout import MAX_SEATS, RolloutEngine, compute_gae, record_step
+
+torch.set_num_threads(1)
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ---- config -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["quick", "standard", "cluster"])
+def test_shipped_configs_load(name: str) -> None:
+    cfg = load_config(REPO / "configs" / f"{name}.yaml")
+    assert isinstance(cfg, TrainConfig) and cfg.name == name
+
+
+def test_overrides_apply_with_types() -> None:
+    cfg = load_config("quick", ["ppo.lr=1e-4", "rollout.num_workers=2", "env.players=[3,4]"])
+    assert cfg.ppo.lr == 1e-4 and cfg.rollout.num_workers == 2 and cfg.env.players == [3, 4]
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["ppo.lrr=1"], "lrr"),
+    (["ppo.lr=fast"], "lr"),
+    (["rollout.num_workers=0"], "num_workers"),
+    (["env.rules=[nope]"], "nope"),
+    (["env.players=[6]"], "players"),
+    (["ppo.lr"], "key=value"),
+    (["eval.opponents=[wizard]"], "wizard"),
+])
+def test_bad_configs_are_refused_in_one_line(overrides: list[str], words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("quick", overrides)
+    msg = str(err.value)
+    assert words in msg and "\n" not in msg
+
+
+def test_cli_usage_error_exit_2() -> None:
+    r = subprocess.run([sys.executable, "-m", "sam_env.cli", "train", "--config", "quick", "ppo.clip=-1"],
+                       capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip().startswith("samloc train:") and len(r.stderr.strip().splitlines()) == 1
+
+
+# ---- per-seat trajectories: an independent brute force -----------------------------------------------
+def _brute_returns(seat, learner, rewards, done, boot_of, scale, gamma):
+    """Discounted return of every learner decision, by walking forward through the raw steps."""
+    T, N = seat.shape
+    ret = np.zeros((T, N))
+    for e in range(N):
+        for t in range(T):
+            if not learner[t, e]:
+                continue
+            s = seat[t, e]
+            total, disc, k = 0.0, 1.0, t
+            while True:
+                total += disc * rewards[k, e, s] / scale
+                if done[k, e]:
+                    break
+                k += 1
+                if k == T:  # still open: bootstrap
+                    total += disc * gamma * boot_of(e, s)
+                    break
+                if learner[k, e] and seat[k, e] == s:  # the seat's next decision: discount once more
+                    disc *= gamma
+            ret[t, e] = total
+    return ret
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.9])
+def test_per_seat_returns_match_brute_force(gamma: float) -> None:
+    rng = np.random.default_rng(5)
+    T, N, scale = 40, 6, 20.0
+    seat = rng.integers(0, 4, (T, N))
+    learner = rng.random((T, N)) < 0.8
+    rewards = np.where(rng.random((T, N, MAX_SEATS)) < 0.2, rng.integers(-30, 30, (T, N, MAX_SEATS)), 0)
+    rewards = rewards.astype(np.float32)
+    done = rng.random((T, N)) < 0.1
+    val = rng.normal(size=(T, N)).astype(np.float32)
+    pend = np.full((N, MAX_SEATS), -1, dtype=np.int64)
+    nxt = np.full((T, N), -1, dtype=np.int64)
+    term = np.zeros((T, N), dtype=np.uint8)
+    rew = np.zeros((T, N), dtype=np.float32)
+    for t in range(T):
+        record_step(t, seat[t], learner[t], rewards[t], done[t], np.float32(scale), pend, nxt, term, rew)
+    boot_table = rng.normal(size=(N, MAX_SEATS)).astype(np.float32)
+    boot = np.zeros((T, N), dtype=np.float32)
+    for e, s in zip(*np.nonzero(pend >= 0)):
+        boot[pend[e, s], e] = boot_table[e, s]
+    adv = np.zeros((T, N), dtype=np.float32)
+    # lambda = 1: advantage + value is the plain discounted return
+    compute_gae(val, rew, nxt, term, boot, learner, np.float32(gamma), np.float32(1.0), adv)
+    want = _brute_returns(seat, learner, rewards, done, lambda e, s: boot_table[e, s], scale, gamma)
+    np.testing.assert_allclose((adv + val)[learner], want[learner], rtol=1e-4, atol=1e-4)
+    # lambda = 0: one-step TD error against the seat's next value
+    compute_gae(val, rew, nxt, term, boot, learner, np.float32(gamma), np.float32(0.0), adv)
+    for t, e in zip(*np.nonzero(learner)):
+        nv = 0.0 if term[t, e] else (val[nxt[t, e], e] if nxt[t, e] >= 0 else boot[t, e])
+        assert adv[t, e] == pytest.approx(rew[t, e] + gamma * nv - val[t, e], abs=1e-5)
+
+
+def test_rollout_credits_every_final_score() -> None:
+    """With gamma = lambda = 1 and pure self-play, the returns of each game's first decisions
+    are exactly the seats' final scores (zero-sum over a game)."""
+    cfg = load_config("quick", ["rollout.envs_per_worker=16", "rollout.steps_per_rollout=64",
+                                "rollout.opponent_fraction=0", "ppo.gamma=1.0", "ppo.gae_lambda=1.0"])
+    eng = RolloutEngine(cfg, 0, seed=3)
+    out = eng.rollout()
+    st = out["stats"]
+    assert st["decisions"] == 16 * 64 == st["learner_decisions"] == len(out["act"])
+    assert st["games"] > 10
+    assert np.isfinite(out["adv"]).all() and np.isfinite(out["ret"]).all()
+    # every sampled action was legal
+    assert (out["mask"][np.arange(len(out["act"])), out["act"]] == 1).all()
+
+
+# ---- the network -----------------------------------------------------------------------------
+def test_masking_gives_illegal_actions_zero_probability() -> None:
+    net = PolicyNet(OBS_SIZE, hidden=32, layers=2)
+    obs = torch.randn(64, OBS_SIZE)
+    mask = (torch.rand(64, NUM_ACTIONS) < 0.05).to(torch.int8)
+    mask[:, 0] = 1
+    with torch.no_grad():
+        logits, value = net(obs, mask)
+    assert value.shape == (64,) and logits.shape == (64, NUM_ACTIONS)
+    assert torch.isfinite(logits).all()
+    assert (logits[mask == 0] == MASK_LOGIT).all()
+    p = torch.softmax(logits, -1)
+    assert float(p[mask == 0].max()) == 0.0
+    assert torch.allclose(p.sum(-1), torch.ones(64))
+
+
+# ---- checkpoints -----------------------------------------------------------------------------
+def _save(tmp: Path, step: int, net: PolicyNet) -> Path:
+    return ckpt.save_checkpoint(tmp / "checkpoints" / f"ckpt_{step:08d}", net, {"updates": step},
+                                {"t": torch.arange(4.0)}, {"counters": {"updates": step}})
+
+
+def test_checkpoint_roundtrip_and_corruption(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    a, b = PolicyNet(OBS_SIZE, hidden=16, layers=2), PolicyNet(OBS_SIZE, hidden=16, layers=2)
+    _save(tmp_path, 1, a)
+    p2 = _save(tmp_path, 2, b)
+    assert not [p for p in (tmp_path / "checkpoints").iterdir() if ".tmp" in p.name]
+    net, meta = ckpt.load_checkpoint(tmp_path)  # a run folder → its newest checkpoint
+    assert meta["updates"] == 2
+    for k, v in b.state_dict().items():
+        assert torch.equal(net.state_dict()[k], v)
+    # truncate the newest weights: refused with a clear error, the previous one is used
+    f = p2 / ckpt.MODEL_FILE
+    f.write_bytes(f.read_bytes()[:100])
+    with pytest.raises(ckpt.CheckpointError, match="truncated or corrupt"):
+        ckpt.load_checkpoint(p2)
+    warnings: list[str] = []
+    good = ckpt.latest_good(tmp_path, trainer=True, warn=warnings.append)
+    assert good.name == "ckpt_00000001" and len(warnings) == 1 and "ckpt_00000002" in warnings[0]
+    (good / ckpt.META_FILE).write_text("{not json")
+    with pytest.raises(ckpt.CheckpointError, match="no usable checkpoint"):
+        ckpt.latest_good(tmp_path)
+
+
+def test_policy_agent_plays_legal_moves_from_a_checkpoint(tmp_path: Path) -> None:
+    from agents import make_agent
+    from agents.evaluate import evaluate
+    from agents.policy_agent import load_policy_agent
+
+    net = PolicyNet(OBS_SIZE, hidden=16, layers=2)
+    p = ckpt.save_checkpoint(tmp_path / "c", net, {"obs_version": 1, "name": "tiny"})
+    agent = load_policy_agent(p)
+    assert make_agent(str(p)).name == "tiny"
+    for seed in range(5):
+        g = Game.new("hoi_quan_bai", 4, seed=seed)
+        while g.result is None:
+            a = agent.act(g, g.to_act)
+            assert a in g.legal_actions()
+            g.apply(a)
+    res = evaluate(agent, "random", rules="hoi_quan_bai", players=4, deals=20, seed=1)
+    assert res["zero_sum"] and res["games"] == 80
+    bad = ckpt.save_checkpoint(tmp_path / "old", net, {"obs_version": 999})
+    with pytest.raises(ValueError, match="obs_version"):
+        load_policy_agent(bad)
+    assert json.loads((p / ckpt.META_FILE).read_text())["model"]["hidden"] == 16

@@ -1,0 +1,289 @@
+"""Training configuration: one typed dataclass per section, YAML files plus ``key=value`` overrides.
+
+A config is built from the dataclass defaults, then the YAML file, then the
+command-line overrides (OmegaConf structured configs, so a wrong type or an
+unknown key is refused before anything starts), then :func:`validate` checks
+ranges and names.  Every mistake is reported as one :class:`ConfigError` line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+
+class ConfigError(ValueError):
+    """A training config that cannot be used, with the reason in one line."""
+
+
+@dataclass
+class EnvConfig:
+    """Which games the policy learns."""
+
+    rules: list[str] = field(default_factory=lambda: ["hoi_quan_bai"])
+    """Rule presets trained on; several presets share one network (the rule set is in the observation)."""
+    players: list[int] = field(default_factory=lambda: [4])
+    """Player counts trained on; every (rules, players) pair gets its share of each worker's games."""
+    reward_scale: float = 20.0
+    """Lá are divided by this before the learner sees them (keeps values near 1)."""
+
+
+@dataclass
+class ModelConfig:
+    """The policy/value network (a plain MLP so it exports to ONNX)."""
+
+    hidden: int = 256
+    """Width of the hidden layers."""
+    layers: int = 2
+    """Hidden layers; each after the first is a residual block."""
+
+
+@dataclass
+class RolloutConfig:
+    """Self-play generation on Ray actors."""
+
+    num_workers: int = 1
+    """Rollout actors (processes); each runs its own batch of games on one CPU thread."""
+    envs_per_worker: int = 512
+    """Games each worker steps together."""
+    steps_per_rollout: int = 32
+    """Decisions per game slot in one rollout; a rollout is envs_per_worker x steps_per_rollout decisions."""
+    opponent_fraction: float = 0.2
+    """Share of games in which one seat is the learner and the others are fixed opponents (anti-collapse)."""
+    heuristic_share: float = 0.5
+    """Of those games, the share played against the heuristic agent; the rest use past snapshots."""
+    snapshot_every: int = 50
+    """Learner updates between snapshots added to the opponent pool."""
+    pool_size: int = 8
+    """Past snapshots kept in the opponent pool (oldest dropped first)."""
+    max_restarts: int = 5
+    """How often Ray restarts a rollout actor that died (-1: without limit)."""
+    cpus_per_worker: float = 1.0
+    """CPUs Ray reserves per worker (fractions let workers share a small machine)."""
+
+
+@dataclass
+class PPOConfig:
+    """Masked PPO with GAE over per-seat trajectories."""
+
+    lr: float = 3e-4
+    """Adam learning rate."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over the run."""
+    gamma: float = 1.0
+    """Discount between one seat's decisions (a game is short and scored at the end)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip: float = 0.2
+    """PPO ratio clip."""
+    epochs: int = 2
+    """Passes over each batch."""
+    minibatch: int = 4096
+    """Decisions per gradient step."""
+    batch_decisions: int = 16384
+    """Learner decisions gathered before one update (rollouts are taken whole)."""
+    ent_coef: float = 0.01
+    """Entropy bonus."""
+    vf_coef: float = 0.5
+    """Value loss weight."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping."""
+
+
+@dataclass
+class EvalConfig:
+    """Periodic duplicate-deal evaluation (agents.evaluate)."""
+
+    every_updates: int = 100
+    """Learner updates between evaluations (0: only at the end)."""
+    deals: int = 200
+    """Duplicate deals per opponent in the periodic evaluation."""
+    final_deals: int = 1000
+    """Duplicate deals per opponent in the evaluation at the end of the run (0: none)."""
+    opponents: list[str] = field(default_factory=lambda: ["random", "heuristic", "snapshot"])
+    """Opponent specs: random, heuristic, snapshot (the oldest snapshot in the pool), a checkpoint dir."""
+    rules: str = ""
+    """Rule preset of the evaluation ('' = the first of env.rules)."""
+    players: int = 0
+    """Players in the evaluation (0 = the first of env.players)."""
+
+
+@dataclass
+class CheckpointConfig:
+    """Checkpoints in the run folder."""
+
+    every_updates: int = 50
+    """Learner updates between checkpoints (and at the end)."""
+    keep: int = 3
+    """Checkpoints kept (older ones are deleted)."""
+    export_to: str = ""
+    """Copy the final checkpoint and its evaluation report to this folder ('' = no copy)."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``samloc train`` needs."""
+
+    name: str = "quick"
+    """Run name; the run folder is runs/<name>__<seed>__<time>/."""
+    seed: int = 0
+    """Seeds the network, the deals and the opponent draws."""
+    total_decisions: int = 2_000_000
+    """Stop after the learner has trained on this many decisions."""
+    max_minutes: float = 0.0
+    """Also stop after this much wall time (0: no limit)."""
+    out_dir: str = "runs"
+    """Where run folders are created."""
+    display: str = "auto"
+    """auto (rich when a terminal), rich, plain (a line per log interval) or none."""
+    log_every_s: float = 10.0
+    """Seconds between plain log lines and scalar writes."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """Defaults ← YAML file ← ``key=value`` overrides, validated.  Raises ConfigError."""
+    base = OmegaConf.structured(TrainConfig)
+    layers = [base]
+    if path is not None:
+        p = Path(path)
+        if not p.exists() and not p.suffix and (CONFIG_DIR / f"{p}.yaml").exists():
+            p = CONFIG_DIR / f"{p}.yaml"
+        if not p.is_file():
+            raise ConfigError(f"config file {str(path)!r} not found")
+        try:
+            layers.append(OmegaConf.load(p))
+        except Exception as exc:  # yaml errors carry several lines
+            raise ConfigError(f"cannot read config {p}: {str(exc).splitlines()[0]}") from None
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.lr=1e-4)")
+    try:
+        if overrides:
+            layers.append(OmegaConf.from_dotlist(list(overrides)))
+        merged = OmegaConf.merge(*layers)
+        cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_one_line(exc)) from None
+    validate(cfg)
+    return cfg
+
+
+def _one_line(exc: Exception) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    msg = lines[0] if lines else type(exc).__name__
+    key = getattr(exc, "full_key", None)
+    if key and key not in msg:
+        msg = f"{key}: {msg}"
+    return msg
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Range and name checks that types alone cannot express."""
+    from sam_env.rules import RuleSet, RulesError
+
+    def need(ok: bool, msg: str) -> None:
+        if not ok:
+            raise ConfigError(msg)
+
+    need(bool(cfg.name) and all(c.isalnum() or c in "-_." for c in cfg.name),
+         f"name must be letters, digits, '-', '_' or '.', not {cfg.name!r}")
+    need(cfg.seed >= 0, "seed must be >= 0")
+    need(cfg.total_decisions > 0, "total_decisions must be positive")
+    need(cfg.max_minutes >= 0, "max_minutes must be >= 0")
+    need(cfg.display in ("auto", "rich", "plain", "none"), "display must be auto, rich, plain or none")
+    need(cfg.log_every_s > 0, "log_every_s must be positive")
+    need(len(cfg.env.rules) > 0 and len(cfg.env.players) > 0, "env.rules and env.players must not be empty")
+    for r in cfg.env.rules:
+        try:
+            rs = RuleSet.parse(r)
+        except RulesError as exc:
+            raise ConfigError(f"env.rules: {exc}") from None
+        for p in cfg.env.players:
+            need(2 <= p <= rs.max_players, f"env.players: {p} players is not allowed under {r}"
+                 f" (2 to {rs.max_players})")
+    need(cfg.env.reward_scale > 0, "env.reward_scale must be positive")
+    need(cfg.model.hidden >= 8 and cfg.model.layers >= 1, "model.hidden must be >= 8 and model.layers >= 1")
+    ro = cfg.rollout
+    need(ro.num_workers >= 1, "rollout.num_workers must be at least 1")
+    need(ro.envs_per_worker >= len(cfg.env.rules) * len(cfg.env.players),
+         "rollout.envs_per_worker must give every (rules, players) pair at least one game")
+    need(ro.steps_per_rollout >= 1, "rollout.steps_per_rollout must be at least 1")
+    need(0 <= ro.opponent_fraction <= 1 and 0 <= ro.heuristic_share <= 1,
+         "rollout.opponent_fraction and rollout.heuristic_share must be in [0, 1]")
+    need(ro.snapshot_every >= 1 and ro.pool_size >= 1, "rollout.snapshot_every and pool_size must be >= 1")
+    need(ro.max_restarts >= -1, "rollout.max_restarts must be >= -1")
+    need(ro.cpus_per_worker > 0, "rollout.cpus_per_worker must be positive")
+    pp = cfg.ppo
+    need(pp.lr > 0, "ppo.lr must be positive")
+    need(0 < pp.gamma <= 1 and 0 <= pp.gae_lambda <= 1, "ppo.gamma must be in (0, 1], ppo.gae_lambda in [0, 1]")
+    need(pp.clip > 0 and pp.epochs >= 1 and pp.minibatch >= 1 and pp.batch_decisions >= 1,
+         "ppo.clip, epochs, minibatch and batch_decisions must be positive")
+    need(pp.ent_coef >= 0 and pp.vf_coef >= 0 and pp.max_grad_norm > 0,
+         "ppo.ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
+    ev = cfg.eval
+    need(ev.every_updates >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
+         "eval.every_updates >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")
+    for o in ev.opponents:
+        need(o in ("random", "heuristic", "snapshot") or Path(o).exists() or o.endswith(".onnx"),
+             f"eval.opponents: unknown opponent {o!r} (random, heuristic, snapshot or a checkpoint folder)")
+    if ev.rules:
+        try:
+            RuleSet.parse(ev.rules).check_players(eval_players(cfg))
+        except RulesError as exc:
+            raise ConfigError(f"eval: {exc}") from None
+    ck = cfg.checkpoint
+    need(ck.every_updates >= 1 and ck.keep >= 1, "checkpoint.every_updates and checkpoint.keep must be >= 1")
+
+
+def eval_rules(cfg: TrainConfig) -> str:
+    return cfg.eval.rules or cfg.env.rules[0]
+
+
+def eval_players(cfg: TrainConfig) -> int:
+    return cfg.eval.players or cfg.env.players[0]
+
+
+def to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def from_dict(d: dict[str, Any]) -> TrainConfig:
+    """The config stored in a run folder or checkpoint (validated again)."""
+    try:
+        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(d)))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_one_line(exc)) from None
+    validate(cfg)
+    return cfg
+
+
+def to_yaml(cfg: TrainConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def flat(cfg: TrainConfig) -> dict[str, Any]:
+    """``section.key → value`` (lists as strings): TensorBoard's hparams."""
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, d: dict[str, Any]) -> None:
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(f"{prefix}{k}.", v)
+            else:
+                out[prefix + k] = v if isinstance(v, (int, float, str, bool)) else str(v)
+    walk("", to_dict(cfg))
+    return out

@@ -1,0 +1,44 @@
+"""Evaluation of the policy being trained, through the evaluation harness (duplicate deals)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.policy_agent import PolicyAgent
+
+from .model import PolicyNet
+from .rollout import load_numpy_weights
+
+
+def _net(weights: dict[str, np.ndarray], hp: dict[str, int]) -> PolicyNet:
+    net = PolicyNet(hp["obs_size"], hp["num_actions"], hp["hidden"], hp["layers"])
+    load_numpy_weights(net, weights)
+    return net.eval()
+
+
+def _opponent(spec: str, snap: dict[str, np.ndarray] | None, hp: dict[str, int], seed: int) -> Any:
+    if spec == "snapshot":
+        return PolicyAgent(_net(snap, hp), seed=seed, name="snapshot") if snap is not None else None
+    from agents import make_agent
+    return make_agent(spec, seed=seed)
+
+
+def evaluate_weights(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
+                     snap: dict[str, np.ndarray] | None, rules: str, players: int, deals: int,
+                     seed: int) -> dict[str, dict[str, Any]]:
+    """``{opponent: evaluate(...) result}`` for the greedy policy against each opponent spec."""
+    from agents.evaluate import evaluate
+
+    torch.set_num_threads(1)
+    agent = PolicyAgent(_net(weights, hp), seed=seed, name="learner")
+    out: dict[str, dict[str, Any]] = {}
+    for i, spec in enumerate(opponents):
+        opp = _opponent(spec, snap, hp, seed + 1 + i)
+        if opp is None:  # no snapshot yet
+            continue
+        res = evaluate(agent, opp, rules=rules, players=players, deals=deals, seed=seed)
+        out[spec] = {k: v for k, v in res.items() if k != "score_hist"}
+    return out

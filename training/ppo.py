@@ -1,0 +1,63 @@
+"""The learner's update: clipped PPO on masked logits.
+
+The data come with the behaviour policy's log-probabilities, so a batch
+generated one update earlier (the workers run while the learner trains) is
+still corrected by the importance ratio and held in by the clip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import PPOConfig
+from .model import PolicyNet
+
+BATCH_KEYS = ("obs", "mask", "act", "logp", "val", "adv", "ret")
+
+
+def concat_batches(batches: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([b[k] for b in batches]) for k in BATCH_KEYS}
+
+
+def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, batch: dict[str, np.ndarray], cfg: PPOConfig,
+               gen: torch.Generator) -> dict[str, float]:
+    """``cfg.epochs`` passes of minibatch PPO over ``batch``; returns mean losses and diagnostics."""
+    net.train()
+    t = {k: torch.from_numpy(np.ascontiguousarray(batch[k])) for k in BATCH_KEYS}
+    n = t["obs"].shape[0]
+    mb = min(cfg.minibatch, n)
+    sums = {"policy": 0.0, "value": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
+    steps = 0
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(n, generator=gen)
+        for start in range(0, n - mb + 1, mb):
+            i = perm[start:start + mb]
+            logits, value = net(t["obs"][i], t["mask"][i])
+            logp_all = torch.log_softmax(logits, dim=-1)
+            logp = logp_all.gather(1, t["act"][i][:, None]).squeeze(-1)
+            adv = t["adv"][i]
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            log_ratio = logp - t["logp"][i]
+            ratio = log_ratio.exp()
+            pg = -torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv).mean()
+            v_loss = 0.5 * (value - t["ret"][i]).pow(2).mean()
+            probs = logp_all.exp()
+            # illegal actions have probability 0; their (huge negative) log-prob must not enter
+            entropy = -(probs * logp_all.masked_fill(t["mask"][i] <= 0, 0.0)).sum(-1).mean()
+            loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            opt.step()
+            with torch.no_grad():
+                sums["policy"] += float(pg)
+                sums["value"] += float(v_loss)
+                sums["entropy"] += float(entropy)
+                sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
+                sums["clipfrac"] += float(((ratio - 1).abs() > cfg.clip).float().mean())
+            steps += 1
+    net.eval()
+    return {k: v / max(steps, 1) for k, v in sums.items()}

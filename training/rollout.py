@@ -1,0 +1,314 @@
+"""Self-play generation: a batch of games played by the current policy, cut into per-seat trajectories.
+
+Each seat's decisions in a game form its own sequence: the lá that move
+between two of a seat's decisions (chop money, the final settlement) are that
+seat's reward for the earlier one, and a seat's last decision of a game is
+terminal.  GAE runs over these sequences inside the worker, so the learner
+receives flat arrays (obs, mask, action, logp, value, advantage, return).
+A sequence still open when the rollout ends is bootstrapped with the value of
+that seat's view of the current state; its later rewards are not credited to
+anything else, so no reward is counted twice.
+
+In a share of the games (``rollout.opponent_fraction``) only one seat is the
+learner and the others are a fixed opponent: the heuristic agent or a past
+snapshot.  Their decisions are not trained on.  This keeps self-play from
+collapsing into a style that only beats itself.
+
+:class:`RolloutEngine` is plain Python (tests use it directly);
+:class:`RolloutActor` is the Ray actor around it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from numba import njit
+
+from sam_env.actions import NUM_ACTIONS, SAM
+
+from .config import TrainConfig
+from .model import PolicyNet
+
+from sam_env.obs import OBS_SIZE, OBS_VERSION, encode_batch
+from sam_env.vector import SelfPlayBatch
+
+MAX_SEATS = 5
+OPP_SELF, OPP_HEURISTIC = -1, 0  # opponent kind per game; >= 1 = pool slot + 1
+
+
+@njit(cache=True)
+def record_step(t, seat, learner, rewards, done, scale, pend, nxt, term, rew):
+    """Link decision ``t`` into its seat's sequence and credit the lá of this step.
+
+    ``pend[e, s]``: the step of seat s's open learner decision in game slot e (-1 none).
+    """
+    n_env = seat.shape[0]
+    for e in range(n_env):
+        s = seat[e]
+        if learner[e]:
+            p = pend[e, s]
+            if p >= 0:
+                nxt[p, e] = t
+            pend[e, s] = t
+        for q in range(MAX_SEATS):
+            p = pend[e, q]
+            if p >= 0:
+                rew[p, e] += rewards[e, q] / scale
+        if done[e]:
+            for q in range(MAX_SEATS):
+                p = pend[e, q]
+                if p >= 0:
+                    term[p, e] = 1
+                pend[e, q] = -1
+
+
+@njit(cache=True)
+def compute_gae(val, rew, nxt, term, boot, valid, gamma, lam, adv):
+    """GAE over per-seat sequences: ``nxt[t, e]`` is the seat's next decision (-1: none yet)."""
+    T, n_env = val.shape
+    for t in range(T - 1, -1, -1):
+        for e in range(n_env):
+            if not valid[t, e]:
+                continue
+            n = nxt[t, e]
+            if term[t, e]:
+                nv = 0.0
+                na = 0.0
+            elif n >= 0:
+                nv = val[n, e]
+                na = adv[n, e]
+            else:
+                nv = boot[t, e]
+                na = 0.0
+            delta = rew[t, e] + gamma * nv - val[t, e]
+            adv[t, e] = delta + gamma * lam * na
+
+
+def weights_to_numpy(net: torch.nn.Module) -> dict[str, np.ndarray]:
+    return {k: v.detach().cpu().numpy().copy() for k, v in net.state_dict().items()}
+
+
+def load_numpy_weights(net: torch.nn.Module, weights: dict[str, np.ndarray]) -> None:
+    net.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})
+
+
+def sample_actions(logits: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample from masked logits; returns (actions, log-probabilities)."""
+    logp_all = torch.log_softmax(logits, dim=-1)
+    act = torch.multinomial(logp_all.exp(), 1, generator=gen).squeeze(-1)
+    return act, logp_all.gather(1, act[:, None]).squeeze(-1)
+
+
+class _Stream:
+    """One SelfPlayBatch (one rules/players pair) with its trajectory buffers."""
+
+    def __init__(self, rules: str, players: int, num_envs: int, steps: int, seed: int):
+        self.rules, self.players, self.n, self.T = rules, players, num_envs, steps
+        self.env = SelfPlayBatch(rules, players, num_envs, seed)
+        self.seat, self.obs, self.mask = self.env.reset(seed=seed)
+        self.opp = np.full(num_envs, OPP_SELF, dtype=np.int64)
+        self.lseat = np.zeros(num_envs, dtype=np.int64)
+        self.score = np.zeros(num_envs, dtype=np.float64)  # the learner seat's lá in the current game
+        T, N = steps, num_envs
+        self.b_obs = np.zeros((T, N, OBS_SIZE), dtype=np.float32)
+        self.b_mask = np.zeros((T, N, NUM_ACTIONS), dtype=np.int8)
+        self.b_act = np.zeros((T, N), dtype=np.int64)
+        self.b_logp = np.zeros((T, N), dtype=np.float32)
+        self.b_val = np.zeros((T, N), dtype=np.float32)
+        self.b_valid = np.zeros((T, N), dtype=np.bool_)
+
+
+class RolloutEngine:
+    """Plays ``envs_per_worker`` games with the current policy and returns training data."""
+
+    def __init__(self, cfg: TrainConfig, worker_id: int, seed: int):
+        torch.set_num_threads(1)
+        self.cfg, self.worker_id, self.seed = cfg, worker_id, seed
+        self.rng = np.random.default_rng(seed)
+        self.gen = torch.Generator().manual_seed(seed)
+        pairs = [(r, p) for r in cfg.env.rules for p in cfg.env.players]
+        per = cfg.rollout.envs_per_worker // len(pairs)
+        extra = cfg.rollout.envs_per_worker - per * len(pairs)
+        self.streams = [_Stream(r, p, per + (1 if i < extra else 0), cfg.rollout.steps_per_rollout,
+                                (seed + 7919 * i) % 2**63) for i, (r, p) in enumerate(pairs)]
+        for st in self.streams:
+            self._draw(st, np.ones(st.n, dtype=bool))
+        self.net = PolicyNet(OBS_SIZE, NUM_ACTIONS, cfg.model.hidden, cfg.model.layers).eval()
+        self.version = -1
+        self.pool: dict[int, PolicyNet] = {}
+        self.pool_ids: list[int] = []
+        self._heuristic = None
+
+    # ---- opponents ------------------------------------------------------------
+    @property
+    def heuristic(self) -> Any:
+        if self._heuristic is None:
+            try:
+                from agents import make_agent
+                self._heuristic = make_agent("heuristic", seed=self.seed)
+            except ImportError:  # pragma: no cover - before agents.make_agent lands
+                from agents.heuristic import HeuristicAgent
+                self._heuristic = HeuristicAgent(seed=self.seed)
+        return self._heuristic
+
+    def set_pool(self, pool: list[tuple[int, Any]]) -> None:
+        """``pool``: (snapshot id, numpy weights or an ObjectRef to them), oldest first."""
+        ids = [i for i, _ in pool]
+        for sid, w in pool:
+            if sid not in self.pool:
+                if not isinstance(w, dict):
+                    import ray
+                    w = ray.get(w)
+                net = PolicyNet(OBS_SIZE, NUM_ACTIONS, self.cfg.model.hidden, self.cfg.model.layers).eval()
+                load_numpy_weights(net, w)
+                self.pool[sid] = net
+        for sid in list(self.pool):
+            if sid not in ids:
+                del self.pool[sid]
+        self.pool_ids = ids
+
+    def _draw(self, st: _Stream, which: np.ndarray) -> None:
+        """New opponents and learner seat for the games in ``which`` (they just started)."""
+        idx = np.flatnonzero(which)
+        if idx.size == 0:
+            return
+        ro = self.cfg.rollout
+        u = self.rng.random((idx.size, 3))
+        opp = np.full(idx.size, OPP_SELF, dtype=np.int64)
+        vs = u[:, 0] < ro.opponent_fraction
+        npool = len(getattr(self, "pool_ids", []))
+        heur = u[:, 1] < ro.heuristic_share if npool else np.ones(idx.size, dtype=bool)
+        opp[vs & heur] = OPP_HEURISTIC
+        if npool:
+            slot = np.minimum((u[:, 2] * npool).astype(np.int64), npool - 1)
+            opp[vs & ~heur] = slot[vs & ~heur] + 1
+        st.opp[idx] = opp
+        st.lseat[idx] = self.rng.integers(0, st.players, idx.size)
+        st.score[idx] = 0.0
+
+    # ---- one rollout --------------------------------------------------------------
+    def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
+        if version != self.version:
+            load_numpy_weights(self.net, weights)
+            self.version = version
+
+    @torch.no_grad()
+    def rollout(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        cfg = self.cfg
+        parts: list[dict[str, np.ndarray]] = []
+        stats = {"games": 0, "decisions": 0, "learner_decisions": 0, "sam_declared": 0,
+                 "vs_heuristic_sum": 0.0, "vs_heuristic_games": 0, "vs_pool_sum": 0.0, "vs_pool_games": 0}
+        for st in self.streams:
+            parts.append(self._rollout_stream(st, stats))
+        out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        stats["seconds"] = time.perf_counter() - t0
+        out["stats"] = stats
+        out["version"] = self.version
+        return out
+
+    def _rollout_stream(self, st: _Stream, stats: dict[str, Any]) -> dict[str, np.ndarray]:
+        cfg = self.cfg
+        T, N = st.T, st.n
+        pend = np.full((N, MAX_SEATS), -1, dtype=np.int64)
+        nxt = np.full((T, N), -1, dtype=np.int64)
+        term = np.zeros((T, N), dtype=np.uint8)
+        rew = np.zeros((T, N), dtype=np.float32)
+        rows = np.arange(N)
+        for t in range(T):
+            seat, obs, mask = st.seat.copy(), st.obs, st.mask  # the batch's buffers: seat is kept past step
+            learner = (st.opp == OPP_SELF) | (seat == st.lseat)
+            st.b_obs[t] = obs
+            st.b_mask[t] = mask
+            logits, val = self.net(torch.from_numpy(st.b_obs[t]), torch.from_numpy(st.b_mask[t]))
+            act, logp = sample_actions(logits, self.gen)
+            act = act.numpy()
+            if not learner.all():
+                self._opponents_act(st, act, ~learner)
+            st.b_act[t] = act
+            st.b_logp[t] = logp.numpy()
+            st.b_val[t] = val.numpy()
+            st.b_valid[t] = learner
+            stats["sam_declared"] += int(np.count_nonzero((act == SAM) & learner))
+            st.seat, st.obs, st.mask, rewards, done = st.env.step(act)
+            record_step(t, seat, learner, rewards, done, np.float32(cfg.env.reward_scale), pend, nxt, term, rew)
+            st.score += rewards[rows, st.lseat]
+            if done.any():
+                d_idx = np.flatnonzero(done)
+                stats["games"] += d_idx.size
+                for kind, key in ((st.opp[d_idx] == OPP_HEURISTIC, "vs_heuristic"),
+                                  (st.opp[d_idx] >= 1, "vs_pool")):
+                    if kind.any():
+                        stats[key + "_sum"] += float(st.score[d_idx[kind]].sum())
+                        stats[key + "_games"] += int(kind.sum())
+                self._draw(st, done)
+        # bootstrap the sequences still open: the value of each such seat's view now
+        boot = np.zeros((T, N), dtype=np.float32)
+        e_idx, s_idx = np.nonzero(pend >= 0)
+        if e_idx.size:
+            gb = st.env.game_batch
+            bobs = np.zeros((e_idx.size, OBS_SIZE), dtype=np.float32)
+            encode_batch(gb.states[e_idx], gb.ru, s_idx.astype(np.int64), bobs)
+            boot[pend[e_idx, s_idx], e_idx] = self.net.value(torch.from_numpy(bobs)).numpy()
+        adv = np.zeros((T, N), dtype=np.float32)
+        compute_gae(st.b_val, rew, nxt, term, boot, st.b_valid, np.float32(cfg.ppo.gamma),
+                    np.float32(cfg.ppo.gae_lambda), adv)
+        v = st.b_valid
+        stats["decisions"] += T * N
+        stats["learner_decisions"] += int(v.sum())
+        return {"obs": st.b_obs[v], "mask": st.b_mask[v], "act": st.b_act[v], "logp": st.b_logp[v],
+                "val": st.b_val[v], "adv": adv[v], "ret": adv[v] + st.b_val[v]}
+
+    def _opponents_act(self, st: _Stream, act: np.ndarray, rows: np.ndarray) -> None:
+        opp = st.opp
+        h = rows & (opp == OPP_HEURISTIC)
+        if h.any():
+            idx = np.flatnonzero(h)
+            gb = st.env.game_batch
+            act[idx] = np.asarray(self.heuristic.act_batch(gb.states[idx], gb.ru, st.obs[idx], st.mask[idx]))
+        for slot, sid in enumerate(self.pool_ids):
+            sel = rows & (opp == slot + 1)
+            if sel.any():
+                idx = np.flatnonzero(sel)
+                logits, _ = self.pool[sid](torch.from_numpy(st.obs[idx]), torch.from_numpy(st.mask[idx]))
+                act[idx] = sample_actions(logits, self.gen)[0].numpy()
+
+
+def _actor_class():
+    import ray
+
+    @ray.remote
+    class RolloutActor:
+        """A Ray actor around :class:`RolloutEngine`; it (re)creates its engine from the first request.
+
+        A restarted actor gets its seed from the request that finds it fresh, so
+        it never replays the games its previous incarnation played.
+        """
+
+        def __init__(self, cfg_dict: dict[str, Any], worker_id: int):
+            os.environ["OMP_NUM_THREADS"] = "1"
+            torch.set_num_threads(1)
+            from .config import from_dict
+            self.cfg = from_dict(cfg_dict)
+            self.worker_id = worker_id
+            self.engine: RolloutEngine | None = None
+
+        def rollout(self, weights: dict[str, np.ndarray], version: int, pool: list[tuple[int, Any]],
+                    seed: int) -> dict[str, Any]:
+            if self.engine is None:
+                self.engine = RolloutEngine(self.cfg, self.worker_id, seed)
+            self.engine.set_weights(weights, version)
+            self.engine.set_pool(pool)
+            out = self.engine.rollout()
+            out["worker"] = self.worker_id
+            return out
+
+        def info(self) -> dict[str, Any]:
+            ctx = ray.get_runtime_context()
+            return {"pid": os.getpid(), "node_id": ctx.get_node_id(), "worker": self.worker_id}
+
+    return RolloutActor

@@ -1,0 +1,519 @@
+"""The learner: drives the Ray rollout actors, updates the policy, evaluates, checkpoints, reports.
+
+Pipelining: as soon as a worker's rollout arrives, the worker gets the next
+request (with the newest weights, one ``ray.put`` per update), so generation
+on the workers overlaps the PPO update here.  Every request has a unique id;
+a rollout is counted once, when it is consumed, and a request lost with a
+dead worker (Ray restarts the actor, ``max_task_retries=0``) is simply asked
+again under a new id with a new seed, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
+
+from . import checkpoint as ckpt
+from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml
+from .model import PolicyNet
+from .ppo import concat_batches, ppo_update
+from .rollout import OBS_SIZE, OBS_VERSION, _actor_class, weights_to_numpy
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class TrainError(RuntimeError):
+    """Training cannot go on (one-line reason)."""
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        commit = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return commit + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _mix(*xs: int) -> int:
+    """A 63-bit seed from integers (splitmix-style), stable across runs and platforms."""
+    h = 0x9E3779B97F4A7C15
+    for x in xs:
+        h = (h ^ (int(x) & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 31
+    return h & 0x7FFFFFFFFFFFFFFF
+
+
+@dataclass
+class Counters:
+    """Progress that survives a resume exactly."""
+
+    updates: int = 0
+    games: int = 0
+    decisions: int = 0            # every decision generated in consumed rollouts
+    decisions_trained: int = 0    # learner decisions consumed by updates
+    rollouts: int = 0             # rollouts consumed
+    next_request: int = 0         # request ids handed out (never reused)
+    worker_failures: int = 0
+    sam_declared: int = 0
+    wall_s: float = 0.0           # training wall time over all sessions
+    snapshot_ids: list[int] = field(default_factory=list)
+
+
+def _evaluate_remote_fn():
+    import ray
+
+    @ray.remote(num_cpus=0)
+    def evaluate_remote(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
+                        snap: dict[str, np.ndarray] | None, rules: str, players: int, deals: int,
+                        seed: int) -> dict[str, Any]:
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
+        from .evaluation import evaluate_weights
+        return evaluate_weights(weights, hp, opponents, snap, rules, players, deals, seed)
+
+    return evaluate_remote
+
+
+class Trainer:
+    """One training run in ``run_dir`` (new, or resumed from its newest good checkpoint)."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool = False, ray_address: str | None = None,
+                 command: str | None = None, log: Callable[[str], None] | None = None,
+                 on_update: Callable[["Trainer"], None] | None = None):
+        torch.set_num_threads(1)
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.ray_address = ray_address
+        self.command = command or " ".join(shlex.quote(a) for a in sys.argv)
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.on_update = on_update  # called after every update (tests use it to inject faults)
+        self.placement: list[dict[str, Any]] = []
+        self.c = Counters()
+        torch.manual_seed(cfg.seed)
+        self.net = PolicyNet(OBS_SIZE, NUM_ACTIONS, cfg.model.hidden, cfg.model.layers).eval()
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.ppo.lr, eps=1e-5)
+        self.gen = torch.Generator().manual_seed(_mix(cfg.seed, 1))
+        self.pool: deque[tuple[int, dict[str, np.ndarray]]] = deque(maxlen=cfg.rollout.pool_size)
+        self.eval_history: list[dict[str, Any]] = []
+        self.last_eval: dict[str, Any] | None = None
+        self.losses: dict[str, float] = {}
+        self.resumed_from: Path | None = None
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if resume:
+            self._restore()
+        (self.run_dir / "config.yaml").write_text(to_yaml(cfg), encoding="utf-8")  # the resolved config
+        if not resume:
+            ckpt.write_json_atomic(self.run_dir / "run.json", {
+                "git_commit": git_commit(), "command": self.command, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
+
+    # ---- checkpoints ------------------------------------------------------------------
+    def metadata(self) -> dict[str, Any]:
+        cfg = self.cfg
+        return {
+            "name": cfg.name, "config": to_dict(cfg), "rules": list(cfg.env.rules), "players": list(cfg.env.players),
+            "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION,
+            "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
+            "decisions_trained": self.c.decisions_trained, "git_commit": git_commit(), "command": self.command,
+            "wall_time_s": round(self.c.wall_s, 1), "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "last_eval": self.last_eval,
+        }
+
+    def save(self) -> Path:
+        tensors: dict[str, torch.Tensor] = {}
+        opt_state = self.opt.state_dict()
+        for idx, st in opt_state["state"].items():
+            for k, v in st.items():
+                tensors[f"opt.{idx}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
+        for sid, w in self.pool:
+            for k, v in w.items():
+                tensors[f"pool.{sid}.{k}"] = torch.from_numpy(v)
+        tensors["rng.torch"] = torch.get_rng_state()
+        tensors["rng.gen"] = self.gen.get_state()
+        state = {"counters": vars(self.c) | {"snapshot_ids": [sid for sid, _ in self.pool]},
+                 "param_groups": opt_state["param_groups"], "eval_history": self.eval_history}
+        path = ckpt.save_checkpoint(self.run_dir / "checkpoints" / f"ckpt_{self.c.updates:08d}", self.net,
+                                    self.metadata(), tensors, state)
+        ckpt.prune(self.run_dir, self.cfg.checkpoint.keep)
+        return path
+
+    def _restore(self) -> None:
+        path = ckpt.latest_good(self.run_dir, trainer=True, warn=self.log)
+        tensors, state = ckpt.load_trainer_state(path)
+        net, meta = ckpt.load_checkpoint(path)
+        if meta.get("obs_version") != OBS_VERSION:
+            raise TrainError(f"{path} was trained with obs_version {meta.get('obs_version')}, "
+                             f"this engine has {OBS_VERSION}")
+        if net.hparams() != self.net.hparams():
+            raise TrainError(f"{path}: the model shape {net.hparams()} differs from the config's")
+        self.net.load_state_dict(net.state_dict())
+        c = state["counters"]
+        self.c = Counters(**{k: c[k] for k in vars(Counters()) if k in c})
+        opt_state: dict[str, Any] = {"state": {}, "param_groups": state["param_groups"]}
+        for key, v in tensors.items():
+            if key.startswith("opt."):
+                _, idx, k = key.split(".", 2)
+                opt_state["state"].setdefault(int(idx), {})[k] = v
+        self.opt.load_state_dict(opt_state)
+        for g in self.opt.param_groups:
+            g["lr"] = self.cfg.ppo.lr
+        for sid in c.get("snapshot_ids", []):
+            prefix = f"pool.{sid}."
+            self.pool.append((sid, {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}))
+        torch.set_rng_state(tensors["rng.torch"])
+        self.gen.set_state(tensors["rng.gen"])
+        self.eval_history = list(state.get("eval_history", []))
+        self.last_eval = self.eval_history[-1] if self.eval_history else None
+        self.resumed_from = path
+        self.log(f"resumed from {path} (update {self.c.updates}, {self.c.decisions_trained:,} decisions trained)")
+
+    # ---- the loop ------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        cfg = self.cfg
+        started_ray = False
+        if not ray.is_initialized():
+            env = {"env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}
+            if self.ray_address:
+                ray.init(address=self.ray_address, runtime_env=env, log_to_driver=False, logging_level="error")
+            else:
+                ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, runtime_env=env,
+                         log_to_driver=False, logging_level="error")
+            started_ray = True
+        from torch.utils.tensorboard import SummaryWriter
+        self.writer = SummaryWriter(str(self.run_dir), purge_step=self.c.decisions_trained or None)
+        if self.c.updates == 0:
+            self.writer.add_text("config", "```\n" + to_yaml(cfg) + "\n```", 0)
+        Actor = _actor_class()
+        cfg_dict = to_dict(cfg)
+        self.actors = [Actor.options(num_cpus=cfg.rollout.cpus_per_worker, max_restarts=cfg.rollout.max_restarts,
+                                     max_task_retries=0, scheduling_strategy="SPREAD").remote(cfg_dict, w)
+                       for w in range(cfg.rollout.num_workers)]
+        self.placement = ray.get([a.info.remote() for a in self.actors])
+        self.weights_ref = ray.put(weights_to_numpy(self.net))
+        self.pool_refs = [(sid, ray.put(w)) for sid, w in self.pool]
+        self.pending: dict[Any, tuple[int, int]] = {}
+        self.consumed: set[int] = set()
+        self.failures_by_worker = [0] * len(self.actors)
+        eval_fn = _evaluate_remote_fn()
+        eval_ref = None
+        buffer: list[dict[str, Any]] = []
+        buffered = 0
+        session_t0 = time.perf_counter()
+        wall0 = self.c.wall_s
+        rate = _Rate()
+        display = _Display(cfg, self)
+        last_log = time.perf_counter()
+        stop_reason = ""
+        for w in range(len(self.actors)):
+            self._submit(w)
+        try:
+            with display:
+                while True:
+                    ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+                    for ref in ready:
+                        w, req = self.pending.pop(ref)
+                        try:
+                            out = ray.get(ref)
+                        except (RayActorError, RayTaskError) as exc:
+                            self.c.worker_failures += 1
+                            self.failures_by_worker[w] += 1
+                            mr = cfg.rollout.max_restarts
+                            if mr >= 0 and self.failures_by_worker[w] > mr + 1:
+                                raise TrainError(f"rollout worker {w} failed {self.failures_by_worker[w]} times;"
+                                                 f" last error: {str(exc).splitlines()[0]}") from None
+                            self.log(f"rollout worker {w} failed ({type(exc).__name__}); Ray restarts it,"
+                                     f" request {req} is dropped and asked again")
+                            self._submit(w)
+                            continue
+                        self._submit(w)
+                        if req in self.consumed:  # impossible by construction; kept as a guard
+                            raise TrainError(f"rollout {req} arrived twice")
+                        self.consumed.add(req)
+                        buffer.append(out)
+                        buffered += len(out["act"])
+                    if buffered >= cfg.ppo.batch_decisions:
+                        self._update(buffer)
+                        rate.add(time.perf_counter(), self.c.decisions_trained, self.c.updates, self.c.decisions)
+                        buffer, buffered = [], 0
+                        u = self.c.updates
+                        if u % cfg.rollout.snapshot_every == 0:
+                            self._snapshot()
+                        if cfg.eval.every_updates and u % cfg.eval.every_updates == 0 and eval_ref is None:
+                            eval_ref = self._launch_eval(eval_fn, cfg.eval.deals)
+                        if u % cfg.checkpoint.every_updates == 0:
+                            self.c.wall_s = wall0 + time.perf_counter() - session_t0
+                            self.save()
+                        if self.on_update is not None:
+                            self.on_update(self)
+                    if eval_ref is not None:
+                        done, _ = ray.wait([eval_ref[0]], timeout=0)
+                        if done:
+                            self._record_eval(ray.get(done[0]), eval_ref[1])
+                            eval_ref = None
+                    now = time.perf_counter()
+                    self.c.wall_s = wall0 + now - session_t0
+                    if now - last_log >= cfg.log_every_s:
+                        self._log_scalars(rate)
+                        last_log = now
+                    display.update(rate)
+                    if self.c.decisions_trained >= cfg.total_decisions:
+                        stop_reason = "total_decisions reached"
+                    elif cfg.max_minutes and self.c.wall_s >= cfg.max_minutes * 60:
+                        stop_reason = "max_minutes reached"
+                    if stop_reason:
+                        break
+            if eval_ref is not None:  # let a periodic evaluation in flight finish: it is part of the curve
+                self._record_eval(ray.get(eval_ref[0]), eval_ref[1])
+            self._log_scalars(rate)
+            final = self.save()
+        finally:
+            for a in self.actors:
+                ray.kill(a, no_restart=True)
+            if started_ray:
+                ray.shutdown()
+        summary = self.summary(rate, stop_reason, final)
+        ckpt.write_json_atomic(self.run_dir / "summary.json", summary)
+        self.writer.flush()
+        return summary
+
+    def _submit(self, w: int) -> None:
+        req = self.c.next_request
+        self.c.next_request += 1
+        seed = _mix(self.cfg.seed, w, req)
+        ref = self.actors[w].rollout.remote(self.weights_ref, self.c.updates, self.pool_refs, seed)
+        self.pending[ref] = (w, req)
+
+    def _update(self, batches: list[dict[str, Any]]) -> None:
+        import ray
+        cfg = self.cfg
+        data = concat_batches(batches)
+        if cfg.ppo.anneal_lr:
+            frac = max(0.0, 1.0 - self.c.decisions_trained / cfg.total_decisions)
+            for g in self.opt.param_groups:
+                g["lr"] = cfg.ppo.lr * frac
+        t0 = time.perf_counter()
+        self.losses = ppo_update(self.net, self.opt, data, cfg.ppo, self.gen)
+        self.losses["update_s"] = time.perf_counter() - t0
+        self.losses["policy_lag"] = float(np.mean([self.c.updates - b["version"] for b in batches]))
+        self.weights_ref = ray.put(weights_to_numpy(self.net))
+        self.c.updates += 1
+        self.c.decisions_trained += len(data["act"])
+        self.c.rollouts += len(batches)
+        st = self.stats = {}
+        for b in batches:
+            for k, v in b["stats"].items():
+                st[k] = st.get(k, 0) + v
+        self.c.games += int(st["games"])
+        self.c.decisions += int(st["decisions"])
+        self.c.sam_declared += int(st["sam_declared"])
+        step = self.c.decisions_trained
+        for k, v in self.losses.items():
+            self.writer.add_scalar(f"losses/{k}", v, step)
+        if st["vs_heuristic_games"]:
+            self.writer.add_scalar("charts/train_vs_heuristic_la", st["vs_heuristic_sum"] / st["vs_heuristic_games"],
+                                   step)
+        if st["vs_pool_games"]:
+            self.writer.add_scalar("charts/train_vs_pool_la", st["vs_pool_sum"] / st["vs_pool_games"], step)
+        self.writer.add_scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
+
+    def _snapshot(self) -> None:
+        import ray
+        w = weights_to_numpy(self.net)
+        self.pool.append((self.c.updates, w))
+        refs = dict(self.pool_refs)
+        refs[self.c.updates] = ray.put(w)
+        self.pool_refs = [(sid, refs[sid]) for sid, _ in self.pool]
+
+    def _launch_eval(self, eval_fn: Any, deals: int) -> tuple[Any, dict[str, int]]:
+        cfg = self.cfg
+        snap = self.pool[0][1] if self.pool else None
+        at = {"updates": self.c.updates, "decisions_trained": self.c.decisions_trained, "games": self.c.games,
+              "wall_s": round(self.c.wall_s, 1), "snapshot": self.pool[0][0] if self.pool else None}
+        ref = eval_fn.remote(weights_to_numpy(self.net), self.net.hparams(), list(cfg.eval.opponents), snap,
+                             eval_rules(cfg), eval_players(cfg), deals, _mix(cfg.seed, 7, self.c.updates))
+        return ref, at
+
+    def _record_eval(self, res: dict[str, Any], at: dict[str, Any]) -> None:
+        entry = dict(at) | {"results": res}
+        self.eval_history.append(entry)
+        self.last_eval = entry
+        step = at["decisions_trained"]
+        for opp, r in res.items():
+            if "mean_score" in r:
+                self.writer.add_scalar(f"eval/{opp}/mean_la", r["mean_score"], step)
+                self.writer.add_scalar(f"eval/{opp}/win_rate", r["win_rate"], step)
+                self.writer.add_scalar(f"eval/{opp}/sam_declared_per_game",
+                                       r["sam_declared"] / max(1, r["games"]), step)
+                self.writer.add_scalar(f"eval/{opp}/sam_success_rate", r["sam_success_rate"], step)
+        with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def _log_scalars(self, rate: "_Rate") -> None:
+        step = self.c.decisions_trained
+        w = self.writer
+        w.add_scalar("charts/games", self.c.games, step)
+        w.add_scalar("charts/decisions", self.c.decisions, step)
+        w.add_scalar("charts/decisions_trained", self.c.decisions_trained, step)
+        w.add_scalar("charts/updates", self.c.updates, step)
+        w.add_scalar("charts/worker_failures", self.c.worker_failures, step)
+        r = rate.rates()
+        if r:
+            w.add_scalar("charts/decisions_per_s", r["trained_per_s"], step)
+            w.add_scalar("charts/generated_decisions_per_s", r["generated_per_s"], step)
+            w.add_scalar("charts/updates_per_s", r["updates_per_s"], step)
+        w.flush()
+
+    def summary(self, rate: "_Rate", reason: str, final: Path) -> dict[str, Any]:
+        r = rate.rates(window=False)
+        return {"run_dir": str(self.run_dir), "checkpoint": str(final), "stop_reason": reason,
+                "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
+                "decisions_trained": self.c.decisions_trained, "rollouts": self.c.rollouts,
+                "worker_failures": self.c.worker_failures, "wall_s": round(self.c.wall_s, 1),
+                "session_rates": r, "last_eval": self.last_eval,
+                "workers": [{"worker": p["worker"], "node_id": p["node_id"]} for p in self.placement]}
+
+
+class _Rate:
+    """Throughput over a sliding window of updates (and over the whole session)."""
+
+    def __init__(self) -> None:
+        self.points: deque[tuple[float, int, int, int]] = deque(maxlen=20)
+        self.first: tuple[float, int, int, int] | None = None
+
+    def add(self, t: float, trained: int, updates: int, generated: int) -> None:
+        p = (t, trained, updates, generated)
+        if self.first is None:
+            self.first = p
+        self.points.append(p)
+
+    def rates(self, window: bool = True) -> dict[str, float]:
+        if len(self.points) < 2:
+            return {}
+        a = self.points[0] if window else self.first
+        b = self.points[-1]
+        dt = b[0] - a[0]
+        if dt <= 0:
+            return {}
+        return {"trained_per_s": (b[1] - a[1]) / dt, "updates_per_s": (b[2] - a[2]) / dt,
+                "generated_per_s": (b[3] - a[3]) / dt}
+
+
+class _Display:
+    """A rich live panel on a terminal; a plain line per interval otherwise (or nothing)."""
+
+    def __init__(self, cfg: TrainConfig, trainer: Trainer):
+        self.cfg, self.tr = cfg, trainer
+        mode = cfg.display
+        if mode == "auto":
+            mode = "rich" if sys.stdout.isatty() else "plain"
+        self.mode = mode
+        self.live = None
+        self.last = 0.0
+
+    def __enter__(self) -> "_Display":
+        if self.mode == "rich":
+            from rich.live import Live
+            self.live = Live(self._render({}), refresh_per_second=2, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def _eta(self, r: dict[str, float]) -> str:
+        c, cfg = self.tr.c, self.cfg
+        left = []
+        if r.get("trained_per_s"):
+            left.append((cfg.total_decisions - c.decisions_trained) / r["trained_per_s"])
+        if cfg.max_minutes:
+            left.append(cfg.max_minutes * 60 - c.wall_s)
+        if not left:
+            return "?"
+        s = max(0, int(min(left)))
+        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+    def _eval_text(self) -> str:
+        ev = self.tr.last_eval
+        if not ev:
+            return "none yet"
+        parts = [f"{opp} {r['mean_score']:+.2f} lá ({100 * r['win_rate']:.0f}% wins)"
+                 for opp, r in ev["results"].items() if "mean_score" in r]
+        return f"@update {ev['updates']}: " + ", ".join(parts)
+
+    def _render(self, r: dict[str, float]) -> Any:
+        from rich.table import Table
+        c = self.tr.c
+        t = Table(title=f"samloc train — {self.cfg.name} → {self.tr.run_dir}", show_header=False)
+        t.add_column(style="bold")
+        t.add_column()
+        pct = 100 * c.decisions_trained / self.cfg.total_decisions
+        t.add_row("games", f"{c.games:,}")
+        t.add_row("decisions trained", f"{c.decisions_trained:,} ({pct:.1f}%)")
+        t.add_row("decisions/s", f"{r.get('trained_per_s', 0):,.0f} trained, {r.get('generated_per_s', 0):,.0f} generated")
+        t.add_row("updates", f"{c.updates:,} ({r.get('updates_per_s', 0):.2f}/s)")
+        t.add_row("ETA", self._eta(r))
+        if self.tr.losses:
+            ls = self.tr.losses
+            t.add_row("losses", f"policy {ls['policy']:+.4f}  value {ls['value']:.4f}  entropy {ls['entropy']:.3f}"
+                                f"  kl {ls['approx_kl']:.4f}")
+        t.add_row("last eval", self._eval_text())
+        if c.worker_failures:
+            t.add_row("worker failures", str(c.worker_failures))
+        return t
+
+    def update(self, rate: _Rate) -> None:
+        now = time.perf_counter()
+        if self.mode == "none" or now - self.last < (0.5 if self.mode == "rich" else self.cfg.log_every_s):
+            return
+        self.last = now
+        r = rate.rates()
+        if self.mode == "rich" and self.live is not None:
+            self.live.update(self._render(r))
+        elif self.mode == "plain":
+            c = self.tr.c
+            print(f"[{self.cfg.name}] update {c.updates} games {c.games:,} trained {c.decisions_trained:,}"
+                  f" ({r.get('trained_per_s', 0):,.0f}/s, generated {r.get('generated_per_s', 0):,.0f}/s)"
+                  f" ETA {self._eta(r)} | eval {self._eval_text()}", flush=True)
+
+
+def new_run_dir(cfg: TrainConfig) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(cfg.out_dir) / f"{cfg.name}__{cfg.seed}__{stamp}"
+    p, i = base, 1
+    while p.exists():
+        i += 1
+        p = base.with_name(base.name + f"-{i}")
+    return p
+
+
+def write_hparams(trainer: Trainer, summary: dict[str, Any]) -> None:
+    """The config as TensorBoard hyperparameters, with the final figures as metrics."""
+    metrics = {"hparam/decisions_trained": float(summary["decisions_trained"])}
+    ev = summary.get("last_eval") or {}
+    for opp, r in (ev.get("results") or {}).items():
+        if "mean_score" in r:
+            metrics[f"hparam/eval_{opp}_mean_la"] = float(r["mean_score"])
+    trainer.writer.add_hparams(flat(trainer.cfg), metrics, run_name="hparams")
+    trainer.writer.close()
+
