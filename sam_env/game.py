@@ -148,8 +148,11 @@ class Game:
             raise GameError(f"seat must be a seat from 0 to {players - 1}")
         if not isinstance(hand, (list, tuple)):
             raise GameError("hand must be a list of cards")
-        now = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 52 else parse_card(c)
-               for c in hand]
+        try:
+            now = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 52 else parse_card(c)
+                   for c in hand]
+        except CardError as exc:
+            raise GameError(f"hand: {exc}") from None
         if len(set(now)) != len(now):
             dup = next(c for c in now if now.count(c) > 1)
             raise GameError(f"hand has {card_str(dup)} twice")
@@ -418,6 +421,8 @@ class Game:
         if code == core.ERR_LEADER_PASS:
             return f"seat {seat} leads this round and may not pass"
         if code == core.ERR_DQUAD_ONLY:
+            if not self.rules.double_quad_chops_pair_two:
+                return f"double quads are not played under {self.rules.name}"
             return "a double quad may only be played on a pair of 2s"
         if code == core.ERR_NOT_BEAT:
             return f"{name} does not beat {move_str(top)}"

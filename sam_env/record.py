@@ -43,6 +43,9 @@ def replay(record: object, *, check_result: bool = True) -> Game:
         hands = record["hands"]
         if not isinstance(hands, list) or len(hands) != players:
             raise RecordError(f"hands must list {players} hands, one per seat")
+        for s, hand in enumerate(hands):
+            if not isinstance(hand, list) or not all(isinstance(c, str) for c in hand):
+                raise RecordError(f"hand of seat {s} must be a list of cards written like \"Ts\"")
         game = Game.from_deal(rules, hands, _opener(record["opener"], players))
     except (RulesError, GameError, CardError) as exc:
         raise RecordError(str(exc)) from None

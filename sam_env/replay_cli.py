@@ -33,16 +33,20 @@ def main(argv: list[str]) -> int:
         return int(exc.code or 0)
     try:
         if args.file == "-":
-            text = sys.stdin.read()
+            data = sys.stdin.buffer.read()
         else:
-            with open(args.file, encoding="utf-8") as f:
-                text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"samloc replay: cannot read {args.file}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+            with open(args.file, "rb") as f:
+                data = f.read()
+    except OSError as exc:
+        print(f"samloc replay: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    try:
+        records = list(parse_records(data.decode("utf-8-sig")))
+    except UnicodeDecodeError as exc:
+        records = [RecordError(f"the input is not UTF-8 text (byte {exc.start})")]
     bad = False
     out = sys.stdout
-    for rec in parse_records(text):
+    for rec in records:
         rep = rec.to_json() if isinstance(rec, RecordError) else replay_report(rec)
         bad |= not rep["ok"]
         out.write((json.dumps(rep, ensure_ascii=False) if args.json else _human(rep)) + "\n")
