@@ -85,14 +85,7 @@ def save_checkpoint(ckpt_dir: Path, net: PolicyNet, metadata: dict[str, Any],
     for name in files + [META_FILE]:
         with open(tmp / name, "rb") as f:
             os.fsync(f.fileno())
-    if ckpt_dir.exists():  # the same step written again (a resumed run): replace it
-        old = ckpt_dir.with_name(ckpt_dir.name + f".old{os.getpid()}")
-        os.replace(ckpt_dir, old)
-        os.replace(tmp, ckpt_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, ckpt_dir)
-    return ckpt_dir
+    return _swap_in(tmp, ckpt_dir)  # the same step written again (a resumed run) is replaced
 
 
 def read_metadata(ckpt_dir: Path) -> dict[str, Any]:
@@ -214,6 +207,11 @@ def copy_checkpoint(ckpt_dir: Path, dest: Path, extra_files: dict[str, Any] | No
     for name, data in (extra_files or {}).items():
         (tmp / name).write_text(json.dumps(data, indent=2) if not isinstance(data, str) else data,
                                 encoding="utf-8")
+    return _swap_in(tmp, dest)
+
+
+def _swap_in(tmp: Path, dest: Path) -> Path:
+    """Move the finished folder ``tmp`` to ``dest``, replacing an older one there."""
     if dest.exists():
         old = dest.with_name(dest.name + f".old{os.getpid()}")
         os.replace(dest, old)
