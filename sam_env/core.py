@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .actions import (ACT_COUNTS, ACT_KIND, ACT_LEN, ACT_NCARDS, ACT_RANK, ACT_RANK2, DQUAD0,
-                      K_DQUAD, K_PAIR, K_QUAD, K_SINGLE, K_STRAIGHT, K_TRIPLE, MAX_STRAIGHT,
-                      MIN_STRAIGHT, NO_SAM, NUM_ACTIONS, NUM_POSITIONS, PAIR0, PASS, POS_RANK, QUAD0,
-                      SAM, SINGLE0, STRAIGHT0, TRIPLE0)
+from .actions import (ACT_COUNTS, ACT_KIND, ACT_LEN, ACT_NCARDS, ACT_RANK, DQUAD0,
+                      K_DQUAD, K_PAIR, K_QUAD, K_SINGLE, K_STRAIGHT, MAX_STRAIGHT,
+                      MIN_STRAIGHT, NO_SAM, NUM_ACTIONS, NUM_POSITIONS, PASS, POS_RANK, QUAD0,
+                      SAM, SINGLE0, STRAIGHT0)
 
 MAX_PLAYERS = 5
 NR = 13

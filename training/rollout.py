@@ -33,7 +33,7 @@ from sam_env.actions import NUM_ACTIONS, SAM
 from .config import TrainConfig
 from .model import PolicyNet
 
-from sam_env.obs import OBS_SIZE, OBS_VERSION, encode_batch
+from sam_env.obs import OBS_SIZE, encode_batch
 from sam_env.vector import SelfPlayBatch
 
 MAX_SEATS = 5
@@ -199,7 +199,6 @@ class RolloutEngine:
     @torch.no_grad()
     def rollout(self) -> dict[str, Any]:
         t0 = time.perf_counter()
-        cfg = self.cfg
         parts: list[dict[str, np.ndarray]] = []
         stats = {"games": 0, "decisions": 0, "learner_decisions": 0, "sam_declared": 0,
                  "vs_heuristic_sum": 0.0, "vs_heuristic_games": 0, "vs_pool_sum": 0.0, "vs_pool_games": 0}
