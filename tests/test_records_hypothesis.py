@@ -356,3 +356,12 @@ def test_move_parsing_never_guesses(text):
         assert "\n" not in str(exc)
         return
     assert move_str(a) == text.strip().upper().replace("10", "T") or move_str(a) == text.strip().lower()
+
+
+def test_integer_card_ids_in_a_record_are_refused():
+    from sam_env.record import replay_report
+    rec = {"format": "samloc/1", "rules": "hoi_quan_bai", "players": 2, "opener": 0,
+           "hands": [list(range(10)), list(range(10, 20))], "events": []}
+    rep = replay_report(rec)
+    assert rep == {"ok": False, "error_at": None,
+                   "error": 'hand of seat 0 must be a list of cards written like "Ts"'}
