@@ -500,20 +500,36 @@ def create_app(agent_spec: str | None = None, *, seed: int = 0, temperature: flo
         sessions.move_to_end(sid)
         return s
 
+    def play_bot(request: Request, rules: RuleSet | None = None, players: int = 0) -> Bot:
+        """The served bot, or the heuristic for tables the served model was not trained for."""
+        b: Bot = request.app.state.bot
+        if b.supported is None:
+            return b
+        if rules is not None:
+            try:
+                b.check_supported(rules, players)
+                return b
+            except RequestError:
+                pass
+        if getattr(request.app.state, "fallback", None) is None:
+            request.app.state.fallback = Bot("heuristic", seed=b.seed)
+        return request.app.state.fallback
+
     @app.get("/play/api/options")
     async def options(request: Request) -> dict[str, Any]:
         b: Bot = request.app.state.bot
-        return {"bot": b.name, "supports": b.supports_json()}
+        # every table can be played: the heuristic sits in where the model cannot
+        return {"bot": b.name, "supports": play_bot(request).supports_json(),
+                "model_supports": b.supports_json()}
 
     @app.post("/play/api/new")
     async def new_session(body: NewSession, request: Request) -> dict[str, Any]:
-        b: Bot = request.app.state.bot
         try:
             rules = RuleSet.parse(body.rules)
             rules.check_players(body.players)
         except RulesError as exc:
             raise RequestError(str(exc)) from None
-        b.check_supported(rules, body.players)
+        b = play_bot(request, rules, body.players)
         if not 0 <= body.seat < body.players:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
         s = PlaySession(b, rules, body.players, body.seat,

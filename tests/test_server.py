@@ -337,3 +337,22 @@ def test_play_refuses_illegal_choices(heuristic_client: TestClient) -> None:
     assert c.post("/play/api/nope/move", json={"move": "pass"}).status_code == 404
     assert "players" in _error(c.post("/play/api/new", json={"rules": "online", "players": 5}))
     assert "seat" in _error(c.post("/play/api/new", json={"rules": "online", "players": 3, "seat": 3}))
+
+
+def test_play_page_seats_the_heuristic_where_the_shipped_model_cannot_play():
+    model = Path(__file__).resolve().parents[1] / "checkpoints" / "standard" / "policy.onnx"
+    if not model.exists():
+        pytest.skip("no shipped bot")
+    with TestClient(create_app(str(model))) as c:
+        opts = c.get("/play/api/options").json()
+        assert {s["rules"] for s in opts["supports"]} == {"hoi_quan_bai", "s666pg", "mien_bac", "online"}
+        assert opts["model_supports"] == [{"rules": "hoi_quan_bai", "players": [4]}]
+        assert c.post("/play/api/new", json={"rules": "online", "players": 3, "seat": 0, "seed": 1}).json()["bot"] \
+            == "heuristic"
+        assert c.post("/play/api/new", json={"rules": "hoi_quan_bai", "players": 4, "seat": 0,
+                                             "seed": 1}).json()["bot"] == "standard"
+        # the protocol endpoint still refuses tables the model was not trained for
+        r = c.post("/v1/act", json={"format": "samloc/1", "rules": "online", "players": 3, "opener": 0, "seat": 0,
+                                    "hand": ["3s", "4s", "5s", "6s", "7s", "8s", "9s", "Ts", "Js", "Qs"],
+                                    "events": []})
+        assert r.status_code == 422 and "does not play rules online" in r.json()["error"]
