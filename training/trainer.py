@@ -25,12 +25,13 @@ import numpy as np
 import torch
 
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
+from sam_env.obs import OBS_VERSION
 
 from . import checkpoint as ckpt
 from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml
 from .model import PolicyNet
 from .ppo import concat_batches, ppo_update
-from .rollout import OBS_SIZE, OBS_VERSION, _actor_class, weights_to_numpy
+from .rollout import OBS_SIZE, _actor_class, weights_to_numpy
 
 REPO = Path(__file__).resolve().parent.parent
 
