@@ -45,9 +45,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sam_env import core
-from sam_env.actions import ACT_COUNTS, ACTION_NAMES, ACTION_TABLE_VERSION, action_from_counts
+from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION, action_from_counts
 from sam_env.cards import CardError, cards_str, parse_cards, rank_counts
-from sam_env.game import Game, GameError
+from sam_env.game import Game, GameError, cards_for
 from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,16 +189,6 @@ def view_key(game: Game, seat: int) -> int:
     blob = json.dumps([game.rules.to_record(), game.players, game.opener, seat,
                        game.hand(seat), game.events], sort_keys=True, separators=(",", ":"))
     return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:8], "little") >> 1
-
-
-def cards_for(hand: list[int], action: int) -> list[int]:
-    """The cards given up for a play: the lowest suits of each needed rank."""
-    out: list[int] = []
-    for r in range(13):
-        need = int(ACT_COUNTS[action, r])
-        if need:
-            out += sorted(c for c in hand if c // 4 == r)[:need]
-    return out
 
 
 def decide_event(bot: Bot, view: Game, seat: int) -> tuple[dict[str, Any], dict[str, Any] | None]:

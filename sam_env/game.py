@@ -22,6 +22,16 @@ from .cards import (HAND_SIZE, CardError, card_str, cards_str, parse_card, parse
 from .rules import INSTANT_PATTERNS, RuleSet
 
 
+def cards_for(held: Iterable[int], action: int) -> list[int]:
+    """The cards a play gives up: the lowest suits of each rank it needs (suits never matter)."""
+    out: list[int] = []
+    for r in range(13):
+        need = int(ACT_COUNTS[action, r])
+        if need:
+            out += sorted(c for c in held if c // 4 == r)[:need]
+    return out
+
+
 class GameError(ValueError):
     """An event or move that the rules do not allow here."""
 
@@ -299,7 +309,7 @@ class Game:
             held = self._cards[seat]
             if held is None:
                 raise GameError(f"the cards of seat {seat} are hidden: give the play as an event with its cards")
-            cards = self._pick_cards(held, a)
+            cards = cards_for(held, a)
         return self._do(seat, a, cards)
 
     def apply_events(self, events: Iterable[Mapping[str, Any]]) -> None:
@@ -392,16 +402,6 @@ class Game:
             ev = {"seat": seat, "type": "play", "cards": cards_str(cards)}
         self.events.append(ev)
         return ev
-
-    @staticmethod
-    def _pick_cards(held: set[int], a: int) -> list[int]:
-        """The suits given up for a play: the lowest cards of each needed rank."""
-        out: list[int] = []
-        for r in range(13):
-            need = int(ACT_COUNTS[a, r])
-            if need:
-                out += sorted(c for c in held if c // 4 == r)[:need]
-        return out
 
     def _over_msg(self) -> str:
         return f"the game is already over ({core.END_NAMES[int(self._st[core.O_END])]})"
