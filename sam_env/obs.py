@@ -301,6 +301,28 @@ def encode_full_batch(states, ru, seats, out):
 
 
 @njit(cache=True)
+def encode_hidden_batch(states, seats, out):
+    """``out[g]`` = the last ``FULL_EXTRA`` entries of :func:`encode_full_row` (any numeric dtype).
+
+    The trainer ships these 0/1 entries as uint8 next to the observation, a
+    quarter of the bytes of the float32 perfect-information vector.
+    """
+    for g in range(states.shape[0]):
+        st = states[g]
+        n = st[O_N]
+        seat = seats[g]
+        for i in range(FULL_EXTRA):
+            out[g, i] = 0
+        for s in range(n):
+            base = _rel(s, seat, n) * NR * 4
+            for r in range(NR):
+                c = st[O_HAND + s * NR + r]
+                for k in range(4):
+                    if c > k:
+                        out[g, base + r * 4 + k] = 1
+
+
+@njit(cache=True)
 def encode_mask_batch(states, ru, obs, masks, seats):
     """Observation and legal mask of the seat to act, for every game (one pass over the batch)."""
     buf = np.empty(NUM_ACTIONS, dtype=np.int64)

@@ -196,3 +196,92 @@ def test_policy_agent_plays_legal_moves_from_a_checkpoint(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match="obs_version"):
         load_policy_agent(bad)
     assert json.loads((p / ckpt.META_FILE).read_text())["model"]["hidden"] == 16
+
+
+# ---- the perfect-information critic and the Sâm lesson -------------------------------------------
+def test_hidden_hands_vector_is_the_tail_of_the_full_vector() -> None:
+    from sam_env.obs import FULL_EXTRA, encode_full, encode_hidden_batch
+
+    for seed in range(20):
+        g = Game.new("hoi_quan_bai", 2 + seed % 4, seed=seed)
+        rng = np.random.default_rng(seed)
+        for _ in range(rng.integers(0, 12)):
+            if g.result is not None:
+                break
+            g.apply(int(rng.choice(g.legal_actions())))
+        for seat in range(g.players):
+            out = np.zeros((1, FULL_EXTRA), dtype=np.uint8)
+            encode_hidden_batch(g.state[None, :], np.array([seat]), out)
+            np.testing.assert_array_equal(out[0], encode_full(g, seat)[OBS_SIZE:])
+
+
+def test_the_critic_never_moves_the_policy() -> None:
+    """Hidden hands change the training baseline, never the logits or the exported value."""
+    from training.model import build_net
+
+    torch.manual_seed(0)
+    net = build_net(32, 2, "full")
+    obs = torch.randn(8, OBS_SIZE)
+    mask = torch.ones(8, NUM_ACTIONS, dtype=torch.int8)
+    h1, h2 = torch.zeros(8, net.critic_size), torch.ones(8, net.critic_size)
+    with torch.no_grad():
+        l1, v1, b1 = net.train_forward(obs, mask, h1)
+        l2, v2, b2 = net.train_forward(obs, mask, h2)
+        lf, vf = net(obs, mask)
+    assert torch.equal(l1, l2) and torch.equal(l1, lf) and torch.equal(v1, vf)
+    assert not torch.allclose(b1, b2)
+    assert PolicyNet.from_hparams(net.hparams()).critic_size == net.critic_size
+    old = {k: v for k, v in net.hparams().items() if k != "critic_size"}  # a checkpoint from before the critic
+    assert PolicyNet.from_hparams(old).critic is None
+
+
+def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
+    from agents.heuristic import HeuristicAgent
+    from sam_env.actions import NO_SAM, SAM
+
+    cfg = load_config("quick", ["rollout.envs_per_worker=64", "rollout.steps_per_rollout=24",
+                                "rollout.opponent_fraction=0", "ppo.sam_lesson_coef=1.0"])
+    out = RolloutEngine(cfg, 0, seed=5).rollout()
+    teach, mask = out["teach"], out["mask"]
+    sam_phase = mask[:, SAM] > 0
+    assert (teach[sam_phase] >= 0).all()
+    assert set(np.unique(teach[sam_phase])) <= {SAM, NO_SAM}
+    asked = teach >= 0
+    assert (mask[np.flatnonzero(asked), teach[asked]] == 1).all()  # a legal lesson
+    assert out["hid"].shape == (len(out["act"]), 260) and out["hid"].dtype == np.uint8
+    # the lesson is the heuristic's own answer at those states
+    g = Game.new("hoi_quan_bai", 4, seed=11)
+    h = HeuristicAgent(seed=0)
+    assert h.act(g, g.to_act) in (SAM, NO_SAM)
+    off = RolloutEngine(load_config("quick", ["rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
+                                              "ppo.sam_lesson_coef=0"]), 0, seed=5).rollout()
+    assert (off["teach"] == -1).all()
+
+
+def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
+    from sam_env.actions import NO_SAM, SAM
+    from training.model import build_net
+    from training.ppo import ppo_update
+
+    torch.manual_seed(0)
+    cfg = load_config("quick", ["ppo.sam_lesson_coef=1.0", "ppo.minibatch=256", "ppo.epochs=4", "ppo.lr=1e-3"])
+    net = build_net(32, 2, "full")
+    n = 256
+    rng = np.random.default_rng(0)
+    mask = np.zeros((n, NUM_ACTIONS), dtype=np.int8)
+    mask[:, [SAM, NO_SAM]] = 1
+    batch = {"obs": rng.standard_normal((n, OBS_SIZE)).astype(np.float32), "mask": mask,
+             "act": np.full(n, NO_SAM), "logp": np.full(n, np.log(0.5), dtype=np.float32),
+             "val": np.zeros(n, np.float32), "adv": np.zeros(n, np.float32), "ret": np.zeros(n, np.float32),
+             "hid": np.zeros((n, net.critic_size), np.uint8), "teach": np.full(n, SAM, np.int16)}
+    obs, m = torch.from_numpy(batch["obs"]), torch.from_numpy(mask)
+
+    def p_sam() -> float:
+        with torch.no_grad():
+            return float(torch.softmax(net(obs, m)[0], -1)[:, SAM].mean())
+
+    before = p_sam()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    for _ in range(20):
+        losses = ppo_update(net, opt, batch, cfg.ppo, torch.Generator().manual_seed(0))
+    assert before < 0.1 and p_sam() > 0.5 and losses["sam_lesson"] > 0

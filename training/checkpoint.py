@@ -161,7 +161,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PolicyNet, d
     meta = verify(ckpt)
     m = meta.get("model") or {}
     try:
-        net = PolicyNet(int(m["obs_size"]), int(m["num_actions"]), int(m["hidden"]), int(m["layers"]))
+        net = PolicyNet.from_hparams(m)
     except (KeyError, TypeError, ValueError):
         raise CheckpointError(f"{ckpt}: metadata lacks the model shape (obs_size, num_actions, hidden, layers)") \
             from None

@@ -41,6 +41,8 @@ class ModelConfig:
     """Width of the hidden layers."""
     layers: int = 2
     """Hidden layers; each after the first is a residual block."""
+    critic: str = "full"
+    """Baseline for the advantages: "full" (a critic MLP that also sees every hand; training only) or "obs"."""
 
 
 @dataclass
@@ -89,6 +91,9 @@ class PPOConfig:
     """Learner decisions gathered before one update (rollouts are taken whole)."""
     ent_coef: float = 0.01
     """Entropy bonus."""
+    sam_lesson_coef: float = 0.5
+    """Weight of the Sâm lesson: at the learner's Sâm decisions (declare or not, then its plays as the
+    declarer), cross-entropy towards the heuristic agent's choice (0: off; see docs/training.md)."""
     vf_coef: float = 0.5
     """Value loss weight."""
     max_grad_norm: float = 0.5
@@ -217,6 +222,7 @@ def validate(cfg: TrainConfig) -> None:
                  f" (2 to {rs.max_players})")
     need(cfg.env.reward_scale > 0, "env.reward_scale must be positive")
     need(cfg.model.hidden >= 8 and cfg.model.layers >= 1, "model.hidden must be >= 8 and model.layers >= 1")
+    need(cfg.model.critic in ("full", "obs"), f"model.critic must be full or obs, not {cfg.model.critic!r}")
     ro = cfg.rollout
     need(ro.num_workers >= 1, "rollout.num_workers must be at least 1")
     need(ro.envs_per_worker >= len(cfg.env.rules) * len(cfg.env.players),
@@ -229,6 +235,7 @@ def validate(cfg: TrainConfig) -> None:
     need(ro.cpus_per_worker > 0, "rollout.cpus_per_worker must be positive")
     pp = cfg.ppo
     need(pp.lr > 0, "ppo.lr must be positive")
+    need(pp.sam_lesson_coef >= 0, "ppo.sam_lesson_coef must be >= 0")
     need(0 < pp.gamma <= 1 and 0 <= pp.gae_lambda <= 1, "ppo.gamma must be in (0, 1], ppo.gae_lambda in [0, 1]")
     need(pp.clip > 0 and pp.epochs >= 1 and pp.minibatch >= 1 and pp.batch_decisions >= 1,
          "ppo.clip, epochs, minibatch and batch_decisions must be positive")

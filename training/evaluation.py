@@ -14,7 +14,7 @@ from .rollout import load_numpy_weights
 
 
 def _net(weights: dict[str, np.ndarray], hp: dict[str, int]) -> PolicyNet:
-    net = PolicyNet(hp["obs_size"], hp["num_actions"], hp["hidden"], hp["layers"])
+    net = PolicyNet.from_hparams(hp)
     load_numpy_weights(net, weights)
     return net.eval()
 

@@ -4,6 +4,14 @@ Plain layers only (Linear, ReLU, add, where), so the same module exports to
 ONNX and runs under onnxruntime.  Illegal actions get a large negative
 *finite* logit (``MASK_LOGIT``), never ``-inf``: softmax still gives them
 probability 0 and no NaN can appear, in PyTorch or in an exported graph.
+
+An optional critic sees every hand (perfect information): a small MLP over
+the policy trunk's features and the hidden hands.  It only trains the policy:
+it gives the advantages a baseline without the luck of the unseen cards, as
+PerfectDou's perfect-training-imperfect-execution does.  Playing, exporting
+and serving use ``forward`` alone, which never reads hidden cards.  Sitting
+on the trunk, the critic costs a fraction of a second network, and its
+gradient shapes the trunk as a value head would.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import torch
 from torch import nn
 
 from sam_env.actions import NUM_ACTIONS, SAM
+from sam_env.obs import FULL_EXTRA, OBS_SIZE
 
 MASK_LOGIT = -1e9
 SAM_PRIOR_LOGIT = -3.0  # a fresh policy declares Sâm ~5% of the time, not 50%
@@ -22,11 +31,14 @@ class PolicyNet(nn.Module):
 
     ``obs``: float32 ``[B, obs_size]``; ``mask``: ``[B, num_actions]``, nonzero = legal
     (any numeric dtype).  ``value`` is ``[B]``, in lá / ``reward_scale``.
+    ``critic_size``: entries of the hidden-hands vector the critic reads (0: no critic).
     """
 
-    def __init__(self, obs_size: int, num_actions: int = NUM_ACTIONS, hidden: int = 256, layers: int = 2):
+    def __init__(self, obs_size: int, num_actions: int = NUM_ACTIONS, hidden: int = 256, layers: int = 2,
+                 critic_size: int = 0):
         super().__init__()
         self.obs_size, self.num_actions, self.hidden, self.layers = obs_size, num_actions, hidden, layers
+        self.critic_size = critic_size
         self.inp = nn.Linear(obs_size, hidden)
         self.blocks = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(layers - 1))
         self.pi = nn.Linear(hidden, num_actions)
@@ -39,10 +51,17 @@ class PolicyNet(nn.Module):
                 self.pi.bias[SAM] = SAM_PRIOR_LOGIT
         nn.init.orthogonal_(self.v.weight, 1.0)
         nn.init.zeros_(self.v.bias)
+        self.critic = _Critic(hidden + critic_size, hidden) if critic_size > 0 else None
 
     def hparams(self) -> dict[str, int]:
         return {"obs_size": self.obs_size, "num_actions": self.num_actions,
-                "hidden": self.hidden, "layers": self.layers}
+                "hidden": self.hidden, "layers": self.layers, "critic_size": self.critic_size}
+
+    @classmethod
+    def from_hparams(cls, hp: dict[str, int]) -> "PolicyNet":
+        """The network ``hparams()`` describes (``critic_size`` absent: no critic, as before it existed)."""
+        return cls(int(hp["obs_size"]), int(hp["num_actions"]), int(hp["hidden"]), int(hp["layers"]),
+                   int(hp.get("critic_size", 0)))
 
     def trunk(self, obs: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.inp(obs))
@@ -58,3 +77,44 @@ class PolicyNet(nn.Module):
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.v(self.trunk(obs)).squeeze(-1)
+
+    def train_forward(self, obs: torch.Tensor, mask: torch.Tensor,
+                      hidden_hands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(masked_logits, value, baseline)``; the baseline is the critic's (or ``value`` without one)."""
+        h = self.trunk(obs)
+        logits = self.pi(h)
+        masked = torch.where(mask > 0, logits, torch.full_like(logits, MASK_LOGIT))
+        value = self.v(h).squeeze(-1)
+        return masked, value, self._baseline(h, value, hidden_hands)
+
+    def baseline(self, obs: torch.Tensor, hidden_hands: torch.Tensor) -> torch.Tensor:
+        """The training baseline alone (bootstrapping an unfinished trajectory)."""
+        h = self.trunk(obs)
+        return self._baseline(h, self.v(h).squeeze(-1), hidden_hands)
+
+    def _baseline(self, h: torch.Tensor, value: torch.Tensor, hidden_hands: torch.Tensor) -> torch.Tensor:
+        if self.critic is None:
+            return value
+        return self.critic(torch.cat([h, hidden_hands.to(h.dtype)], dim=-1))
+
+
+def build_net(hidden: int, layers: int, critic: str) -> PolicyNet:
+    """The network a training config asks for (``critic``: "full" or "obs")."""
+    return PolicyNet(OBS_SIZE, NUM_ACTIONS, hidden, layers, FULL_EXTRA if critic == "full" else 0)
+
+
+class _Critic(nn.Module):
+    """Value from the trunk's features and every hand (trained, never exported)."""
+
+    def __init__(self, size: int, hidden: int):
+        super().__init__()
+        self.inp = nn.Linear(size, hidden)
+        self.block = nn.Linear(hidden, hidden)
+        self.v = nn.Linear(hidden, 1)
+        nn.init.orthogonal_(self.v.weight, 1.0)
+        nn.init.zeros_(self.v.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.inp(x))
+        h = h + torch.relu(self.block(h))
+        return self.v(h).squeeze(-1)

@@ -29,11 +29,12 @@ import torch
 from numba import njit
 
 from sam_env.actions import NUM_ACTIONS, SAM
+from sam_env.core import O_DECLARER
 
 from .config import TrainConfig
-from .model import PolicyNet
+from .model import PolicyNet, build_net
 
-from sam_env.obs import OBS_SIZE, encode_batch
+from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch
 from sam_env.vector import SelfPlayBatch
 
 MAX_SEATS = 5
@@ -106,7 +107,7 @@ def sample_actions(logits: torch.Tensor, gen: torch.Generator) -> tuple[torch.Te
 class _Stream:
     """One SelfPlayBatch (one rules/players pair) with its trajectory buffers."""
 
-    def __init__(self, rules: str, players: int, num_envs: int, steps: int, seed: int):
+    def __init__(self, rules: str, players: int, num_envs: int, steps: int, seed: int, hidden_size: int):
         self.rules, self.players, self.n, self.T = rules, players, num_envs, steps
         self.env = SelfPlayBatch(rules, players, num_envs, seed)
         self.seat, self.obs, self.mask = self.env.reset(seed=seed)
@@ -120,6 +121,8 @@ class _Stream:
         self.b_logp = np.zeros((T, N), dtype=np.float32)
         self.b_val = np.zeros((T, N), dtype=np.float32)
         self.b_valid = np.zeros((T, N), dtype=np.bool_)
+        self.b_hid = np.zeros((T, N, hidden_size), dtype=np.uint8)  # every hand, for the critic
+        self.b_teach = np.full((T, N), -1, dtype=np.int16)  # the heuristic's action at Sâm decisions (-1: none)
 
 
 class RolloutEngine:
@@ -133,15 +136,20 @@ class RolloutEngine:
         pairs = [(r, p) for r in cfg.env.rules for p in cfg.env.players]
         per = cfg.rollout.envs_per_worker // len(pairs)
         extra = cfg.rollout.envs_per_worker - per * len(pairs)
+        self.full_critic = cfg.model.critic == "full"
         self.streams = [_Stream(r, p, per + (1 if i < extra else 0), cfg.rollout.steps_per_rollout,
-                                (seed + 7919 * i) % 2**63) for i, (r, p) in enumerate(pairs)]
+                                (seed + 7919 * i) % 2**63, FULL_EXTRA if self.full_critic else 0)
+                        for i, (r, p) in enumerate(pairs)]
         for st in self.streams:
             self._draw(st, np.ones(st.n, dtype=bool))
-        self.net = PolicyNet(OBS_SIZE, NUM_ACTIONS, cfg.model.hidden, cfg.model.layers).eval()
+        self.net = self._new_net()
         self.version = -1
         self.pool: dict[int, PolicyNet] = {}
         self.pool_ids: list[int] = []
         self._heuristic = None
+
+    def _new_net(self) -> PolicyNet:
+        return build_net(self.cfg.model.hidden, self.cfg.model.layers, self.cfg.model.critic).eval()
 
     # ---- opponents ------------------------------------------------------------
     @property
@@ -163,7 +171,7 @@ class RolloutEngine:
                 if not isinstance(w, dict):
                     import ray
                     w = ray.get(w)
-                net = PolicyNet(OBS_SIZE, NUM_ACTIONS, self.cfg.model.hidden, self.cfg.model.layers).eval()
+                net = self._new_net()
                 load_numpy_weights(net, w)
                 self.pool[sid] = net
         for sid in list(self.pool):
@@ -223,14 +231,32 @@ class RolloutEngine:
             learner = (st.opp == OPP_SELF) | (seat == st.lseat)
             st.b_obs[t] = obs
             st.b_mask[t] = mask
-            logits, val = self.net(torch.from_numpy(st.b_obs[t]), torch.from_numpy(st.b_mask[t]))
-            act, logp = sample_actions(logits, self.gen)
-            act = act.numpy()
-            if not learner.all():
+            gb = st.env.game_batch
+            if self.full_critic:
+                encode_hidden_batch(gb.states, seat, st.b_hid[t])
+            act = np.zeros(N, dtype=np.int64)
+            st.b_logp[t] = 0.0
+            st.b_val[t] = 0.0
+            li = np.flatnonzero(learner)
+            if li.size:  # the policy runs only where the learner sits
+                sel = slice(None) if li.size == N else li
+                logits, _, base = self.net.train_forward(torch.from_numpy(st.b_obs[t][sel]),
+                                                         torch.from_numpy(st.b_mask[t][sel]),
+                                                         torch.from_numpy(st.b_hid[t][sel]))
+                a, logp = sample_actions(logits, self.gen)
+                act[sel] = a.numpy()
+                st.b_logp[t, sel] = logp.numpy()
+                st.b_val[t, sel] = base.numpy()
+            st.b_teach[t] = -1
+            if cfg.ppo.sam_lesson_coef > 0:
+                ask = learner & ((mask[:, SAM] > 0) | (gb.states[:, O_DECLARER] == seat))
+                if ask.any():
+                    idx = np.flatnonzero(ask)
+                    st.b_teach[t, idx] = np.asarray(self.heuristic.act_batch(gb.states[idx], gb.ru, obs[idx],
+                                                                             mask[idx]))
+            if li.size < N:
                 self._opponents_act(st, act, ~learner)
             st.b_act[t] = act
-            st.b_logp[t] = logp.numpy()
-            st.b_val[t] = val.numpy()
             st.b_valid[t] = learner
             stats["sam_declared"] += int(np.count_nonzero((act == SAM) & learner))
             st.seat, st.obs, st.mask, rewards, done = st.env.step(act)
@@ -251,8 +277,12 @@ class RolloutEngine:
         if e_idx.size:
             gb = st.env.game_batch
             bobs = np.zeros((e_idx.size, OBS_SIZE), dtype=np.float32)
+            bhid = np.zeros((e_idx.size, st.b_hid.shape[2]), dtype=np.uint8)
             encode_batch(gb.states[e_idx], gb.ru, s_idx.astype(np.int64), bobs)
-            boot[pend[e_idx, s_idx], e_idx] = self.net.value(torch.from_numpy(bobs)).numpy()
+            if self.full_critic:
+                encode_hidden_batch(gb.states[e_idx], s_idx.astype(np.int64), bhid)
+            boot[pend[e_idx, s_idx], e_idx] = self.net.baseline(torch.from_numpy(bobs),
+                                                                torch.from_numpy(bhid)).numpy()
         adv = np.zeros((T, N), dtype=np.float32)
         compute_gae(st.b_val, rew, nxt, term, boot, st.b_valid, np.float32(cfg.ppo.gamma),
                     np.float32(cfg.ppo.gae_lambda), adv)
@@ -260,7 +290,8 @@ class RolloutEngine:
         stats["decisions"] += T * N
         stats["learner_decisions"] += int(v.sum())
         return {"obs": st.b_obs[v], "mask": st.b_mask[v], "act": st.b_act[v], "logp": st.b_logp[v],
-                "val": st.b_val[v], "adv": adv[v], "ret": adv[v] + st.b_val[v]}
+                "val": st.b_val[v], "adv": adv[v], "ret": adv[v] + st.b_val[v], "hid": st.b_hid[v],
+                "teach": st.b_teach[v]}
 
     def _opponents_act(self, st: _Stream, act: np.ndarray, rows: np.ndarray) -> None:
         opp = st.opp

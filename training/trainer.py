@@ -29,7 +29,7 @@ from sam_env.obs import OBS_VERSION
 
 from . import checkpoint as ckpt
 from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml
-from .model import PolicyNet
+from .model import build_net
 from .ppo import concat_batches, ppo_update
 from .rollout import OBS_SIZE, _actor_class, weights_to_numpy
 
@@ -108,7 +108,7 @@ class Trainer:
         self.placement: list[dict[str, Any]] = []
         self.c = Counters()
         torch.manual_seed(cfg.seed)
-        self.net = PolicyNet(OBS_SIZE, NUM_ACTIONS, cfg.model.hidden, cfg.model.layers).eval()
+        self.net = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic).eval()
         self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.ppo.lr, eps=1e-5)
         self.gen = torch.Generator().manual_seed(_mix(cfg.seed, 1))
         self.pool: deque[tuple[int, dict[str, np.ndarray]]] = deque(maxlen=cfg.rollout.pool_size)
