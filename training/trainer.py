@@ -188,7 +188,7 @@ class Trainer:
     # ---- the loop ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         import ray
-        from ray.exceptions import RayActorError, RayTaskError
+        from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
         cfg = self.cfg
         started_ray = False
@@ -215,6 +215,8 @@ class Trainer:
         self.pending: dict[Any, tuple[int, int]] = {}
         self.consumed: set[int] = set()
         self.failures_by_worker = [0] * len(self.actors)
+        retry_at: dict[int, float] = {}  # worker -> when to ask again (its actor is restarting)
+        recovering = [False] * len(self.actors)  # a failure seen, no rollout since
         eval_fn = _evaluate_remote_fn()
         eval_ref = None
         buffer: list[dict[str, Any]] = []
@@ -230,12 +232,23 @@ class Trainer:
         try:
             with display:
                 while True:
-                    ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+                    for w in [w for w, t in retry_at.items() if time.perf_counter() >= t]:
+                        del retry_at[w]
+                        self._submit(w)
+                    if self.pending:
+                        ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+                    else:
+                        ready = []
+                        time.sleep(0.05)
                     for ref in ready:
                         w, req = self.pending.pop(ref)
                         try:
                             out = ray.get(ref)
                         except (RayActorError, RayTaskError) as exc:
+                            retry_at[w] = time.perf_counter() + 0.5  # the request is dropped, asked again
+                            if recovering[w] and isinstance(exc, ActorUnavailableError):
+                                continue  # Ray is still restarting the actor: the same failure
+                            recovering[w] = True
                             self.c.worker_failures += 1
                             self.failures_by_worker[w] += 1
                             mr = cfg.rollout.max_restarts
@@ -244,8 +257,8 @@ class Trainer:
                                                  f" last error: {str(exc).splitlines()[0]}") from None
                             self.log(f"rollout worker {w} failed ({type(exc).__name__}); Ray restarts it,"
                                      f" request {req} is dropped and asked again")
-                            self._submit(w)
                             continue
+                        recovering[w] = False
                         self._submit(w)
                         if req in self.consumed:  # impossible by construction; kept as a guard
                             raise TrainError(f"rollout {req} arrived twice")
