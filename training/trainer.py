@@ -5,7 +5,10 @@ request (with the newest weights, one ``ray.put`` per update), so generation
 on the workers overlaps the PPO update here.  Every request has a unique id;
 a rollout is counted once, when it is consumed, and a request lost with a
 dead worker (Ray restarts the actor, ``max_task_retries=0``) is simply asked
-again under a new id with a new seed, so nothing is counted twice.
+again under a new id with a new seed, so nothing is counted twice.  While Ray
+restarts an actor, requests to it fail at once as "unavailable": they are
+asked again every half second and count as the same failure, so a restart
+that is slow on a loaded machine does not use up ``max_restarts``.
 """
 
 from __future__ import annotations
