@@ -285,11 +285,17 @@ def encode_batch(states, ru, seats, out):
 def encode_full_row(st, ru, seat, out):
     """Perfect information for a critic: the observation, then every relative seat's hand."""
     encode_row(st, ru, seat, out)
+    _hands(st, seat, out, OBS_SIZE)
+
+
+@njit(cache=True)
+def _hands(st, seat, out, at):
+    """Every seat's hand, relative to ``seat``, as thermometers in ``out[at:at + FULL_EXTRA]``."""
     n = st[O_N]
-    for i in range(OBS_SIZE, FULL_SIZE):
-        out[i] = 0.0
+    for i in range(at, at + FULL_EXTRA):
+        out[i] = 0
     for s in range(n):
-        base = OBS_SIZE + _rel(s, seat, n) * NR * 4
+        base = at + _rel(s, seat, n) * NR * 4
         for r in range(NR):
             _therm(out, base + r * 4, st[O_HAND + s * NR + r])
 
@@ -308,18 +314,7 @@ def encode_hidden_batch(states, seats, out):
     quarter of the bytes of the float32 perfect-information vector.
     """
     for g in range(states.shape[0]):
-        st = states[g]
-        n = st[O_N]
-        seat = seats[g]
-        for i in range(FULL_EXTRA):
-            out[g, i] = 0
-        for s in range(n):
-            base = _rel(s, seat, n) * NR * 4
-            for r in range(NR):
-                c = st[O_HAND + s * NR + r]
-                for k in range(4):
-                    if c > k:
-                        out[g, base + r * 4 + k] = 1
+        _hands(states[g], seats[g], out[g], 0)
 
 
 @njit(cache=True)

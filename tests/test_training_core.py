@@ -249,7 +249,7 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
     asked = teach >= 0
     assert (mask[np.flatnonzero(asked), teach[asked]] == 1).all()  # a legal lesson
     assert out["hid"].shape == (len(out["act"]), 260) and out["hid"].dtype == np.uint8
-    # the lesson is the heuristic's own answer at those states
+    # the teacher answers a fresh deal's Sâm question with one of the two Sâm actions
     g = Game.new("hoi_quan_bai", 4, seed=11)
     h = HeuristicAgent(seed=0)
     assert h.act(g, g.to_act) in (SAM, NO_SAM)

@@ -70,31 +70,26 @@ class PolicyNet(nn.Module):
         return h
 
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.trunk(obs)
+        return self._heads(self.trunk(obs), mask)
+
+    def _heads(self, h: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.pi(h)
         masked = torch.where(mask > 0, logits, torch.full_like(logits, MASK_LOGIT))
         return masked, self.v(h).squeeze(-1)
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.v(self.trunk(obs)).squeeze(-1)
 
     def train_forward(self, obs: torch.Tensor, mask: torch.Tensor,
                       hidden_hands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(masked_logits, value, baseline)``; the baseline is the critic's (or ``value`` without one)."""
         h = self.trunk(obs)
-        logits = self.pi(h)
-        masked = torch.where(mask > 0, logits, torch.full_like(logits, MASK_LOGIT))
-        value = self.v(h).squeeze(-1)
-        return masked, value, self._baseline(h, value, hidden_hands)
+        masked, value = self._heads(h, mask)
+        return masked, value, value if self.critic is None else self._critic(h, hidden_hands)
 
     def baseline(self, obs: torch.Tensor, hidden_hands: torch.Tensor) -> torch.Tensor:
         """The training baseline alone (bootstrapping an unfinished trajectory)."""
         h = self.trunk(obs)
-        return self._baseline(h, self.v(h).squeeze(-1), hidden_hands)
+        return self.v(h).squeeze(-1) if self.critic is None else self._critic(h, hidden_hands)
 
-    def _baseline(self, h: torch.Tensor, value: torch.Tensor, hidden_hands: torch.Tensor) -> torch.Tensor:
-        if self.critic is None:
-            return value
+    def _critic(self, h: torch.Tensor, hidden_hands: torch.Tensor) -> torch.Tensor:
         return self.critic(torch.cat([h, hidden_hands.to(h.dtype)], dim=-1))
 
 
