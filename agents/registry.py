@@ -10,7 +10,7 @@ from .heuristic import VARIANTS, HeuristicAgent
 from .random_agent import RandomAgent
 
 SPEC_HELP = ("random, random:uniform, heuristic, heuristic:" + "|".join(v for v in VARIANTS if v)
-             + ", a checkpoint directory, a .onnx file, or http://host:port")
+             + ", a checkpoint directory (DIR+search for play-time search), a .onnx file, or http://host:port")
 
 
 def make_agent(spec: "str | Agent", *, seed: int = 0, **kw: Any) -> Agent:
@@ -36,6 +36,15 @@ def make_agent(spec: "str | Agent", *, seed: int = 0, **kw: Any) -> Agent:
         except ImportError as exc:
             raise ValueError(f"cannot load ONNX agents here ({exc})") from None
         return OnnxAgent(s, seed=seed, **kw)
+    if "+search" in s:
+        path, _, settings = s.partition("+search")
+        if not os.path.isdir(path):
+            raise ValueError(f"no such checkpoint directory: {path} (in {s!r})")
+        try:
+            from .search import load_search_agent
+        except ImportError as exc:
+            raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
+        return load_search_agent(path, settings, seed=seed, **kw)
     name, _, variant = s.partition(":")
     if name == "random":
         if variant not in ("", "uniform"):

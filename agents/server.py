@@ -17,8 +17,9 @@ request and the server's ``--seed``.  A neural bot is greedy by default;
 ``--temperature T`` samples from ``p^(1/T)`` with a random stream seeded by
 (seed, request), so the same request still gets the same answer.
 
-The server imports neither torch nor gymnasium unless a checkpoint without
-an ONNX file is served (then through ``agents.make_agent``).
+The server imports neither torch nor gymnasium unless a checkpoint is served
+without its ONNX file, or with play-time search (``DIR+search``, see
+:mod:`agents.search`); both go through ``agents.make_agent``.
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ class Bot:
         path = Path(spec)
         if spec.endswith(".onnx"):
             self._load_onnx(path)
+        elif "+search" in spec:  # a checkpoint with play-time search: PyTorch, one instance
+            if temperature:
+                raise ValueError(f"--temperature applies to the plain policy, not to search ({spec!r})")
+            self.agent = self._make(spec, seed=seed)
+            self.checkpoint = spec.partition("+search")[0]
         elif path.is_dir():
             models = sorted(path.glob("*.onnx"))
             if models:
@@ -562,8 +568,9 @@ def _wrap(app: FastAPI) -> FastAPI:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="samloc serve", description=__doc__.split("\n\n")[0])
     p.add_argument("--agent", default=None,
-                   help="random, heuristic, a checkpoint directory, an .onnx file or http://...;"
-                        " default: the shipped bot in checkpoints/ (its .onnx), else heuristic")
+                   help="random, heuristic, a checkpoint directory (DIR+search: with play-time search),"
+                        " an .onnx file or http://...; default: the shipped bot in checkpoints/ (its .onnx),"
+                        " else heuristic")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--temperature", type=float, default=0.0,

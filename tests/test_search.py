@@ -1,0 +1,194 @@
+"""Play-time search (agents/search.py): worlds consistent with the seat's knowledge,
+no peeking, legal and reproducible choices, specs and their errors."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from agents import make_agent
+from agents.heuristic import HeuristicAgent
+from agents.policy_agent import PolicyAgent, load_policy_agent
+from agents.random_agent import RandomAgent
+from agents.search import DEFAULTS, SearchAgent, _expand, parse_search_spec
+from sam_env import core
+from sam_env.cards import cards_str
+from sam_env.game import Game
+from training.model import build_net
+
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "standard"
+NR = core.NR
+
+
+def _positions(count: int, seed: int, players: int = 4) -> list[tuple[Game, int]]:
+    """(full game, seat to act) at random points of heuristic-vs-random games, choices only."""
+    rng = random.Random(seed)
+    h, r = HeuristicAgent(seed=1), RandomAgent(seed=2)
+    out = []
+    while len(out) < count:
+        g = Game.new("hoi_quan_bai", players, seed=rng.randrange(1 << 30))
+        stop = rng.randrange(1, 50)
+        while g.result is None and len(g.events) < stop:
+            s = g.to_act
+            g.apply((h if s % 2 else r).act(g, s))
+        if g.result is None and int(g.legal_mask().sum()) > 1:
+            out.append((g, g.to_act))
+    return out
+
+
+@pytest.fixture(scope="module")
+def shipped() -> SearchAgent:
+    if not (SHIPPED / "model.safetensors").is_file():
+        pytest.skip("no shipped checkpoint")
+    return make_agent(f"{SHIPPED}+search:candidates=3,worlds=4,horizon=1", seed=5)
+
+
+# ---- the worlds -----------------------------------------------------------------------------
+def test_worlds_keep_what_the_seat_knows_and_deal_only_unseen_cards():
+    pos = _positions(40, seed=1)
+    states = np.stack([g.state for g, _ in pos])
+    ru = pos[0][0].rules_array
+    k, worlds = 2, 5
+    cands = np.full((len(pos), k), -1, dtype=np.int64)
+    for i, (g, _) in enumerate(pos):
+        cands[i, 0] = int(np.flatnonzero(g.legal_mask())[0])
+    out = np.zeros((len(pos) * worlds * k, core.STATE_SIZE), dtype=np.int32)
+    seats = np.zeros(out.shape[0], dtype=np.int64)
+    assert _expand(states, ru, np.arange(len(pos)), cands, k, worlds, 3, out, seats) == out.shape[0]
+    seen_other_deals = 0
+    for i, (g, seat) in enumerate(pos):
+        n = g.players
+        before = g.state
+        unseen = 4 - before[core.O_HAND + seat * NR:core.O_HAND + seat * NR + NR].copy()
+        for s in range(n):
+            unseen -= before[core.O_PLAYED + s * NR:core.O_PLAYED + s * NR + NR]
+        for w in range(worlds):
+            for c in range(k):
+                row = out[(i * worlds + w) * k + c]
+                assert seats[(i * worlds + w) * k + c] == seat
+                # the world before the move: the deal of this row, with the first candidate undone
+                world = before.copy()
+                dealt = np.zeros(NR, dtype=np.int64)
+                for s in range(n):
+                    if s != seat:
+                        hs = row[core.O_HAND + s * NR:core.O_HAND + s * NR + NR].astype(np.int64)
+                        played_now = row[core.O_PLAYED + s * NR:core.O_PLAYED + s * NR + NR] \
+                            - before[core.O_PLAYED + s * NR:core.O_PLAYED + s * NR + NR]
+                        assert (played_now == 0).all()  # only the searching seat moved
+                        assert hs.sum() == before[core.O_SIZE + s]
+                        dealt += hs
+                        world[core.O_HAND + s * NR:core.O_HAND + s * NR + NR] = hs
+                assert (dealt <= unseen).all(), "a world dealt a card the seat has seen"
+                if c == 0:
+                    core.apply_action(world, ru, int(cands[i, 0]))
+                    assert (world == row).all(), "the candidate move, applied to the world"
+                else:  # an empty candidate slot repeats the first move in the same world
+                    assert (out[(i * worlds + w) * k] == row).all()
+            hs0 = out[(i * worlds) * k, core.O_HAND:core.O_HAND + n * NR]
+            if w and (out[(i * worlds + w) * k, core.O_HAND:core.O_HAND + n * NR] != hs0).any():
+                seen_other_deals += 1
+    assert seen_other_deals > 0  # worlds differ
+
+
+# ---- choices ---------------------------------------------------------------------------------------
+def test_search_never_peeks_and_is_legal_and_reproducible(shipped: SearchAgent):
+    pos = _positions(24, seed=2)
+    for g, seat in pos:
+        a = shipped.act(g, seat)
+        assert g.legal_mask()[a] == 1
+        view = Game.from_view(g.rules, g.players, g.opener, seat, cards_str(g.hand(seat)), g.events)
+        assert shipped.act(view, seat) == a  # the seat's view alone: same move
+        st = g.state.copy()  # other seats' cards shuffled among them: same move
+        others = [s for s in range(g.players) if s != seat]
+        pool = [r for s in others for r in range(NR) for _ in range(st[core.O_HAND + s * NR + r])]
+        random.Random(seat).shuffle(pool)
+        for s in others:
+            st[core.O_HAND + s * NR:core.O_HAND + s * NR + NR] = 0
+            for _ in range(st[core.O_SIZE + s]):
+                st[core.O_HAND + s * NR + pool.pop()] += 1
+        mask = g.legal_mask()[None, :].astype(np.int8)
+        assert shipped.act_batch(st[None, :], g.rules_array, None, mask)[0] == a
+    states = np.stack([g.state for g, _ in pos])
+    masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
+    batch = shipped.act_batch(states, pos[0][0].rules_array, None, masks)
+    assert batch.tolist() == [shipped.act(g, s) for g, s in pos]  # batching changes nothing
+
+
+def test_search_changes_some_policy_moves_and_leaves_forced_ones(shipped: SearchAgent):
+    pos = _positions(60, seed=3)
+    states = np.stack([g.state for g, _ in pos])
+    masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
+    ru = pos[0][0].rules_array
+    searched = shipped.act_batch(states, ru, None, masks)
+    greedy = shipped.policy.act_batch(states, ru, None, masks)
+    assert (searched != greedy).any(), "search that never departs from the policy does nothing"
+    g = Game.new("hoi_quan_bai", 4, seed=11)
+    while int(g.legal_mask().sum()) > 1 or g.state[core.O_PHASE] != core.PH_PLAY:
+        g.apply(int(np.flatnonzero(g.legal_mask())[-1]))
+    assert shipped.act(g, g.to_act) == int(np.flatnonzero(g.legal_mask())[0])
+
+
+def test_rollouts_to_the_end_need_no_critic():
+    torch.manual_seed(0)
+    bare = PolicyAgent(build_net(32, 2, "obs"), name="bare")
+    with pytest.raises(ValueError, match="no critic"):
+        SearchAgent(bare, 3, 4, 1)
+    agent = SearchAgent(bare, 3, 4, -1, bf16=False)
+    for g, seat in _positions(10, seed=4):
+        assert g.legal_mask()[agent.act(g, seat)] == 1
+    full = PolicyAgent(build_net(32, 2, "full"), name="full")
+    for h in (0, 2):
+        agent = SearchAgent(full, 2, 3, h, bf16=False)
+        for g, seat in _positions(6, seed=5 + h):
+            assert g.legal_mask()[agent.act(g, seat)] == 1
+
+
+# ---- specs ------------------------------------------------------------------------------------------
+def test_search_specs_and_their_errors(tmp_path: Path):
+    assert parse_search_spec("") == DEFAULTS
+    assert parse_search_spec(":worlds=64, horizon=-1") == {**DEFAULTS, "worlds": 64, "horizon": -1}
+    for bad, words in ((":depth=3", "unknown search setting"), (":worlds=x", "must be an integer"),
+                       ("x", "expected DIR\\+search"), (":worlds", "unknown search setting")):
+        with pytest.raises(ValueError, match=words):
+            parse_search_spec(bad)
+    with pytest.raises(ValueError, match="no such checkpoint directory"):
+        make_agent(str(tmp_path / "nothing") + "+search")
+    if (SHIPPED / "model.safetensors").is_file():
+        for spec, words in ((f"{SHIPPED}+search:worlds=0", "worlds must be an integer >= 1"),
+                            (f"{SHIPPED}+search:candidates=1", "candidates must be an integer >= 2")):
+            with pytest.raises(ValueError, match=words) as info:
+                make_agent(spec)
+            assert "\n" not in str(info.value)
+        agent = make_agent(f"{SHIPPED}+search", seed=2)
+        assert (agent.candidates, agent.worlds, agent.horizon) == tuple(DEFAULTS.values())
+        assert agent.name == "standard+search" and agent.reward_scale == 20.0
+        assert isinstance(load_policy_agent(SHIPPED), PolicyAgent)
+
+
+def test_server_serves_the_search_bot_reproducibly():
+    if not (SHIPPED / "model.safetensors").is_file():
+        pytest.skip("no shipped checkpoint")
+    import warnings
+    with warnings.catch_warnings():  # Starlette's notice about httpx, at import
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    from agents.server import Bot, create_app
+    spec = f"{SHIPPED}+search:candidates=3,worlds=4,horizon=1"
+    with pytest.raises(ValueError, match="temperature"):
+        Bot(spec, temperature=0.5)
+    bot = Bot(spec, seed=1)
+    assert bot.agent is not None and not bot.per_request and bot.checkpoint == str(SHIPPED)
+    with TestClient(create_app(bot=bot), raise_server_exceptions=False) as c:
+        assert c.get("/v1/info").json()["name"] == "standard+search"
+        for g, seat in _positions(8, seed=6):
+            body = {"format": "samloc/1", "rules": g.rules.to_record(), "players": g.players,
+                    "opener": g.opener, "seat": seat, "hand": cards_str(g.hand(seat)),
+                    "events": list(g.events)}
+            r1, r2 = c.post("/v1/act", json=body), c.post("/v1/act", json=body)
+            assert r1.status_code == 200 and r1.json() == r2.json()
+            assert r1.json()["event"] == g.copy().apply(bot.agent.act(g, seat))
