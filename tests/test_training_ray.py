@@ -108,14 +108,16 @@ def test_kill_and_resume_loses_at_most_one_checkpoint_interval(tmp_path: Path) -
     msgs: list[str] = []
     target = prev_meta["decisions_trained"] + 5000
     cfg = load_config(run / "config.yaml", [f"total_decisions={target}"])
-    tr = Trainer(cfg, run, resume=True, log=msgs.append)
+    tr = Trainer(cfg, run, resume=True, log=msgs.append, command="samloc train --resume RUN")
     assert any("truncated or corrupt" in m and newest.name in m for m in msgs)
     assert tr.c.updates == prev_meta["updates"] and tr.c.games == prev_meta["games"]
     assert tr.c.decisions_trained == prev_meta["decisions_trained"]
     start = tr.c.updates
     summary = tr.run()
     assert summary["decisions_trained"] >= target and summary["updates"] > start
-    ckpt.verify(Path(summary["checkpoint"]), trainer=True)
+    meta = ckpt.verify(Path(summary["checkpoint"]), trainer=True)
+    assert meta["command"] == prev_meta["command"] and "--config quick" in meta["command"]  # how it began
+    assert prev_meta["resumes"] == [] and meta["resumes"] == ["samloc train --resume RUN"]
 
 
 def test_two_node_cluster_through_ray_address(tmp_path: Path) -> None:

@@ -119,6 +119,9 @@ class Trainer:
         self.last_eval: dict[str, Any] | None = None
         self.losses: dict[str, float] = {}
         self.resumed_from: Path | None = None
+        # The command that started the run, and every --resume since: a resumed bot's
+        # metadata still says how it was trained, not only how it was finished.
+        self.first_command, self.resumes = self.command, []
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume:
             self._restore()
@@ -135,8 +138,8 @@ class Trainer:
             "name": cfg.name, "config": to_dict(cfg), "rules": list(cfg.env.rules), "players": list(cfg.env.players),
             "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION,
             "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
-            "decisions_trained": self.c.decisions_trained, "git_commit": git_commit(), "command": self.command,
-            "wall_time_s": round(self.c.wall_s, 1), "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "decisions_trained": self.c.decisions_trained, "git_commit": git_commit(),
+            "command": self.first_command, "resumes": self.resumes, "wall_time_s": round(self.c.wall_s, 1), "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
             "last_eval": self.last_eval,
         }
 
@@ -162,6 +165,8 @@ class Trainer:
         path = ckpt.latest_good(self.run_dir, trainer=True, warn=self.log)
         tensors, state = ckpt.load_trainer_state(path)
         net, meta = ckpt.load_checkpoint(path)
+        self.first_command = str(meta.get("command") or self.command)
+        self.resumes = [*(meta.get("resumes") or []), self.command]
         if meta.get("obs_version") != OBS_VERSION:
             raise TrainError(f"{path} was trained with obs_version {meta.get('obs_version')}, "
                              f"this engine has {OBS_VERSION}")
