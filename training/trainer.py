@@ -27,14 +27,14 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
+from sam_env.actions import ACTION_TABLE_VERSION
 from sam_env.obs import OBS_VERSION
 
 from . import checkpoint as ckpt
 from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml
 from .model import build_net
 from .ppo import concat_batches, ppo_update
-from .rollout import OBS_SIZE, _actor_class, weights_to_numpy
+from .rollout import _actor_class, weights_to_numpy
 
 REPO = Path(__file__).resolve().parent.parent
 
