@@ -39,15 +39,21 @@ class PolicyAgent(Agent):
         self.temperature = float(temperature)
         self.name = name
         self.gen = torch.Generator(device=device).manual_seed(seed)
+        self.metadata: dict[str, Any] = {}
 
     @torch.no_grad()
-    def choose(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        """Actions for a batch of observations and legal masks."""
+    def logits(self, obs: np.ndarray, masks: np.ndarray) -> torch.Tensor:
+        """Masked logits for a batch of observations and legal masks."""
         o = torch.as_tensor(np.ascontiguousarray(obs, dtype=np.float32), device=self.device)
         m = torch.as_tensor(np.ascontiguousarray(masks), device=self.device)
         if not bool((m > 0).any(dim=1).all()):
             raise ValueError("a decision with no legal action")
-        logits, _ = self.net(o, m)
+        return self.net(o, m)[0]
+
+    @torch.no_grad()
+    def choose(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Actions for a batch of observations and legal masks."""
+        logits = self.logits(obs, masks)
         if self.temperature <= 0.0:
             return logits.argmax(dim=1).cpu().numpy().astype(np.int64)
         probs = torch.softmax(logits / self.temperature, dim=1)
@@ -86,5 +92,7 @@ def load_policy_agent(path: str | Path, seed: int = 0, device: str = "cpu",
             raise ValueError(f"{path} was trained for {key} {theirs}, but this engine has {ours}")
     if net.num_actions != NUM_ACTIONS:
         raise ValueError(f"{path} has {net.num_actions} actions, this engine has {NUM_ACTIONS}")
-    return PolicyAgent(net, seed=seed, temperature=temperature, name=str(meta.get("name") or Path(path).name),
-                       device=device)
+    agent = PolicyAgent(net, seed=seed, temperature=temperature, name=str(meta.get("name") or Path(path).name),
+                        device=device)
+    agent.metadata = meta  # what the checkpoint says of itself (config, rules, how it was trained)
+    return agent

@@ -121,12 +121,10 @@ def _obs_masks(sim, ru, idx, obs, masks):
 
 
 @njit(cache=True, parallel=True)
-def _obs_hidden(sim, ru, idx, seats, obs, hid):
-    """The searching seat's observation and everyone's hands (the critic's input) in rows ``idx``."""
+def _full_obs(sim, ru, idx, seats, out):
+    """The critic's input in rows ``idx``: the searching seat's observation, then every hand."""
     for j in prange(idx.shape[0]):
-        st = sim[idx[j]]
-        obs_mod.encode_row(st, ru, seats[idx[j]], obs[j])
-        obs_mod._hands(st, seats[idx[j]], hid[j], 0)
+        obs_mod.encode_full_row(sim[idx[j]], ru, seats[idx[j]], out[j])
 
 
 @njit(cache=True)
@@ -165,13 +163,6 @@ class SearchAgent(Agent):
         self._obs = np.zeros((0, obs_mod.OBS_SIZE), dtype=np.float32)
         self._mask = np.zeros((0, NUM_ACTIONS), dtype=np.int8)
 
-    @torch.no_grad()
-    def _logits(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        o = torch.as_tensor(np.ascontiguousarray(obs, dtype=np.float32))
-        m = torch.as_tensor(np.ascontiguousarray(masks))
-        logits, _ = self.policy.net(o, m)
-        return logits.numpy()
-
     def _buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Observation and mask buffers for ``rows`` rows, reused between steps
         (fresh multi-megabyte arrays at every step cost more than filling them)."""
@@ -195,10 +186,10 @@ class SearchAgent(Agent):
     @torch.no_grad()
     def _leaf_values(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """The critic's estimate, in lá, of what rows ``idx`` still bring their searching seat."""
-        obs, _ = self._buffers(idx.size)
-        hid = np.zeros((idx.size, obs_mod.FULL_EXTRA), dtype=np.float32)
-        _obs_hidden(sim, ru, idx, seats, obs, hid)
-        v = self.policy.net.baseline(torch.from_numpy(obs[:idx.size]), torch.from_numpy(hid))
+        full = np.empty((idx.size, obs_mod.OBS_SIZE + obs_mod.FULL_EXTRA), dtype=np.float32)
+        _full_obs(sim, ru, idx, seats, full)
+        t = torch.from_numpy(full)
+        v = self.policy.net.baseline(t[:, :obs_mod.OBS_SIZE], t[:, obs_mod.OBS_SIZE:])
         return self.reward_scale * v.numpy().astype(np.float64)
 
     def _rollout(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray) -> np.ndarray:
@@ -238,7 +229,7 @@ class SearchAgent(Agent):
         if obs is None:
             obs = np.zeros((states.shape[0], obs_mod.OBS_SIZE), dtype=np.float32)
             obs_mod.encode_batch(states, ru, states[:, core.O_TO_ACT].astype(np.int64), obs)
-        logits = self._logits(obs, masks)
+        logits = self.policy.logits(obs, masks).cpu().numpy()
         acts = logits.argmax(axis=1).astype(np.int64)
         legal = (masks > 0).sum(axis=1)
         rows = np.flatnonzero((legal > 1) & (states[:, core.O_PHASE] == core.PH_PLAY))
@@ -290,10 +281,7 @@ def parse_search_spec(text: str) -> dict[str, int]:
 
 def load_search_agent(path: str | Path, settings: str = "", seed: int = 0) -> SearchAgent:
     """``samloc`` spec ``DIR+search[:candidates=C,worlds=W,horizon=H]``: a checkpoint with search."""
-    from training.checkpoint import resolve, verify
-
     from .policy_agent import load_policy_agent
     policy = load_policy_agent(path, seed=seed)
-    meta = verify(resolve(path))
-    scale = float(((meta.get("config") or {}).get("env") or {}).get("reward_scale", 20.0))
+    scale = float(((policy.metadata.get("config") or {}).get("env") or {}).get("reward_scale", 20.0))
     return SearchAgent(policy, **parse_search_spec(settings), reward_scale=scale, seed=seed)

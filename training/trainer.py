@@ -139,7 +139,8 @@ class Trainer:
             "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION,
             "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
             "decisions_trained": self.c.decisions_trained, "git_commit": git_commit(),
-            "command": self.first_command, "resumes": self.resumes, "wall_time_s": round(self.c.wall_s, 1), "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": self.first_command, "resumes": self.resumes,
+            "wall_time_s": round(self.c.wall_s, 1), "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
             "last_eval": self.last_eval,
         }
 
