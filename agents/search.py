@@ -1,20 +1,23 @@
-"""Play-time search over a trained policy: determinized rollouts with a critic leaf.
+"""Play-time search over a trained policy: determinized rollouts with a value leaf.
 
 At a decision with a real choice, the policy's ``candidates`` most probable
 moves are each tried in ``worlds`` deals of the unseen cards consistent with
 what the seat knows (its hand, every card played, each hand's size).  Every
 (move, world) pair is played on by the same greedy policy in all seats until
-the searching seat has moved ``horizon`` more times; there the perfect-
-information critic the checkpoint was trained with (it sees the sampled
-hands) values the rest of the game.  The move with the best mean, in lá, is
+the searching seat has moved ``horizon`` more times; there the network values
+the rest of the game: ``critic`` percent the perfect-information critic the
+checkpoint was trained with (it sees the sampled hands), the rest the seat's
+own value head (it sees only what the seat does): the critic alone credits
+the seat with knowing the sampled hands, which it will not in the real game
+(docs/agents.md has the tuning).  The move with the best mean, in lá, is
 played; the policy's own choice keeps ties.  Every move meets the same worlds
 (common random numbers), so the comparison is far less noisy than the game.
 
 This is perfect-information Monte Carlo (GIB's, in Bridge; Skat programs')
-with the trained policy as the model of every seat and the trained critic as
+with the trained policy as the model of every seat and its value heads as
 the evaluation: it knows nothing the seat does not, and needs nothing but the
 checkpoint.  ``horizon=-1`` plays every rollout to the end instead (slower,
-no critic needed).  Forced moves are left to the policy.
+no value needed).  Forced moves are left to the policy.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from .base import Agent, check_seat
 from .policy_agent import PolicyAgent
 
 NR = core.NR
-#: The shipped settings: chosen on 1,000 deals against the heuristic (docs/training.md).
-DEFAULTS = {"candidates": 6, "worlds": 64, "horizon": 2}
+#: The shipped settings: chosen on 1,000 deals against the heuristic (docs/agents.md, "Tuning").
+DEFAULTS = {"candidates": 10, "worlds": 64, "horizon": 2, "critic": 50}
 
 
 @njit(cache=True)
@@ -139,21 +142,25 @@ class SearchAgent(Agent):
     needs_obs = True
 
     def __init__(self, policy: PolicyAgent, candidates: int = DEFAULTS["candidates"],
-                 worlds: int = DEFAULTS["worlds"], horizon: int = DEFAULTS["horizon"], *,
+                 worlds: int = DEFAULTS["worlds"], horizon: int = DEFAULTS["horizon"],
+                 critic: int = DEFAULTS["critic"], *,
                  reward_scale: float = 20.0, seed: int = 0, chunk: int = 8192, bf16: bool | None = None) -> None:
-        for key, val, low in (("candidates", candidates, 2), ("worlds", worlds, 1), ("horizon", horizon, -1)):
+        for key, val, low in (("candidates", candidates, 2), ("worlds", worlds, 1), ("horizon", horizon, -1),
+                              ("critic", critic, 0)):
             if isinstance(val, bool) or not isinstance(val, int) or val < low:
                 raise ValueError(f"search {key} must be an integer >= {low}, not {val!r}")
+        if critic > 100:
+            raise ValueError(f"search critic is a percentage (0 to 100), not {critic!r}")
         if not reward_scale > 0:
             raise ValueError(f"reward_scale must be positive, not {reward_scale!r}")
         super().__init__(seed)
         self.policy = policy
-        self.candidates, self.worlds, self.horizon = candidates, worlds, horizon
+        self.candidates, self.worlds, self.horizon, self.critic = candidates, worlds, horizon, critic
         self.reward_scale = float(reward_scale)
         self.chunk = int(chunk)
-        if horizon >= 0 and getattr(policy.net, "critic", None) is None:
+        if horizon >= 0 and critic > 0 and getattr(policy.net, "critic", None) is None:
             raise ValueError(f"{policy.name} has no critic (trained without model.critic: full): "
-                             "search it with horizon=-1 (rollouts to the end)")
+                             "search it with critic=0 (its own value at the leaf) or horizon=-1 (rollouts to the end)")
         # Rollouts only rank moves, so they run in bfloat16 where the CPU does it natively
         # (AMX / AVX512-BF16: ~3x faster; greedy choices agree with float32 ~99% of the time).
         if bf16 is None:
@@ -185,21 +192,21 @@ class SearchAgent(Agent):
 
     @torch.no_grad()
     def _leaf_values(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        """The critic's estimate, in lá, of what rows ``idx`` still bring their searching seat."""
+        """The leaf value, in lá, of what rows ``idx`` still bring their searching seat."""
         full = np.empty((idx.size, obs_mod.OBS_SIZE + obs_mod.FULL_EXTRA), dtype=np.float32)
         _full_obs(sim, ru, idx, seats, full)
         t = torch.from_numpy(full)
-        v = self.policy.net.baseline(t[:, :obs_mod.OBS_SIZE], t[:, obs_mod.OBS_SIZE:])
+        v = self.policy.net.leaf_value(t[:, :obs_mod.OBS_SIZE], t[:, obs_mod.OBS_SIZE:], self.critic / 100.0)
         return self.reward_scale * v.numpy().astype(np.float64)
 
     def _rollout(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray) -> np.ndarray:
         """Play the rows of ``sim`` on with the greedy policy in every seat; returns each
         row's value for its searching seat, in lá.
 
-        Without a critic leaf a row plays to the end and its value is the final
-        score.  With one, a row stops when its searching seat is to act for the
+        With ``horizon=-1`` a row plays to the end and its value is the final
+        score.  Otherwise a row stops when its searching seat is to act for the
         ``horizon + 1``-th time, and its value is the lá already won plus the
-        critic's estimate of the rest.
+        leaf value of the rest.
         """
         leaf = self.horizon >= 0
         turns = np.zeros(sim.shape[0], dtype=np.int64)
@@ -280,7 +287,7 @@ def parse_search_spec(text: str) -> dict[str, int]:
 
 
 def load_search_agent(path: str | Path, settings: str = "", seed: int = 0) -> SearchAgent:
-    """``samloc`` spec ``DIR+search[:candidates=C,worlds=W,horizon=H]``: a checkpoint with search."""
+    """``samloc`` spec ``DIR+search[:candidates=C,worlds=W,horizon=H,critic=P]``: a checkpoint with search."""
     from .policy_agent import load_policy_agent
     policy = load_policy_agent(path, seed=seed)
     scale = float(((policy.metadata.get("config") or {}).get("env") or {}).get("reward_scale", 20.0))

@@ -16,6 +16,8 @@ from agents.policy_agent import PolicyAgent, load_policy_agent
 from agents.random_agent import RandomAgent
 from agents.search import DEFAULTS, SearchAgent, _expand, parse_search_spec
 from sam_env import core
+from sam_env import obs as obs_mod
+from sam_env.actions import NUM_ACTIONS
 from sam_env.cards import cards_str
 from sam_env.game import Game
 from training.model import build_net
@@ -132,19 +134,35 @@ def test_search_changes_some_policy_moves_and_leaves_forced_ones(shipped: Search
     assert shipped.act(g, g.to_act) == int(np.flatnonzero(g.legal_mask())[0])
 
 
-def test_rollouts_to_the_end_need_no_critic():
+def test_rollouts_to_the_end_or_an_own_value_leaf_need_no_critic():
     torch.manual_seed(0)
     bare = PolicyAgent(build_net(32, 2, "obs"), name="bare")
-    with pytest.raises(ValueError, match="no critic"):
+    with pytest.raises(ValueError, match="no critic.*critic=0.*horizon=-1"):
         SearchAgent(bare, 3, 4, 1)
-    agent = SearchAgent(bare, 3, 4, -1, bf16=False)
-    for g, seat in _positions(10, seed=4):
-        assert g.legal_mask()[agent.act(g, seat)] == 1
+    for agent in (SearchAgent(bare, 3, 4, -1, bf16=False), SearchAgent(bare, 3, 4, 1, critic=0, bf16=False)):
+        for g, seat in _positions(10, seed=4):
+            assert g.legal_mask()[agent.act(g, seat)] == 1
     full = PolicyAgent(build_net(32, 2, "full"), name="full")
     for h in (0, 2):
         agent = SearchAgent(full, 2, 3, h, bf16=False)
         for g, seat in _positions(6, seed=5 + h):
             assert g.legal_mask()[agent.act(g, seat)] == 1
+
+
+def test_the_leaf_blends_the_critic_and_the_own_value_head():
+    torch.manual_seed(3)
+    net = build_net(32, 2, "full").eval()
+    obs = torch.rand(7, obs_mod.OBS_SIZE)
+    hands = torch.rand(7, obs_mod.FULL_EXTRA)
+    with torch.no_grad():
+        critic = net.baseline(obs, hands)
+        own = net(obs, torch.ones(7, NUM_ACTIONS))[1]
+        assert not torch.allclose(critic, own)
+        torch.testing.assert_close(net.leaf_value(obs, hands, 1.0), critic)
+        torch.testing.assert_close(net.leaf_value(obs, hands, 0.0), own)
+        torch.testing.assert_close(net.leaf_value(obs, hands, 0.25), 0.25 * critic + 0.75 * own)
+        with pytest.raises(ValueError, match="no critic"):
+            build_net(32, 2, "obs").leaf_value(obs, hands, 0.5)
 
 
 # ---- specs ------------------------------------------------------------------------------------------
@@ -159,12 +177,14 @@ def test_search_specs_and_their_errors(tmp_path: Path):
         make_agent(str(tmp_path / "nothing") + "+search")
     if (SHIPPED / "model.safetensors").is_file():
         for spec, words in ((f"{SHIPPED}+search:worlds=0", "worlds must be an integer >= 1"),
-                            (f"{SHIPPED}+search:candidates=1", "candidates must be an integer >= 2")):
+                            (f"{SHIPPED}+search:candidates=1", "candidates must be an integer >= 2"),
+                            (f"{SHIPPED}+search:critic=101", "critic is a percentage"),
+                            (f"{SHIPPED}+search:critic=-1", "critic must be an integer >= 0")):
             with pytest.raises(ValueError, match=words) as info:
                 make_agent(spec)
             assert "\n" not in str(info.value)
         agent = make_agent(f"{SHIPPED}+search", seed=2)
-        assert (agent.candidates, agent.worlds, agent.horizon) == tuple(DEFAULTS.values())
+        assert (agent.candidates, agent.worlds, agent.horizon, agent.critic) == tuple(DEFAULTS.values())
         assert agent.name == "standard+search" and agent.reward_scale == 20.0
         assert isinstance(load_policy_agent(SHIPPED), PolicyAgent)
 
