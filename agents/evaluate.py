@@ -280,6 +280,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
            **_summary(parts, n), "instant_deals_skipped": skipped,
            "seconds": round(dt, 3), "games_per_s": round(deals * n / dt, 1) if dt > 0 else None,
            "batched": fast}
+    if getattr(a, "settings", None):  # e.g. a search's: the name alone does not say how it played
+        out["agent_settings"] = dict(a.settings)
     if save_games is not None:
         Path(save_games).parent.mkdir(parents=True, exist_ok=True)
         write_jsonl(save_games, records)
@@ -292,7 +294,9 @@ def _markdown(res: dict[str, Any]) -> str:
     lines = [f"# Evaluation: {res['agent']} vs {res['opponents']}", "",
              f"Duplicate deals: each deal played {res['players']} times, the agent in every seat.",
              f"Seed {res['seed']}, {next(iter(res['by_rules'].values()))['deals']} deals per rule set, "
-             f"{res['players']} players.", "",
+             f"{res['players']} players."
+             + ("  Agent settings: " + ", ".join(f"{k}={v}" for k, v in res["agent_settings"].items())
+                if res.get("agent_settings") else ""), "",
              "| rules | games | mean lá | 95% CI | win rate (equal play) | Sâm declared (success) "
              "| chops made / suffered (lá) | đền paid | cóng (inflicted) |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -394,6 +398,8 @@ def evaluate_many(agent: str, opponents: str, rules: Sequence[str], players: int
                "zero_sum": all(r["zero_sum"] for r in by.values()),
                "seconds": round(sum(r["seconds"] for r in by.values()), 3),
                "score_hist": {str(k): v for k, v in sorted(hist.items())}}
+    if "agent_settings" in first:
+        top["agent_settings"] = first["agent_settings"]
     top["by_rules"] = by
     return top
 

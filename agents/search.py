@@ -156,6 +156,7 @@ class SearchAgent(Agent):
         super().__init__(seed)
         self.policy = policy
         self.candidates, self.worlds, self.horizon, self.critic = candidates, worlds, horizon, critic
+        self.settings = {"candidates": candidates, "worlds": worlds, "horizon": horizon, "critic": critic}
         self.reward_scale = float(reward_scale)
         self.chunk = int(chunk)
         if horizon >= 0 and critic > 0 and getattr(policy.net, "critic", None) is None:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from agents import make_agent
+from agents.evaluate import evaluate, write_report
 from agents.heuristic import HeuristicAgent
 from agents.policy_agent import PolicyAgent, load_policy_agent
 from agents.random_agent import RandomAgent
@@ -187,6 +188,17 @@ def test_search_specs_and_their_errors(tmp_path: Path):
         assert (agent.candidates, agent.worlds, agent.horizon, agent.critic) == tuple(DEFAULTS.values())
         assert agent.name == "standard+search" and agent.reward_scale == 20.0
         assert isinstance(load_policy_agent(SHIPPED), PolicyAgent)
+
+
+def test_evaluation_reports_say_how_the_search_played(tmp_path: Path):
+    torch.manual_seed(0)
+    agent = SearchAgent(PolicyAgent(build_net(32, 2, "full"), name="tiny"), 3, 4, 1, critic=25, bf16=False)
+    res = evaluate(agent, "random", "hoi_quan_bai", 4, deals=2, seed=3)
+    assert res["agent"] == "tiny+search"
+    assert res["agent_settings"] == {"candidates": 3, "worlds": 4, "horizon": 1, "critic": 25}
+    text = (write_report({**res, "by_rules": {"hoi_quan_bai": res}}, tmp_path / "rep") / "report.md").read_text()
+    assert "Agent settings: candidates=3, worlds=4, horizon=1, critic=25" in text
+    assert "agent_settings" not in evaluate("random", "random", deals=2, seed=3)
 
 
 def test_server_serves_the_search_bot_reproducibly():
