@@ -16,6 +16,7 @@ and be deterministic for a given ``seed``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,12 @@ class Agent(ABC):
                   masks: np.ndarray) -> np.ndarray:
         """One legal action per state row (``int64[N]``); ``masks`` is ``int8[N, 201]``."""
         raise NotImplementedError(f"agent {self.name!r} has no batched form; use act()")
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Settings that change how the agent plays beyond its name (a search's); reports
+        record them."""
+        return {}
 
     @property
     def batched(self) -> bool:

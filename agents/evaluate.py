@@ -280,8 +280,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
            **_summary(parts, n), "instant_deals_skipped": skipped,
            "seconds": round(dt, 3), "games_per_s": round(deals * n / dt, 1) if dt > 0 else None,
            "batched": fast}
-    if getattr(a, "settings", None):  # e.g. a search's: the name alone does not say how it played
-        out["agent_settings"] = dict(a.settings)
+    if a.settings:  # e.g. a search's: the name alone does not say how it played
+        out["agent_settings"] = a.settings
     if save_games is not None:
         Path(save_games).parent.mkdir(parents=True, exist_ok=True)
         write_jsonl(save_games, records)
@@ -398,8 +398,8 @@ def evaluate_many(agent: str, opponents: str, rules: Sequence[str], players: int
                "zero_sum": all(r["zero_sum"] for r in by.values()),
                "seconds": round(sum(r["seconds"] for r in by.values()), 3),
                "score_hist": {str(k): v for k, v in sorted(hist.items())}}
-    if "agent_settings" in first:
-        top["agent_settings"] = first["agent_settings"]
+        if "agent_settings" in first:
+            top["agent_settings"] = first["agent_settings"]
     top["by_rules"] = by
     return top
 

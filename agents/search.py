@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -156,7 +157,6 @@ class SearchAgent(Agent):
         super().__init__(seed)
         self.policy = policy
         self.candidates, self.worlds, self.horizon, self.critic = candidates, worlds, horizon, critic
-        self.settings = {"candidates": candidates, "worlds": worlds, "horizon": horizon, "critic": critic}
         self.reward_scale = float(reward_scale)
         self.chunk = int(chunk)
         if horizon >= 0 and critic > 0 and getattr(policy.net, "critic", None) is None:
@@ -170,6 +170,10 @@ class SearchAgent(Agent):
         self.name = f"{policy.name}+search"
         self._obs = np.zeros((0, obs_mod.OBS_SIZE), dtype=np.float32)
         self._mask = np.zeros((0, NUM_ACTIONS), dtype=np.int8)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon, "critic": self.critic}
 
     def _buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Observation and mask buffers for ``rows`` rows, reused between steps

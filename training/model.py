@@ -86,19 +86,20 @@ class PolicyNet(nn.Module):
 
     def baseline(self, obs: torch.Tensor, hidden_hands: torch.Tensor) -> torch.Tensor:
         """The training baseline alone (bootstrapping an unfinished trajectory)."""
-        h = self.trunk(obs)
-        return self.v(h).squeeze(-1) if self.critic is None else self._critic(h, hidden_hands)
+        return self.leaf_value(obs, hidden_hands, 0.0 if self.critic is None else 1.0)
 
     def leaf_value(self, obs: torch.Tensor, hidden_hands: torch.Tensor, critic_weight: float) -> torch.Tensor:
         """``critic_weight`` x the perfect-information critic + the rest x the seat's own value
         head: a play-time search's leaf, where the critic alone sees the sampled hands."""
         h = self.trunk(obs)
-        value = self.v(h).squeeze(-1)
         if critic_weight == 0.0:
-            return value
+            return self.v(h).squeeze(-1)
         if self.critic is None:
             raise ValueError("this network has no critic (trained without model.critic: full)")
-        return critic_weight * self._critic(h, hidden_hands).reshape(value.shape) + (1.0 - critic_weight) * value
+        critic = self._critic(h, hidden_hands)
+        if critic_weight == 1.0:
+            return critic
+        return critic_weight * critic + (1.0 - critic_weight) * self.v(h).squeeze(-1)
 
     def _critic(self, h: torch.Tensor, hidden_hands: torch.Tensor) -> torch.Tensor:
         return self.critic(torch.cat([h, hidden_hands.to(h.dtype)], dim=-1))
