@@ -2,7 +2,10 @@
 
 At a decision with a real choice, the policy's ``candidates`` most probable
 moves are each tried in ``worlds`` deals of the unseen cards consistent with
-what the seat knows (its hand, every card played, each hand's size).  Every
+what the seat knows (its hand, every card played, each hand's size), dealt as
+the checkpoint's hand belief expects when it has one (training/belief.py:
+a network that reads the seat's observation and says where each rank's
+unseen cards probably are), else uniformly.  Every
 (move, world) pair is played on by the same greedy policy in all seats until
 the searching seat has moved ``horizon`` more times; there the network values
 the rest of the game: ``critic`` percent the perfect-information critic the
@@ -40,7 +43,7 @@ from .policy_agent import PolicyAgent
 
 NR = core.NR
 #: The shipped settings: chosen on 1,000 deals against the heuristic (docs/agents.md, "Tuning").
-DEFAULTS = {"candidates": 10, "worlds": 64, "horizon": 2, "critic": 50}
+DEFAULTS = {"candidates": 10, "worlds": 64, "horizon": 2, "critic": 50, "belief": 1}
 
 
 @njit(cache=True)
@@ -63,14 +66,58 @@ def _salt(st, seat, seed):
 
 
 @njit(cache=True)
-def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat):
+def _deal_believed(st, st0, seat, n, pool, m, share, room, room0, wts, z):
+    """Deal the shuffled unseen cards ``pool[:m]`` of ``st`` into ``st0`` as ``share`` believes
+    (see _expand); returns the advanced random state."""
+    room[:] = 0
+    held = 0
+    for d in range(1, n):
+        s = (seat + d) % n
+        room[d] = st[core.O_SIZE + s]
+        held += room[d]
+        for r in range(NR):
+            st0[core.O_HAND + s * NR + r] = 0
+    room[0] = m - held
+    room0[:] = room
+    for j in range(m):
+        r = pool[j]
+        tot = 0.0
+        for d in range(room.shape[0]):
+            wts[d] = share[d, r] * m / room0[d] * room[d] + 1e-12 if room[d] > 0 else 0.0
+            tot += wts[d]
+        z = _mix(z + np.uint64(0x9E3779B97F4A7C15))
+        x = (np.float64(z >> np.uint64(11)) + 0.5) / 9007199254740992.0 * tot
+        d = 0
+        acc = wts[0]
+        while (acc < x or room[d] == 0) and d < room.shape[0] - 1:
+            d += 1
+            acc += wts[d]
+        while room[d] == 0:  # rounding at the very end of the range
+            d -= 1
+        room[d] -= 1
+        if d > 0:
+            st0[core.O_HAND + ((seat + d) % n) * NR + r] += 1
+    return z
+
+
+@njit(cache=True)
+def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief):
     """Rollout starts: for each decision row, ``worlds`` deals of the unseen cards,
     each copied once per candidate move with that move applied.
+
+    With ``belief`` (``[rows, 5, 13]`` believed shares of each rank's unseen cards
+    at each place: 0 the undealt stock, 1…4 the seats after the searching one)
+    the cards are dealt one by one in shuffled order, each to a place with
+    weight ``share / prior share × room left there``; an empty ``belief`` (or a
+    flat one) gives the uniform deal.
 
     ``out`` has ``len(rows) * worlds * ncand`` rows, ordered (row, world, cand).
     """
     pool = np.empty(52, dtype=np.int64)
     st0 = np.empty(states.shape[1], dtype=states.dtype)
+    room = np.zeros(core.MAX_PLAYERS, dtype=np.int64)
+    room0 = np.zeros(core.MAX_PLAYERS, dtype=np.int64)
+    wts = np.zeros(core.MAX_PLAYERS)
     k = 0
     for i in range(rows.shape[0]):
         st = states[rows[i]]
@@ -94,15 +141,18 @@ def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat):
             base = k
             st0[:] = st
             st0[core.O_HIDDEN] = 0
-            p = 0
-            for s in range(n):
-                if s == seat:
-                    continue
-                for r in range(NR):
-                    st0[core.O_HAND + s * NR + r] = 0
-                for _ in range(st[core.O_SIZE + s]):
-                    st0[core.O_HAND + s * NR + pool[p]] += 1
-                    p += 1
+            if belief.shape[0] == 0:
+                p = 0
+                for s in range(n):
+                    if s == seat:
+                        continue
+                    for r in range(NR):
+                        st0[core.O_HAND + s * NR + r] = 0
+                    for _ in range(st[core.O_SIZE + s]):
+                        st0[core.O_HAND + s * NR + pool[p]] += 1
+                        p += 1
+            else:
+                z = _deal_believed(st, st0, seat, n, pool, m, belief[i], room, room0, wts, z)
             for c in range(ncand):
                 row = out[base + c]
                 row[:] = st0
@@ -144,7 +194,7 @@ class SearchAgent(Agent):
 
     def __init__(self, policy: PolicyAgent, candidates: int = DEFAULTS["candidates"],
                  worlds: int = DEFAULTS["worlds"], horizon: int = DEFAULTS["horizon"],
-                 critic: int = DEFAULTS["critic"], *,
+                 critic: int = DEFAULTS["critic"], *, belief: Any = None,
                  reward_scale: float = 20.0, seed: int = 0, chunk: int = 8192, bf16: bool | None = None) -> None:
         for key, val, low in (("candidates", candidates, 2), ("worlds", worlds, 1), ("horizon", horizon, -1),
                               ("critic", critic, 0)):
@@ -158,6 +208,7 @@ class SearchAgent(Agent):
         self.policy = policy
         self.candidates, self.worlds, self.horizon, self.critic = candidates, worlds, horizon, critic
         self.reward_scale = float(reward_scale)
+        self.belief = belief  # a training.belief.BeliefNet, or None for uniform worlds
         self.chunk = int(chunk)
         if horizon >= 0 and critic > 0 and getattr(policy.net, "critic", None) is None:
             raise ValueError(f"{policy.name} has no critic (trained without model.critic: full): "
@@ -173,7 +224,8 @@ class SearchAgent(Agent):
 
     @property
     def settings(self) -> dict[str, Any]:
-        return {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon, "critic": self.critic}
+        return {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon, "critic": self.critic,
+                "belief": int(self.belief is not None)}
 
     def _buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Observation and mask buffers for ``rows`` rows, reused between steps
@@ -258,7 +310,8 @@ class SearchAgent(Agent):
             c = cands[lo:lo + step]
             sim = np.zeros((r.size * per, core.STATE_SIZE), dtype=np.int32)
             seats = np.zeros(r.size * per, dtype=np.int64)
-            _expand(states, ru, r.astype(np.int64), c, k, self.worlds, self.seed, sim, seats)
+            share = self.belief.shares(obs[r]) if self.belief is not None else np.zeros((0, core.MAX_PLAYERS, NR))
+            _expand(states, ru, r.astype(np.int64), c, k, self.worlds, self.seed, sim, seats, share)
             score = self._rollout(sim, ru, seats)
             mean = score.reshape(r.size, self.worlds, k).mean(axis=1)
             mean = np.where(c >= 0, mean, -np.inf)
@@ -272,9 +325,10 @@ class SearchAgent(Agent):
         return int(self.act_batch(st, game.rules_array, None, mask)[0])
 
 
-def parse_search_spec(text: str) -> dict[str, int]:
-    """Settings from the part after ``+search``: ``""`` or ``":worlds=64,horizon=3"``."""
-    out = dict(DEFAULTS)
+def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:
+    """Settings from the part after ``+search``: ``""`` or ``":worlds=64,horizon=3"``
+    (with ``defaults=False``, only the settings the text gives)."""
+    out = dict(DEFAULTS) if defaults else {}
     body = text[1:] if text.startswith(":") else text
     if text and not text.startswith(":"):
         raise ValueError(f"expected DIR+search or DIR+search:key=value,..., not '+search{text}'")
@@ -288,12 +342,25 @@ def parse_search_spec(text: str) -> dict[str, int]:
             out[key] = int(val)
         except ValueError:
             raise ValueError(f"search setting {key} must be an integer, not {val.strip()!r}") from None
+    if out.get("belief", 0) not in (0, 1):
+        raise ValueError(f"search setting belief is 1 (the checkpoint's belief) or 0 (uniform worlds), "
+                         f"not {out['belief']}")
     return out
 
 
 def load_search_agent(path: str | Path, settings: str = "", seed: int = 0) -> SearchAgent:
-    """``samloc`` spec ``DIR+search[:candidates=C,worlds=W,horizon=H,critic=P]``: a checkpoint with search."""
+    """``samloc`` spec ``DIR+search[:candidates=C,worlds=W,horizon=H,critic=P,belief=B]``: a checkpoint
+    with search.  The worlds follow the checkpoint's belief when it has one (``belief.safetensors``,
+    training/belief.py) unless ``belief=0``; an explicit ``belief=1`` requires one."""
+    from training.belief import load_belief
+
     from .policy_agent import load_policy_agent
+    spec = parse_search_spec(settings)
+    want, required = spec.pop("belief"), "belief" in parse_search_spec(settings, defaults=False)
     policy = load_policy_agent(path, seed=seed)
+    belief = load_belief(path) if want else None
+    if required and want and belief is None:
+        raise ValueError(f"{path} has no belief network ({path}/belief.safetensors; "
+                         "make one with samloc belief), or search it with belief=0")
     scale = float(((policy.metadata.get("config") or {}).get("env") or {}).get("reward_scale", 20.0))
-    return SearchAgent(policy, **parse_search_spec(settings), reward_scale=scale, seed=seed)
+    return SearchAgent(policy, **spec, belief=belief, reward_scale=scale, seed=seed)

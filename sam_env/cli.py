@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("sam_env.demo", "simulate random games, write their records and replay them"),
     "eval": ("agents.evaluate", "duplicate-deal evaluation of an agent against opponents"),
     "train": ("training.cli", "self-play training on Ray"),
+    "belief": ("training.belief", "learn where the unseen cards are, for a checkpoint's play-time search"),
     "export": ("agents.export", "export a checkpoint's policy to ONNX"),
     "serve": ("agents.server", "serve a bot over HTTP (PROTOCOL §4) with a page to play it"),
 }

@@ -61,7 +61,8 @@ def test_worlds_keep_what_the_seat_knows_and_deal_only_unseen_cards():
         cands[i, 0] = int(np.flatnonzero(g.legal_mask())[0])
     out = np.zeros((len(pos) * worlds * k, core.STATE_SIZE), dtype=np.int32)
     seats = np.zeros(out.shape[0], dtype=np.int64)
-    assert _expand(states, ru, np.arange(len(pos)), cands, k, worlds, 3, out, seats) == out.shape[0]
+    flat = np.zeros((0, core.MAX_PLAYERS, NR))
+    assert _expand(states, ru, np.arange(len(pos)), cands, k, worlds, 3, out, seats, flat) == out.shape[0]
     seen_other_deals = 0
     for i, (g, seat) in enumerate(pos):
         n = g.players
@@ -185,7 +186,7 @@ def test_search_specs_and_their_errors(tmp_path: Path):
                 make_agent(spec)
             assert "\n" not in str(info.value)
         agent = make_agent(f"{SHIPPED}+search", seed=2)
-        assert (agent.candidates, agent.worlds, agent.horizon, agent.critic) == tuple(DEFAULTS.values())
+        assert agent.settings == {**DEFAULTS, "belief": int((SHIPPED / "belief.safetensors").is_file())}
         assert agent.name == "standard+search" and agent.reward_scale == 20.0
         assert isinstance(load_policy_agent(SHIPPED), PolicyAgent)
 
@@ -195,9 +196,9 @@ def test_evaluation_reports_say_how_the_search_played(tmp_path: Path):
     agent = SearchAgent(PolicyAgent(build_net(32, 2, "full"), name="tiny"), 3, 4, 1, critic=25, bf16=False)
     res = evaluate(agent, "random", "hoi_quan_bai", 4, deals=2, seed=3)
     assert res["agent"] == "tiny+search"
-    assert res["agent_settings"] == {"candidates": 3, "worlds": 4, "horizon": 1, "critic": 25}
+    assert res["agent_settings"] == {"candidates": 3, "worlds": 4, "horizon": 1, "critic": 25, "belief": 0}
     text = (write_report({**res, "by_rules": {"hoi_quan_bai": res}}, tmp_path / "rep") / "report.md").read_text()
-    assert "Agent settings: candidates=3, worlds=4, horizon=1, critic=25" in text
+    assert "Agent settings: candidates=3, worlds=4, horizon=1, critic=25, belief=0" in text
     assert "agent_settings" not in evaluate("random", "random", deals=2, seed=3)
 
 

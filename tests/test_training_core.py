@@ -43,6 +43,8 @@ def test_overrides_apply_with_types() -> None:
     (["env.players=[6]"], "players"),
     (["ppo.lr"], "key=value"),
     (["eval.opponents=[wizard]"], "wizard"),
+    (["belief.deals=-5"], "belief.deals"),
+    (["belief.epochs=0"], "belief.epochs"),
 ])
 def test_bad_configs_are_refused_in_one_line(overrides: list[str], words: str) -> None:
     with pytest.raises(ConfigError) as err:

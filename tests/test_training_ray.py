@@ -38,7 +38,8 @@ def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
 
     run = tmp_path / "run"
     rc = main(["--config", "quick", "--run-dir", str(run), *TINY, "total_decisions=75000",
-               "eval.final_deals=16", f"checkpoint.export_to={tmp_path / 'bot'}"])
+               "eval.final_deals=16", f"checkpoint.export_to={tmp_path / 'bot'}",
+               "belief.deals=40", "belief.hidden=16", "belief.epochs=1"])
     assert rc == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["updates"] >= 300 and summary["decisions_trained"] >= 75000
@@ -62,6 +63,11 @@ def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
     assert report["deals"] == 16 and report["results"]["random"]["zero_sum"]
     from agents import make_agent
     assert make_agent(str(tmp_path / "bot")).act_batch  # the exported bot loads as an agent
+    # the hand belief was learned on the final checkpoint and travels with the bot to its search
+    assert summary["belief"]["decisions"] > 0 and summary["belief"]["holdout_nll"] > 0
+    belief = json.loads((tmp_path / "bot" / "belief.json").read_text())
+    assert belief["deals"] == 40 and belief["hidden"] == 16 and belief["command"].startswith("samloc train")
+    assert make_agent(f"{tmp_path / 'bot'}+search:candidates=2,worlds=2,horizon=1,critic=0").belief is not None
 
 
 def test_a_killed_worker_is_restarted_and_nothing_is_counted_twice(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from .model import PolicyNet
 
 MODEL_FILE, META_FILE = "model.safetensors", "metadata.json"
 TRAINER_TENSORS, TRAINER_JSON = "trainer.safetensors", "trainer.json"
+BELIEF_FILES = ("belief.safetensors", "belief.json")  # training/belief.py (BELIEF_FILE, BELIEF_META)
 FORMAT = "samloc-checkpoint/1"
 
 
@@ -196,7 +197,7 @@ def prune(run_dir: Path, keep: int) -> None:
 
 
 def copy_checkpoint(ckpt_dir: Path, dest: Path, extra_files: dict[str, Any] | None = None) -> Path:
-    """Copy a checkpoint's weights and metadata (not the trainer state) to ``dest``, atomically."""
+    """Copy a checkpoint's weights, metadata and belief (not the trainer state) to ``dest``, atomically."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
@@ -204,6 +205,9 @@ def copy_checkpoint(ckpt_dir: Path, dest: Path, extra_files: dict[str, Any] | No
     tmp.mkdir()
     shutil.copy2(Path(ckpt_dir) / MODEL_FILE, tmp / MODEL_FILE)
     shutil.copy2(Path(ckpt_dir) / META_FILE, tmp / META_FILE)
+    for name in BELIEF_FILES:  # the search's hand belief, when the run made one
+        if (Path(ckpt_dir) / name).is_file():
+            shutil.copy2(Path(ckpt_dir) / name, tmp / name)
     for name, data in (extra_files or {}).items():
         (tmp / name).write_text(json.dumps(data, indent=2) if not isinstance(data, str) else data,
                                 encoding="utf-8")

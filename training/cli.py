@@ -5,8 +5,9 @@
     samloc train --config configs/cluster.yaml --ray-address HOST:6379
 
 At the end the policy is evaluated (``eval.final_deals`` duplicate deals per
-opponent), the report is written next to the final checkpoint, and the paths
-of the logs and the checkpoint are printed.  Exit 2 on a bad config or
+opponent), the report is written next to the final checkpoint, the search's
+hand belief is learned when ``belief.deals`` > 0 (training/belief.py), and the
+paths of the logs and the checkpoint are printed.  Exit 2 on a bad config or
 command line, 1 when training fails.
 """
 
@@ -115,6 +116,17 @@ def main(argv: list[str]) -> int:
                 print(f"  vs {opp:<10} {r['mean_score']:+7.2f} lá/game (95% CI {lo:+.2f} … {hi:+.2f}), "
                       f"win rate {100 * r['win_rate']:.1f}%, Sâm declared {r['sam_declared']}"
                       f" ({100 * r['sam_success_rate']:.0f}% succeeded)", flush=True)
+        if cfg.belief.deals:
+            from .belief import train_belief
+            print(f"hand belief for the search: {cfg.belief.deals:,} deals ...", flush=True)
+            try:
+                info = train_belief(summary["checkpoint"], cfg.belief.deals, cfg.belief.epochs,
+                                    cfg.belief.hidden, cfg.seed, command=command)
+            except ValueError as exc:
+                raise TrainError(f"the hand belief: {exc}") from None
+            summary["belief"] = {k: info[k] for k in ("decisions", "holdout_nll", "uniform_nll", "wall_time_s")}
+            print(f"  held-out {info['holdout_nll']:.4f} nats per unseen card (uniform deal "
+                  f"{info['uniform_nll']:.4f}), {info['wall_time_s']:.0f} s", flush=True)
         write_hparams(trainer, summary)
         if cfg.checkpoint.export_to:
             extra = {"eval_report.json": report} if report else {}

@@ -131,6 +131,18 @@ class CheckpointConfig:
 
 
 @dataclass
+class BeliefConfig:
+    """The hand belief for play-time search (training/belief.py), learned once training ends."""
+
+    deals: int = 0
+    """Duplicate deals the final policy plays to learn from (0: no belief; the standard run: 200,000)."""
+    epochs: int = 4
+    """Passes over the recorded decisions."""
+    hidden: int = 512
+    """Width of the belief network's two hidden layers."""
+
+
+@dataclass
 class TrainConfig:
     """Everything ``samloc train`` needs."""
 
@@ -154,6 +166,7 @@ class TrainConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    belief: BeliefConfig = field(default_factory=BeliefConfig)
 
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -254,6 +267,9 @@ def validate(cfg: TrainConfig) -> None:
             raise ConfigError(f"eval: {exc}") from None
     ck = cfg.checkpoint
     need(ck.every_updates >= 1 and ck.keep >= 1, "checkpoint.every_updates and checkpoint.keep must be >= 1")
+    be = cfg.belief
+    need(be.deals >= 0 and be.epochs >= 1 and be.hidden >= 1,
+         "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")
 
 
 def eval_rules(cfg: TrainConfig) -> str:

@@ -1,0 +1,289 @@
+"""The hand belief: where the cards a seat cannot see are likely to be, learned from play.
+
+Play-time search (``agents/search.py``) plays its candidate moves out in drawn
+deals of the unseen cards.  Drawn uniformly, those deals ignore everything the
+table has shown: who passed on what, what each seat led and kept.  The belief
+network reads the seat's own observation (nothing hidden) and gives, for each
+rank, the share of its unseen cards held by each other seat and by the
+undealt stock.  Search then deals each unseen card with weight
+``belief / prior share × room left`` (a flat belief gives exactly the uniform
+deal), so the worlds it plays look more like the real one.
+
+It is trained by supervised learning, the true hands being the labels, on
+games the trained policy plays against the opponent mix of its own training
+(``rollout.opponent_fraction`` × ``heuristic_share`` of the tables are
+heuristics, the rest the policy itself, standing in for its snapshots and
+self-play).  ``samloc belief CHECKPOINT_DIR`` trains one for a checkpoint;
+``samloc train`` does it at the end of a run when ``belief.deals`` > 0.
+Files: ``belief.safetensors`` (weights) and ``belief.json`` (how it was made).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from sam_env import core
+from sam_env import obs as obs_mod
+
+from .checkpoint import BELIEF_FILES
+
+BELIEF_FILE, BELIEF_META = BELIEF_FILES
+BELIEF_FORMAT = "samloc-belief/1"
+#: Where an unseen card can be: 0 the undealt stock, 1…4 the relative seats after the observer.
+PLACES = core.MAX_PLAYERS
+NR = core.NR
+# observation cells the dealing needs (sam_env/obs.py layout)
+_CARDS_LEFT = 364  # 5 relative seats × one-hot 0…10
+
+
+class BeliefNet(nn.Module):
+    """``forward(obs) -> logits [B, PLACES, 13]``; a softmax over places gives, per rank,
+    the share of its unseen cards at each place."""
+
+    def __init__(self, obs_size: int = obs_mod.OBS_SIZE, hidden: int = 512):
+        super().__init__()
+        self.obs_size, self.hidden = obs_size, hidden
+        self.body = nn.Sequential(nn.Linear(obs_size, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.out = nn.Linear(hidden, PLACES * NR)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.out(self.body(obs)).view(-1, PLACES, NR)
+
+    @torch.no_grad()
+    def shares(self, obs: np.ndarray) -> np.ndarray:
+        """Per decision, rank and place: the believed share of the rank's unseen cards (float64)."""
+        o = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32))
+        return torch.softmax(self(o), dim=1).double().numpy()
+
+
+def targets(states: np.ndarray) -> np.ndarray:
+    """The labels: for each row's seat to act, its unseen cards per place and rank (int8 ``[B, PLACES, 13]``)."""
+    n = states[:, core.O_N].astype(np.int64)
+    seat = states[:, core.O_TO_ACT].astype(np.int64)
+    hands = states[:, core.O_HAND:core.O_HAND + PLACES * NR].reshape(-1, PLACES, NR).astype(np.int64)
+    played = states[:, core.O_PLAYED:core.O_PLAYED + PLACES * NR].reshape(-1, PLACES, NR).astype(np.int64)
+    rows = np.arange(states.shape[0])
+    out = np.zeros((states.shape[0], PLACES, NR), dtype=np.int8)
+    held = np.zeros((states.shape[0], NR), dtype=np.int64)
+    for r in range(1, PLACES):
+        h = np.where((r < n)[:, None], hands[rows, (seat + r) % n], 0)
+        out[:, r] = h
+        held += h
+    out[:, 0] = 4 - hands[rows, seat] - played.sum(1) - held
+    return out
+
+
+def _prior_log_shares(obs: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """Log of the uniform deal's shares: each place in proportion to the cards it holds."""
+    left = obs[:, _CARDS_LEFT:_CARDS_LEFT + PLACES * 11].view(-1, PLACES, 11).argmax(2).float()
+    total = tgt.sum((1, 2))
+    room = torch.cat([(total - left[:, 1:].sum(1))[:, None], left[:, 1:]], 1)
+    return torch.log((room / total[:, None]).clamp_min(1e-9))[:, :, None]
+
+
+def nll(logits: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood per unseen card (nats)."""
+    return -(tgt * torch.log_softmax(logits, dim=1)).sum() / tgt.sum()
+
+
+def collect(policy: Any, heuristic_share: float, deals: int, tables: list[tuple[str, int]], seed: int,
+            progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Observations (float16) and labels at the policy's searched decisions (play phase, a real
+    choice), over ``deals`` duplicate deals shared among the (rules, players) ``tables``:
+    ``heuristic_share`` of them against heuristics, the rest against the policy itself."""
+    from agents.base import Agent
+    from agents.evaluate import evaluate
+
+    obs_parts: list[np.ndarray] = []
+    tgt_parts: list[np.ndarray] = []
+
+    class Recorder(Agent):
+        needs_obs = True
+
+        def __init__(self) -> None:
+            super().__init__(0)
+            self.name = policy.name
+
+        def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+                      masks: np.ndarray) -> np.ndarray:
+            sel = ((masks > 0).sum(1) > 1) & (states[:, core.O_PHASE] == core.PH_PLAY)
+            if sel.any() and obs is not None:
+                obs_parts.append(obs[sel].astype(np.float16))
+                tgt_parts.append(targets(states[sel]))
+            return policy.act_batch(states, ru, obs, masks)
+
+        def act(self, game: Any, seat: int) -> int:  # evaluate batches; never called
+            raise NotImplementedError
+
+    for t, (rules, players) in enumerate(tables):
+        share = deals // len(tables) + (t < deals % len(tables))
+        n_heur = int(round(share * heuristic_share))
+        for opp, count, s in (("heuristic", n_heur, 2 * t), (policy, share - n_heur, 2 * t + 1)):
+            if count > 0:
+                evaluate(Recorder(), opp, rules, players, count, seed * 1_000_003 + s)
+                if progress:
+                    progress(f"{rules}, {players} players: {sum(len(p) for p in obs_parts):,} decisions recorded")
+    count = sum(len(p) for p in obs_parts)
+    obs = np.empty((count, obs_mod.OBS_SIZE), dtype=np.float16)
+    tgt = np.empty((count, PLACES, NR), dtype=np.int8)
+    k = 0
+    while obs_parts:  # copy and free chunk by chunk: the observations are gigabytes
+        o, t = obs_parts.pop(0), tgt_parts.pop(0)
+        obs[k:k + len(o)], tgt[k:k + len(o)] = o, t
+        k += len(o)
+    return obs, tgt
+
+
+def fit(obs: np.ndarray, tgt: np.ndarray, hidden: int = 512, epochs: int = 4, batch: int = 1024,
+        lr: float = 1e-3, holdout: int = 50_000, seed: int = 0,
+        progress: Callable[[str], None] | None = None) -> tuple[BeliefNet, dict[str, float]]:
+    """Train a BeliefNet (Adam, one-cycle learning rate); returns it and its held-out losses."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(tgt))
+    holdout = min(holdout, len(tgt) // 10)
+    hold, train = np.sort(perm[:holdout]), perm[holdout:]
+    if len(train) < batch:
+        raise ValueError(f"too few decisions to train a belief ({len(tgt)}); play more deals")
+    net = BeliefNet(obs.shape[1], hidden)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    steps = epochs * (len(train) // batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, lr, total_steps=steps)
+    ho = torch.from_numpy(obs[hold].astype(np.float32))
+    ht = torch.from_numpy(tgt[hold].astype(np.float32))
+    with torch.no_grad():
+        prior = float(-(ht * _prior_log_shares(ho, ht)).sum() / ht.sum())
+    for ep in range(epochs):
+        order = rng.permutation(train)
+        for i in range(0, len(order) - batch + 1, batch):
+            idx = np.sort(order[i:i + batch])
+            loss = nll(net(torch.from_numpy(obs[idx].astype(np.float32))),
+                       torch.from_numpy(tgt[idx].astype(np.float32)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+        with torch.no_grad():
+            held = float(nll(net(ho), ht))
+        if progress:
+            progress(f"epoch {ep + 1}/{epochs}: held-out {held:.4f} nats/card (uniform deal {prior:.4f})")
+    net.eval()
+    return net, {"holdout_nll": held, "uniform_nll": prior, "holdout": int(holdout), "train": int(len(train))}
+
+
+def save_belief(ckpt_dir: str | Path, net: BeliefNet, info: dict[str, Any]) -> None:
+    """Weights and their description into a checkpoint folder, each written atomically."""
+    from safetensors.torch import save_file
+
+    from .checkpoint import _sha256, write_json_atomic
+
+    d = Path(ckpt_dir)
+    tmp = d / f".{BELIEF_FILE}.tmp{os.getpid()}"
+    save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(tmp))
+    digest = _sha256(tmp)
+    os.replace(tmp, d / BELIEF_FILE)
+    write_json_atomic(d / BELIEF_META, {"format": BELIEF_FORMAT, "obs_version": obs_mod.OBS_VERSION,
+                                        "obs_size": net.obs_size, "hidden": net.hidden, "sha256": digest,
+                                        **info})
+
+
+def load_belief(ckpt_dir: str | Path) -> BeliefNet | None:
+    """The checkpoint's belief network, or None when it has none.  Raises ValueError (one
+    line) for a belief that is corrupt, truncated or made for another observation."""
+    d = Path(ckpt_dir)
+    wfile, mfile = d / BELIEF_FILE, d / BELIEF_META
+    if not wfile.exists() and not mfile.exists():
+        return None
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from .checkpoint import _sha256
+    try:
+        meta = json.loads(mfile.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or meta.get("format") != BELIEF_FORMAT:
+            raise ValueError(f"{BELIEF_META} is not {BELIEF_FORMAT}")
+        if _sha256(wfile) != meta.get("sha256"):
+            raise ValueError(f"{BELIEF_FILE} does not match the checksum in {BELIEF_META} (truncated or changed)")
+        tensors = load_file(str(wfile))
+    except (OSError, ValueError, SafetensorError) as exc:  # I/O, JSON, checksum and safetensors errors
+        raise ValueError(f"{d}: unreadable belief ({str(exc).splitlines()[0]})") from None
+    if meta.get("obs_version") != obs_mod.OBS_VERSION or meta.get("obs_size") != obs_mod.OBS_SIZE:
+        raise ValueError(f"{d}: the belief reads observation version {meta.get('obs_version')}, "
+                         f"this engine makes {obs_mod.OBS_VERSION}")
+    hidden = meta.get("hidden")
+    if not isinstance(hidden, int) or hidden < 1:
+        raise ValueError(f"{d}: the belief's metadata has no valid 'hidden' size")
+    net = BeliefNet(obs_mod.OBS_SIZE, hidden)
+    try:
+        net.load_state_dict(tensors)
+    except RuntimeError as exc:
+        raise ValueError(f"{d}: belief weights do not fit the network ({str(exc).splitlines()[0]})") from None
+    return net.eval()
+
+
+def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int = 512, seed: int = 0,
+                 command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Play, learn and save the belief of the checkpoint in ``ckpt_dir``; returns what ``belief.json`` says."""
+    from agents.policy_agent import load_policy_agent
+
+    t0 = time.time()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    policy = load_policy_agent(ckpt_dir, seed=seed)
+    cfg = policy.metadata.get("config") or {}
+    roll = cfg.get("rollout") or {}
+    share = float(roll.get("opponent_fraction", 0.0)) * float(roll.get("heuristic_share", 0.0))
+    env = cfg.get("env") or {}
+    tables = [(r, p) for r in env.get("rules") or policy.metadata.get("rules") or ["hoi_quan_bai"]
+              for p in env.get("players") or policy.metadata.get("players") or [4]]
+    obs, tgt = collect(policy, share, deals, tables, seed, progress)
+    t_play = time.time() - t0
+    net, losses = fit(obs, tgt, hidden=hidden, epochs=epochs, seed=seed, progress=progress)
+    info = {"command": command, "deals": deals, "heuristic_share": share, "tables": tables,
+            "epochs": epochs, "seed": seed, "decisions": int(len(tgt)), **losses,
+            "play_s": round(t_play, 1), "wall_time_s": round(time.time() - t0, 1)}
+    save_belief(ckpt_dir, net, info)
+    return info
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="samloc belief", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkpoint", help="a checkpoint folder (e.g. checkpoints/standard); the belief is saved there")
+    ap.add_argument("--deals", type=int, default=200_000, help="duplicate deals to play (default 200,000)")
+    ap.add_argument("--epochs", type=int, default=4, help="passes over the recorded decisions (default 4)")
+    ap.add_argument("--hidden", type=int, default=512, help="width of the two hidden layers (default 512)")
+    ap.add_argument("--seed", type=int, default=0, help="seeds the deals and the network (default 0)")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    for key in ("deals", "epochs", "hidden"):
+        if getattr(args, key) < 1:
+            print(f"samloc belief: --{key} must be at least 1", file=sys.stderr)
+            return 2
+    if not (Path(args.checkpoint) / "model.safetensors").is_file():
+        print(f"samloc belief: {args.checkpoint} is not a checkpoint folder (no model.safetensors)",
+              file=sys.stderr)
+        return 2
+    command = "samloc belief " + " ".join(shlex.quote(a) for a in argv)
+    try:
+        info = train_belief(args.checkpoint, args.deals, args.epochs, args.hidden, args.seed, command,
+                            progress=lambda s: print(f"samloc belief: {s}", flush=True))
+    except ValueError as exc:
+        print(f"samloc belief: {exc}", file=sys.stderr)
+        return 1
+    print(f"samloc belief: {info['decisions']:,} decisions, held-out {info['holdout_nll']:.4f} nats/card "
+          f"(uniform deal {info['uniform_nll']:.4f}), {info['wall_time_s']:.0f} s; "
+          f"saved {Path(args.checkpoint) / BELIEF_FILE}")
+    return 0
