@@ -154,8 +154,9 @@ def fit(obs: np.ndarray, tgt: np.ndarray, hidden: int = 512, epochs: int = 4, ba
     perm = rng.permutation(len(tgt))
     holdout = min(holdout, len(tgt) // 10)
     hold, train = np.sort(perm[:holdout]), perm[holdout:]
-    if len(train) < batch:
+    if len(train) < 64:
         raise ValueError(f"too few decisions to train a belief ({len(tgt)}); play more deals")
+    batch = min(batch, len(train))
     net = BeliefNet(obs.shape[1], hidden)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     steps = epochs * (len(train) // batch)
@@ -249,7 +250,7 @@ def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int 
     obs, tgt = collect(policy, share, deals, tables, seed, progress)
     t_play = time.time() - t0
     net, losses = fit(obs, tgt, hidden=hidden, epochs=epochs, seed=seed, progress=progress)
-    info = {"command": command, "deals": deals, "heuristic_share": share, "tables": tables,
+    info = {"command": command, "deals": deals, "heuristic_share": round(share, 6), "tables": tables,
             "epochs": epochs, "seed": seed, "decisions": int(len(tgt)), **losses,
             "play_s": round(t_play, 1), "wall_time_s": round(time.time() - t0, 1)}
     save_belief(ckpt_dir, net, info)
@@ -280,8 +281,8 @@ def main(argv: list[str]) -> int:
     try:
         info = train_belief(args.checkpoint, args.deals, args.epochs, args.hidden, args.seed, command,
                             progress=lambda s: print(f"samloc belief: {s}", flush=True))
-    except ValueError as exc:
-        print(f"samloc belief: {exc}", file=sys.stderr)
+    except (ValueError, MemoryError) as exc:  # a bad checkpoint, too few decisions, too many deals
+        print(f"samloc belief: {exc or type(exc).__name__}", file=sys.stderr)
         return 1
     print(f"samloc belief: {info['decisions']:,} decisions, held-out {info['holdout_nll']:.4f} nats/card "
           f"(uniform deal {info['uniform_nll']:.4f}), {info['wall_time_s']:.0f} s; "

@@ -116,17 +116,20 @@ def main(argv: list[str]) -> int:
                 print(f"  vs {opp:<10} {r['mean_score']:+7.2f} lá/game (95% CI {lo:+.2f} … {hi:+.2f}), "
                       f"win rate {100 * r['win_rate']:.1f}%, Sâm declared {r['sam_declared']}"
                       f" ({100 * r['sam_success_rate']:.0f}% succeeded)", flush=True)
+        belief_error = ""
         if cfg.belief.deals:
             from .belief import train_belief
             print(f"hand belief for the search: {cfg.belief.deals:,} deals ...", flush=True)
             try:
                 info = train_belief(summary["checkpoint"], cfg.belief.deals, cfg.belief.epochs,
                                     cfg.belief.hidden, cfg.seed, command=command)
-            except ValueError as exc:
-                raise TrainError(f"the hand belief: {exc}") from None
-            summary["belief"] = {k: info[k] for k in ("decisions", "holdout_nll", "uniform_nll", "wall_time_s")}
-            print(f"  held-out {info['holdout_nll']:.4f} nats per unseen card (uniform deal "
-                  f"{info['uniform_nll']:.4f}), {info['wall_time_s']:.0f} s", flush=True)
+                summary["belief"] = {k: info[k] for k in ("decisions", "holdout_nll", "uniform_nll",
+                                                          "wall_time_s")}
+                print(f"  held-out {info['holdout_nll']:.4f} nats per unseen card (uniform deal "
+                      f"{info['uniform_nll']:.4f}), {info['wall_time_s']:.0f} s", flush=True)
+            except (ValueError, MemoryError) as exc:  # the trained policy is kept and exported all the same
+                belief_error = (f"the hand belief failed ({exc}); the policy is saved and exported without it"
+                                f" (retry: samloc belief {summary['checkpoint']})")
         write_hparams(trainer, summary)
         if cfg.checkpoint.export_to:
             extra = {"eval_report.json": report} if report else {}
@@ -137,6 +140,8 @@ def main(argv: list[str]) -> int:
     except (TrainError, CheckpointError, ConfigError) as exc:
         print(f"samloc train: {exc}", file=sys.stderr)
         return 1
+    if belief_error:
+        print(f"samloc train: {belief_error}", file=sys.stderr)
     r = summary.get("session_rates") or {}
     print(f"done in {time.time() - t0:.0f} s ({summary['stop_reason']}): {summary['updates']} updates, "
           f"{summary['games']:,} games, {summary['decisions_trained']:,} decisions trained"
@@ -146,4 +151,4 @@ def main(argv: list[str]) -> int:
     if summary.get("exported_to"):
         print(f"exported bot:      {summary['exported_to']}")
     print(json.dumps({"run_dir": str(run_dir), "checkpoint": summary["checkpoint"]}))
-    return 0
+    return 1 if belief_error else 0
