@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
+from sam_env import core
 from sam_env.game import Game
 
 # Every preset at every player count it allows, plus two user rule sets that
@@ -63,6 +64,27 @@ def deal(rules: Any, players: int, seed: int) -> Game:
         return Game.new(rules, players, seed=seed)
     rng = random.Random(seed)
     return Game.from_deal(rules, rigged_hands(rng, players), opener=rng.randrange(players))
+
+
+def play_positions(count: int, seed: int, players: int = 4, play_only: bool = False) -> list[Game]:
+    """Games stopped at random decisions with a real choice, from heuristic (odd seats)
+    against random (even seats) play; ``play_only`` skips Sâm-phase decisions."""
+    from agents.heuristic import HeuristicAgent
+    from agents.random_agent import RandomAgent
+
+    rng = random.Random(seed)
+    h, r = HeuristicAgent(seed=1), RandomAgent(seed=2)
+    out: list[Game] = []
+    while len(out) < count:
+        g = Game.new("hoi_quan_bai", players, seed=rng.randrange(1 << 30))
+        stop = rng.randrange(1, 50)
+        while g.result is None and len(g.events) < stop:
+            s = g.to_act
+            g.apply((h if s % 2 else r).act(g, s))
+        if g.result is None and int(g.legal_mask().sum()) > 1 and (
+                not play_only or g.state[core.O_PHASE] == core.PH_PLAY):
+            out.append(g)
+    return out
 
 
 @pytest.fixture(scope="session")

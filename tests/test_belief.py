@@ -4,7 +4,6 @@ labels, believed dealing against its uniform special case, training, files and t
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
@@ -12,10 +11,9 @@ import pytest
 import torch
 
 from agents import make_agent
-from agents.heuristic import HeuristicAgent
 from agents.policy_agent import load_policy_agent
-from agents.random_agent import RandomAgent
 from agents.search import _expand
+from conftest import play_positions
 from sam_env import core
 from sam_env import obs as obs_mod
 from sam_env.actions import ACTION_TABLE_VERSION
@@ -30,18 +28,7 @@ SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "standard"
 
 def _positions(count: int, seed: int, players: int = 4) -> list[Game]:
     """Games stopped at random play decisions with a real choice."""
-    rng = random.Random(seed)
-    h, r = HeuristicAgent(seed=1), RandomAgent(seed=2)
-    out: list[Game] = []
-    while len(out) < count:
-        g = Game.new("hoi_quan_bai", players, seed=rng.randrange(1 << 30))
-        stop = rng.randrange(1, 40)
-        while g.result is None and len(g.events) < stop:
-            s = g.to_act
-            g.apply((h if s % 2 else r).act(g, s))
-        if g.result is None and int(g.legal_mask().sum()) > 1 and g.state[core.O_PHASE] == core.PH_PLAY:
-            out.append(g)
-    return out
+    return play_positions(count, seed, players, play_only=True)
 
 
 def _tiny_checkpoint(path: Path) -> Path:

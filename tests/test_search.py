@@ -12,10 +12,9 @@ import torch
 
 from agents import make_agent
 from agents.evaluate import evaluate, write_report
-from agents.heuristic import HeuristicAgent
 from agents.policy_agent import PolicyAgent, load_policy_agent
-from agents.random_agent import RandomAgent
 from agents.search import DEFAULTS, SearchAgent, _expand, parse_search_spec
+from conftest import play_positions
 from sam_env import core
 from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
@@ -29,18 +28,7 @@ NR = core.NR
 
 def _positions(count: int, seed: int, players: int = 4) -> list[tuple[Game, int]]:
     """(full game, seat to act) at random points of heuristic-vs-random games, choices only."""
-    rng = random.Random(seed)
-    h, r = HeuristicAgent(seed=1), RandomAgent(seed=2)
-    out = []
-    while len(out) < count:
-        g = Game.new("hoi_quan_bai", players, seed=rng.randrange(1 << 30))
-        stop = rng.randrange(1, 50)
-        while g.result is None and len(g.events) < stop:
-            s = g.to_act
-            g.apply((h if s % 2 else r).act(g, s))
-        if g.result is None and int(g.legal_mask().sum()) > 1:
-            out.append((g, g.to_act))
-    return out
+    return [(g, g.to_act) for g in play_positions(count, seed, players)]
 
 
 @pytest.fixture(scope="module")
