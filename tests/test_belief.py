@@ -31,13 +31,14 @@ def _positions(count: int, seed: int, players: int = 4) -> list[Game]:
     return play_positions(count, seed, players, play_only=True)
 
 
-def _tiny_checkpoint(path: Path) -> Path:
+def _tiny_checkpoint(path: Path, rules: tuple[str, ...] = ("hoi_quan_bai",), players: tuple[int, ...] = (4,)) -> Path:
     torch.manual_seed(0)
     net = build_net(32, 2, "full")
     return save_checkpoint(path, net, {
-        "name": "tiny", "rules": ["hoi_quan_bai"], "players": [4], "obs_version": obs_mod.OBS_VERSION,
+        "name": "tiny", "rules": list(rules), "players": list(players), "obs_version": obs_mod.OBS_VERSION,
         "action_table_version": ACTION_TABLE_VERSION,
-        "config": {"rollout": {"opponent_fraction": 0.5, "heuristic_share": 1.0}, "env": {"reward_scale": 20.0}}})
+        "config": {"rollout": {"opponent_fraction": 0.5, "heuristic_share": 1.0},
+                   "env": {"reward_scale": 20.0, "rules": list(rules), "players": list(players)}}})
 
 
 # ---- labels ------------------------------------------------------------------------------------
@@ -117,14 +118,16 @@ def test_a_sure_belief_puts_the_cards_where_it_says():
 # ---- training and files -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    ckpt = _tiny_checkpoint(tmp_path_factory.mktemp("belief") / "ckpt")
-    assert B.main([str(ckpt), "--deals", "60", "--epochs", "2", "--hidden", "16", "--seed", "4"]) == 0
+    # a checkpoint for two rule sets and two player counts: the deals are shared among the four tables
+    ckpt = _tiny_checkpoint(tmp_path_factory.mktemp("belief") / "ckpt", ("hoi_quan_bai", "online"), (3, 4))
+    assert B.main([str(ckpt), "--deals", "62", "--epochs", "2", "--hidden", "16", "--seed", "4"]) == 0
     return ckpt, json.loads((ckpt / B.BELIEF_META).read_text())
 
 
 def test_samloc_belief_trains_and_saves_a_belief_that_search_uses(trained: tuple[Path, dict]):
     ckpt, info = trained
-    assert info["format"] == B.BELIEF_FORMAT and info["hidden"] == 16 and info["deals"] == 60
+    assert info["format"] == B.BELIEF_FORMAT and info["hidden"] == 16 and info["deals"] == 62
+    assert info["tables"] == [["hoi_quan_bai", 3], ["hoi_quan_bai", 4], ["online", 3], ["online", 4]]
     assert info["heuristic_share"] == 0.5 and info["decisions"] > 500
     assert info["command"].startswith("samloc belief ") and info["wall_time_s"] > 0
     assert np.isfinite(info["holdout_nll"]) and info["uniform_nll"] > 0
@@ -186,3 +189,12 @@ def test_the_shipped_belief_knows_more_than_the_uniform_deal():
         learned = float(B.nll(net(o), t))
         uniform = float(-(t * B._prior_log_shares(o, t)).sum() / t.sum())
     assert learned < uniform - 0.02, (learned, uniform)
+
+
+def test_collect_shares_the_deals_among_the_tables(tmp_path: Path):
+    policy = load_policy_agent(_tiny_checkpoint(tmp_path / "c"))
+    obs, tgt = B.collect(policy, 0.5, 9, [("hoi_quan_bai", 3), ("online", 4)], seed=2)
+    players = 2 + obs[:, 989:993].astype(np.float32).argmax(1)  # the observation's player-count one-hot
+    assert set(players.tolist()) == {3, 4} and len(obs) == len(tgt)
+    for n in (3, 4):  # the undealt stock: 52 - 10 n cards at every decision of an n-player table
+        assert (tgt[players == n, 0].sum(1) == 52 - 10 * n).all()
