@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -40,6 +40,9 @@ from sam_env.game import Game
 
 from .base import Agent, check_seat
 from .policy_agent import PolicyAgent
+
+if TYPE_CHECKING:
+    from training.belief import BeliefNet
 
 NR = core.NR
 #: The shipped settings: chosen on 1,000 deals against the heuristic (docs/agents.md, "Tuning").
@@ -194,7 +197,7 @@ class SearchAgent(Agent):
 
     def __init__(self, policy: PolicyAgent, candidates: int = DEFAULTS["candidates"],
                  worlds: int = DEFAULTS["worlds"], horizon: int = DEFAULTS["horizon"],
-                 critic: int = DEFAULTS["critic"], *, belief: Any = None,
+                 critic: int = DEFAULTS["critic"], *, belief: BeliefNet | None = None,
                  reward_scale: float = 20.0, seed: int = 0, chunk: int = 8192, bf16: bool | None = None) -> None:
         for key, val, low in (("candidates", candidates, 2), ("worlds", worlds, 1), ("horizon", horizon, -1),
                               ("critic", critic, 0)):
@@ -208,7 +211,7 @@ class SearchAgent(Agent):
         self.policy = policy
         self.candidates, self.worlds, self.horizon, self.critic = candidates, worlds, horizon, critic
         self.reward_scale = float(reward_scale)
-        self.belief = belief  # a training.belief.BeliefNet, or None for uniform worlds
+        self.belief = belief  # None: uniform worlds
         self.chunk = int(chunk)
         if horizon >= 0 and critic > 0 and getattr(policy.net, "critic", None) is None:
             raise ValueError(f"{policy.name} has no critic (trained without model.critic: full): "
