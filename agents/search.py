@@ -358,8 +358,9 @@ def load_search_agent(path: str | Path, settings: str = "", seed: int = 0) -> Se
     from training.belief import load_belief
 
     from .policy_agent import load_policy_agent
-    spec = parse_search_spec(settings)
-    want, required = spec.pop("belief"), "belief" in parse_search_spec(settings, defaults=False)
+    given = parse_search_spec(settings, defaults=False)
+    spec = {**DEFAULTS, **given}
+    want, required = spec.pop("belief"), "belief" in given
     policy = load_policy_agent(path, seed=seed)
     belief = load_belief(path) if want else None
     if required and want and belief is None:

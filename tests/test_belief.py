@@ -194,7 +194,8 @@ def test_the_shipped_belief_knows_more_than_the_uniform_deal():
 def test_collect_shares_the_deals_among_the_tables(tmp_path: Path):
     policy = load_policy_agent(_tiny_checkpoint(tmp_path / "c"))
     obs, tgt = B.collect(policy, 0.5, 9, [("hoi_quan_bai", 3), ("online", 4)], seed=2)
-    players = 2 + obs[:, 989:993].astype(np.float32).argmax(1)  # the observation's player-count one-hot
+    one_hot = obs[:, obs_mod.F_PLAYERS:obs_mod.F_PLAYERS + 4].astype(np.float32)  # player count 2…5
+    players = 2 + one_hot.argmax(1)
     assert set(players.tolist()) == {3, 4} and len(obs) == len(tgt)
     for n in (3, 4):  # the undealt stock: 52 - 10 n cards at every decision of an n-player table
         assert (tgt[players == n, 0].sum(1) == 52 - 10 * n).all()

@@ -43,8 +43,6 @@ BELIEF_FORMAT = "samloc-belief/1"
 #: Where an unseen card can be: 0 the undealt stock, 1…4 the relative seats after the observer.
 PLACES = core.MAX_PLAYERS
 NR = core.NR
-# observation cells the dealing needs (sam_env/obs.py layout)
-_CARDS_LEFT = 364  # 5 relative seats × one-hot 0…10
 
 
 class BeliefNet(nn.Module):
@@ -86,7 +84,8 @@ def targets(states: np.ndarray) -> np.ndarray:
 
 def _prior_log_shares(obs: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
     """Log of the uniform deal's shares: each place in proportion to the cards it holds."""
-    left = obs[:, _CARDS_LEFT:_CARDS_LEFT + PLACES * 11].view(-1, PLACES, 11).argmax(2).float()
+    cells = core.HAND + 1  # cards_left: per relative seat, one-hot 0…10
+    left = obs[:, obs_mod.F_LEFT:obs_mod.F_LEFT + PLACES * cells].view(-1, PLACES, cells).argmax(2).float()
     total = tgt.sum((1, 2))
     room = torch.cat([(total - left[:, 1:].sum(1))[:, None], left[:, 1:]], 1)
     return torch.log((room / total[:, None]).clamp_min(1e-9))[:, :, None]
