@@ -22,6 +22,18 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class TableConfig:
+    """One kind of table: a rule set and the player counts it is played with."""
+
+    rules: Any = "hoi_quan_bai"
+    """A preset name, or a house rule set as a record writes it: {preset: NAME, key: value, ...}."""
+    players: list[int] = field(default_factory=lambda: [4])
+    """Player counts played under these rules."""
+    weight: float = 1.0
+    """Relative share of each worker's game slots, for each of these player counts."""
+
+
+@dataclass
 class EnvConfig:
     """Which games the policy learns."""
 
@@ -29,6 +41,9 @@ class EnvConfig:
     """Rule presets trained on; several presets share one network (the rule set is in the observation)."""
     players: list[int] = field(default_factory=lambda: [4])
     """Player counts trained on; every (rules, players) pair gets its share of each worker's games."""
+    tables: list[TableConfig] = field(default_factory=list)
+    """Tables trained on, when rules x players is not enough (mixed player ranges, house rules);
+    when given, it replaces env.rules and env.players."""
     reward_scale: float = 20.0
     """Lá are divided by this before the learner sees them (keeps values near 1)."""
 
@@ -160,6 +175,8 @@ class TrainConfig:
     """auto (rich when a terminal), rich, plain (a line per log interval) or none."""
     log_every_s: float = 10.0
     """Seconds between plain log lines and scalar writes."""
+    init_from: str = ""
+    """A checkpoint folder whose network (same shape) a new run starts from ('' = fresh weights)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -224,21 +241,15 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.max_minutes >= 0, "max_minutes must be >= 0")
     need(cfg.display in ("auto", "rich", "plain", "none"), "display must be auto, rich, plain or none")
     need(cfg.log_every_s > 0, "log_every_s must be positive")
-    need(len(cfg.env.rules) > 0 and len(cfg.env.players) > 0, "env.rules and env.players must not be empty")
-    for r in cfg.env.rules:
-        try:
-            rs = RuleSet.parse(r)
-        except RulesError as exc:
-            raise ConfigError(f"env.rules: {exc}") from None
-        for p in cfg.env.players:
-            need(2 <= p <= rs.max_players, f"env.players: {p} players is not allowed under {r}"
-                 f" (2 to {rs.max_players})")
+    tabs = training_tables(cfg)
+    need(cfg.init_from == "" or Path(cfg.init_from).is_dir(),
+         f"init_from: {cfg.init_from!r} is not a checkpoint folder")
     need(cfg.env.reward_scale > 0, "env.reward_scale must be positive")
     need(cfg.model.hidden >= 8 and cfg.model.layers >= 1, "model.hidden must be >= 8 and model.layers >= 1")
     need(cfg.model.critic in ("full", "obs"), f"model.critic must be full or obs, not {cfg.model.critic!r}")
     ro = cfg.rollout
     need(ro.num_workers >= 1, "rollout.num_workers must be at least 1")
-    need(ro.envs_per_worker >= len(cfg.env.rules) * len(cfg.env.players),
+    need(ro.envs_per_worker >= len(tabs),
          "rollout.envs_per_worker must give every (rules, players) pair at least one game")
     need(ro.steps_per_rollout >= 1, "rollout.steps_per_rollout must be at least 1")
     need(0 <= ro.opponent_fraction <= 1 and 0 <= ro.heuristic_share <= 1,
@@ -272,12 +283,55 @@ def validate(cfg: TrainConfig) -> None:
          "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")
 
 
-def eval_rules(cfg: TrainConfig) -> str:
-    return cfg.eval.rules or cfg.env.rules[0]
+@dataclass(frozen=True)
+class Table:
+    """One (rule set, player count) pair that training plays, with its share of the game slots."""
+
+    rules: Any   # sam_env.rules.RuleSet
+    players: int
+    weight: float
+
+    def to_record(self) -> dict[str, Any]:
+        return {"rules": self.rules.to_record(), "players": self.players}
+
+
+def training_tables(cfg: TrainConfig) -> list[Table]:
+    """Every (rules, players) pair of ``env`` (``env.tables``, else ``env.rules`` x ``env.players``).
+
+    Raises ConfigError for an unknown preset or parameter, or a player count the rules forbid."""
+    from sam_env.rules import RuleSet, RulesError
+
+    specs = ([(t.rules, list(t.players), float(t.weight)) for t in cfg.env.tables] if cfg.env.tables
+             else [(r, list(cfg.env.players), 1.0) for r in cfg.env.rules])
+    where = "env.tables" if cfg.env.tables else "env.rules"
+    if not specs or any(not players for _, players, _ in specs):
+        raise ConfigError(f"{where}: no tables (give at least one rule set and one player count)")
+    out: list[Table] = []
+    for rules, players, weight in specs:
+        try:
+            rs = RuleSet.parse(OmegaConf.to_container(rules) if OmegaConf.is_config(rules) else rules)
+        except RulesError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if not weight > 0:
+            raise ConfigError(f"{where}: weight must be positive, not {weight}")
+        for p in players:
+            if not 2 <= p <= rs.max_players:
+                raise ConfigError(f"{where}: {p} players is not allowed under {rs.name} (2 to {rs.max_players})")
+            out.append(Table(rs, p, weight))
+    keys = [(t.rules, t.players) for t in out]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"{where}: a table is listed twice")
+    return out
+
+
+def eval_rules(cfg: TrainConfig) -> Any:
+    """The evaluation's rule set: ``eval.rules``, else the first training table's (a preset name or a record's
+    house-rule object)."""
+    return cfg.eval.rules or training_tables(cfg)[0].rules.to_record()
 
 
 def eval_players(cfg: TrainConfig) -> int:
-    return cfg.eval.players or cfg.env.players[0]
+    return cfg.eval.players or training_tables(cfg)[0].players
 
 
 def to_dict(cfg: TrainConfig) -> dict[str, Any]:

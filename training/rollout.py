@@ -31,7 +31,7 @@ from numba import njit
 from sam_env.actions import NUM_ACTIONS, SAM
 from sam_env.core import O_DECLARER
 
-from .config import TrainConfig
+from .config import TrainConfig, training_tables
 from .model import PolicyNet, build_net
 
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch
@@ -89,6 +89,16 @@ def compute_gae(val, rew, nxt, term, boot, valid, gamma, lam, adv):
             adv[t, e] = delta + gamma * lam * na
 
 
+def slot_shares(total: int, weights: list[float]) -> list[int]:
+    """``total`` game slots split in proportion to ``weights`` (largest remainders), at least one each."""
+    w = np.asarray(weights, dtype=np.float64)
+    spare = total - len(w)
+    raw = spare * w / w.sum()
+    n = np.floor(raw).astype(np.int64)
+    n[np.argsort(-(raw - n), kind="stable")[: spare - int(n.sum())]] += 1
+    return [int(x) + 1 for x in n]
+
+
 def weights_to_numpy(net: torch.nn.Module) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy().copy() for k, v in net.state_dict().items()}
 
@@ -133,13 +143,12 @@ class RolloutEngine:
         self.cfg, self.worker_id, self.seed = cfg, worker_id, seed
         self.rng = np.random.default_rng(seed)
         self.gen = torch.Generator().manual_seed(seed)
-        pairs = [(r, p) for r in cfg.env.rules for p in cfg.env.players]
-        per = cfg.rollout.envs_per_worker // len(pairs)
-        extra = cfg.rollout.envs_per_worker - per * len(pairs)
+        tables = training_tables(cfg)
+        sizes = slot_shares(cfg.rollout.envs_per_worker, [t.weight for t in tables])
         self.full_critic = cfg.model.critic == "full"
-        self.streams = [_Stream(r, p, per + (1 if i < extra else 0), cfg.rollout.steps_per_rollout,
+        self.streams = [_Stream(t.rules, t.players, n, cfg.rollout.steps_per_rollout,
                                 (seed + 7919 * i) % 2**63, FULL_EXTRA if self.full_critic else 0)
-                        for i, (r, p) in enumerate(pairs)]
+                        for i, (t, n) in enumerate(zip(tables, sizes))]
         for st in self.streams:
             self._draw(st, np.ones(st.n, dtype=bool))
         self.net = self._new_net()

@@ -31,7 +31,7 @@ from sam_env.actions import ACTION_TABLE_VERSION
 from sam_env.obs import OBS_VERSION
 
 from . import checkpoint as ckpt
-from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml
+from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml, training_tables
 from .model import build_net
 from .ppo import concat_batches, ppo_update
 from .rollout import _actor_class, weights_to_numpy
@@ -125,6 +125,8 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume:
             self._restore()
+        elif cfg.init_from:
+            self._init_from(Path(cfg.init_from))
         (self.run_dir / "config.yaml").write_text(to_yaml(cfg), encoding="utf-8")  # the resolved config
         if not resume:
             ckpt.write_json_atomic(self.run_dir / "run.json", {
@@ -134,8 +136,10 @@ class Trainer:
     # ---- checkpoints ------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
         cfg = self.cfg
+        tables = training_tables(cfg)
         return {
-            "name": cfg.name, "config": to_dict(cfg), "rules": list(cfg.env.rules), "players": list(cfg.env.players),
+            "name": cfg.name, "config": to_dict(cfg), "rules": sorted({t.rules.name for t in tables}),
+            "players": sorted({t.players for t in tables}), "tables": [t.to_record() for t in tables],
             "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION,
             "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
             "decisions_trained": self.c.decisions_trained, "git_commit": git_commit(),
@@ -161,6 +165,18 @@ class Trainer:
                                     self.metadata(), tensors, state)
         ckpt.prune(self.run_dir, self.cfg.checkpoint.keep)
         return path
+
+    def _init_from(self, path: Path) -> None:
+        """Start a new run from another checkpoint's network (its optimizer and counters are not taken)."""
+        net, meta = ckpt.load_checkpoint(path)
+        if meta.get("obs_version") != OBS_VERSION:
+            raise TrainError(f"init_from {path}: trained with obs_version {meta.get('obs_version')}, "
+                             f"this engine has {OBS_VERSION}")
+        if net.hparams() != self.net.hparams():
+            raise TrainError(f"init_from {path}: the model shape {net.hparams()} differs from the config's "
+                             f"{self.net.hparams()}")
+        self.net.load_state_dict(net.state_dict())
+        self.log(f"starting from the network of {path} ({meta.get('decisions_trained', 0):,} decisions trained)")
 
     def _restore(self) -> None:
         path = ckpt.latest_good(self.run_dir, trainer=True, warn=self.log)
