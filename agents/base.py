@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from sam_env.game import Game
+from sam_env.obs import encode_to_act
 
 
 class Agent(ABC):
@@ -43,6 +44,10 @@ class Agent(ABC):
                   masks: np.ndarray) -> np.ndarray:
         """One legal action per state row (``int64[N]``); ``masks`` is ``int8[N, 201]``."""
         raise NotImplementedError(f"agent {self.name!r} has no batched form; use act()")
+
+    def observations(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None) -> np.ndarray:
+        """``obs`` as given, or encoded here for the seat to act in each row (callers may omit it)."""
+        return obs if obs is not None else encode_to_act(states, ru)
 
     @property
     def settings(self) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from sam_env import core
 from sam_env.actions import NUM_ACTIONS, move_str
 from sam_env.cards import HAND_SIZE
 from sam_env.game import Game, GameError
+from sam_env.atomic import write_atomic, write_with
 from sam_env.record import write_jsonl
 from sam_env.rules import RuleSet, RulesError
 
@@ -95,16 +96,7 @@ def _apply_rows(states, ru, rows, acts, log, logging):
 
 
 def _obs_for(agent: Agent, states: np.ndarray, ru: np.ndarray) -> np.ndarray | None:
-    if not agent.needs_obs:
-        return None
-    try:
-        from sam_env.obs import OBS_SIZE, encode_batch
-    except ImportError as exc:
-        raise RuntimeError(f"agent {agent.name!r} needs observations, but sam_env.obs is missing"
-                           f" ({exc})") from None
-    obs = np.zeros((states.shape[0], OBS_SIZE), dtype=np.float32)
-    encode_batch(states, ru, states[:, core.O_TO_ACT].astype(np.int64), obs)
-    return obs
+    return agent.observations(states, ru, None) if agent.needs_obs else None
 
 
 def _play_batched(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
@@ -339,24 +331,16 @@ def _plot(res: dict[str, Any], path: Path) -> None:
                      f"({r['games']} games)")
         ax.legend()
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
+    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
     plt.close(fig)
-    os.replace(tmp, path)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name("." + path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write_report(res: dict[str, Any], out_dir: str | Path) -> Path:
     """``result.json``, ``report.md`` and ``scores.png`` in ``out_dir``."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    _write_atomic(d / "result.json", json.dumps(res, indent=2, ensure_ascii=False) + "\n")
-    _write_atomic(d / "report.md", _markdown(res))
+    write_atomic(d / "result.json", json.dumps(res, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(d / "report.md", _markdown(res))
     _plot(res, d / "scores.png")
     return d
 

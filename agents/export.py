@@ -22,7 +22,6 @@ Default output: ``policy.onnx`` inside the checkpoint folder, where
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -33,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from sam_env.atomic import write_atomic, write_json_atomic
 
 TOLERANCE = 1e-5
 OPSET = 17
@@ -77,27 +78,22 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
 
     from sam_env import obs as obs_mod
     from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
-    from training.checkpoint import MODEL_FILE, CheckpointError, load_checkpoint, resolve
+
+    from .nets.checkpoint import load_checkpoint
+    from .nets.format import MODEL_FILE, file_sha256, resolve
 
     torch.set_num_threads(1)
-    try:
-        ckpt = resolve(checkpoint)
-        net, meta = load_checkpoint(ckpt)
-    except CheckpointError as exc:
-        raise ValueError(str(exc)) from None
-    for key, ours in (("obs_version", obs_mod.OBS_VERSION), ("action_table_version", ACTION_TABLE_VERSION)):
-        if meta.get(key) is not None and meta[key] != ours:
-            raise ValueError(f"{ckpt} was trained for {key} {meta[key]}, but this engine has {ours}")
-    if net.obs_size != obs_mod.OBS_SIZE or net.num_actions != NUM_ACTIONS:
-        raise ValueError(f"{ckpt} takes {net.obs_size} observations and {net.num_actions} actions;"
-                         f" this engine has {obs_mod.OBS_SIZE} and {NUM_ACTIONS}")
+    ckpt = resolve(checkpoint)
+    net, meta = load_checkpoint(ckpt)  # CheckpointError (a ValueError): damaged, or for another engine
     out_path = Path(out) if out is not None else ckpt / "policy.onnx"
     if out_path.suffix != ".onnx":
         raise ValueError(f"the output file must end in .onnx, not {out_path.name!r}")
-    rules = meta.get("rules") or ["hoi_quan_bai"]
-    rules = rules if isinstance(rules, list) else [rules]
-    players = meta.get("players") or [4]
-    players = sorted({int(p) for p in (players if isinstance(players, list) else [players])})
+    tables = meta.tables
+    rules: list[Any] = []
+    for t in tables:
+        if t.rules.to_record() not in rules:
+            rules.append(t.rules.to_record())
+    players = sorted({t.players for t in tables})
 
     class Exported(nn.Module):
         """The policy with its softmax: what a served bot needs, masked to exact zeros."""
@@ -114,13 +110,14 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
     model = Exported(net).eval()
     sidecar: dict[str, Any] = {
         "format": ONNX_FORMAT,
-        "name": str(meta.get("name") or ckpt.name),
+        "name": meta.name or ckpt.name,
         "obs_version": obs_mod.OBS_VERSION, "obs_size": obs_mod.OBS_SIZE,
         "action_table_version": ACTION_TABLE_VERSION, "num_actions": NUM_ACTIONS,
-        "rules": rules, "players": players,
+        "rules": rules, "players": players, "tables": [t.to_json() for t in tables],
         "checkpoint": str(ckpt),
-        "checkpoint_sha256": hashlib.sha256((ckpt / MODEL_FILE).read_bytes()).hexdigest(),
-        "trained": {k: meta.get(k) for k in ("updates", "games", "decisions", "git_commit") if k in meta},
+        "checkpoint_sha256": file_sha256(ckpt / MODEL_FILE),
+        "trained": {"updates": meta.updates, "games": meta.games, "decisions": meta.decisions,
+                    "git_commit": meta.git_commit},
         "inputs": {"obs": ["batch", obs_mod.OBS_SIZE], "mask": ["batch", NUM_ACTIONS]},
         "outputs": {"probs": ["batch", NUM_ACTIONS], "value": ["batch"]},
         "opset": OPSET, "exported": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -140,20 +137,15 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
         import onnx
         proto = onnx.load(str(tmp))
         onnx.checker.check_model(proto)
-        check = _check(model, tmp, rules[0], players[0], samples, seed)
+        check = _check(model, tmp, tables[0].rules, tables[0].players, samples, seed)
         sidecar["check"] = check
         if check["max_abs_diff"] >= TOLERANCE:
             raise ValueError(f"the ONNX model differs from PyTorch by {check['max_abs_diff']:.3g}"
                              f" (tolerance {TOLERANCE}); not written")
         del proto.metadata_props[:]
         onnx.helper.set_model_props(proto, {"samloc": json.dumps(sidecar)})
-        onnx.save(proto, str(tmp))
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a model file is for everyone
-        side_path = out_path.with_suffix(".json")
-        side_tmp = side_path.with_name(f".tmp-{os.getpid()}-{side_path.name}")
-        side_tmp.write_text(json.dumps(sidecar, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, out_path)
-        os.replace(side_tmp, side_path)
+        write_atomic(out_path, proto.SerializeToString())
+        write_json_atomic(out_path.with_suffix(".json"), sidecar)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from sam_env import core
-from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
+from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
 
 from .base import Agent, check_seat
+from .nets.format import check_versions
 
 
 def sidecar_path(model_path: str | Path) -> Path:
@@ -89,12 +89,7 @@ class OnnxAgent(Agent):
                     self.metadata = json.loads(embedded)
                 except json.JSONDecodeError:
                     pass
-        want = {"obs_version": obs_mod.OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION}
-        for key, ours in want.items():
-            theirs = self.metadata.get(key)
-            if theirs is not None and theirs != ours:
-                raise ValueError(f"{self.path} was exported for {key} {theirs}, but this engine has {ours};"
-                                 " export it again from its checkpoint")
+        check_versions(self.metadata, str(self.path), "export it again from its checkpoint")
         names = [i.name for i in self.session.get_inputs()]
         if names != ["obs", "mask"]:
             raise ValueError(f"{self.path} must take inputs obs and mask, not {names}")
@@ -132,10 +127,6 @@ class OnnxAgent(Agent):
                   masks: np.ndarray) -> np.ndarray:
         """One action per engine row, for the seat to act in that row."""
         n = states.shape[0]
-        if obs is None:
-            obs = np.zeros((n, self._obs.OBS_SIZE), dtype=np.float32)
-            seats = states[:, core.O_TO_ACT].astype(np.int64)
-            self._obs.encode_batch(states, ru, seats, obs)
-        probs, _ = self.run(obs, masks)
+        probs, _ = self.run(self.observations(states, ru, obs), masks)
         return np.array([choose_action(probs[i], masks[i], self.temperature, self.rng) for i in range(n)],
                         dtype=np.int64)

@@ -13,16 +13,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from sam_env import core
 from sam_env import obs as obs_mod
-from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
 from sam_env.game import Game
 
 from .base import Agent, check_seat
+from .nets.checkpoint import load_checkpoint
+from .nets.format import CheckpointMeta
 
 
 class PolicyAgent(Agent):
-    """An Agent around a :class:`training.model.PolicyNet` (``act`` and ``act_batch``)."""
+    """An Agent around a :class:`agents.nets.policy.PolicyNet` (``act`` and ``act_batch``)."""
 
     needs_obs = True
 
@@ -39,7 +39,7 @@ class PolicyAgent(Agent):
         self.temperature = float(temperature)
         self.name = name
         self.gen = torch.Generator(device=device).manual_seed(seed)
-        self.metadata: dict[str, Any] = {}
+        self.meta: CheckpointMeta | None = None  # what its checkpoint says of itself (set by load_policy_agent)
 
     @torch.no_grad()
     def logits(self, obs: np.ndarray, masks: np.ndarray) -> torch.Tensor:
@@ -68,31 +68,18 @@ class PolicyAgent(Agent):
     def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
         """One action per engine row, for the seat to act in that row."""
-        if obs is None:
-            obs = np.zeros((states.shape[0], obs_mod.OBS_SIZE), dtype=np.float32)
-            seats = states[:, core.O_TO_ACT].astype(np.int64)
-            obs_mod.encode_batch(states, ru, seats, obs)
-        return self.choose(obs, masks)
+        return self.choose(self.observations(states, ru, obs), masks)
 
 
 def load_policy_agent(path: str | Path, seed: int = 0, device: str = "cpu",
                       temperature: float = 0.0) -> PolicyAgent:
     """A PolicyAgent from a checkpoint folder or a run folder (its newest good checkpoint).
 
-    Refuses (ValueError, one line) a checkpoint made for another observation or
-    action-table version.
+    Raises :class:`~agents.nets.format.CheckpointError` (a ValueError, one line) for
+    a damaged checkpoint or one made for another observation or action table.
     """
-    from training.checkpoint import load_checkpoint
-
     net, meta = load_checkpoint(path, device=device)
-    want = {"obs_version": obs_mod.OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION}
-    for key, ours in want.items():
-        theirs = meta.get(key)
-        if theirs is not None and theirs != ours:
-            raise ValueError(f"{path} was trained for {key} {theirs}, but this engine has {ours}")
-    if net.num_actions != NUM_ACTIONS:
-        raise ValueError(f"{path} has {net.num_actions} actions, this engine has {NUM_ACTIONS}")
-    agent = PolicyAgent(net, seed=seed, temperature=temperature, name=str(meta.get("name") or Path(path).name),
+    agent = PolicyAgent(net, seed=seed, temperature=temperature, name=meta.name or Path(path).name,
                         device=device)
-    agent.metadata = meta  # what the checkpoint says of itself (config, rules, how it was trained)
+    agent.meta = meta
     return agent

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,10 +39,9 @@ from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
 
 from .base import Agent, check_seat
-from .policy_agent import PolicyAgent
+from .nets.belief import BeliefNet, load_belief
+from .policy_agent import PolicyAgent, load_policy_agent
 
-if TYPE_CHECKING:
-    from training.belief import BeliefNet
 
 NR = core.NR
 #: The shipped settings: chosen on 1,000 deals against the heuristic (docs/agents.md, "Tuning").
@@ -293,9 +292,7 @@ class SearchAgent(Agent):
 
     def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
-        if obs is None:
-            obs = np.zeros((states.shape[0], obs_mod.OBS_SIZE), dtype=np.float32)
-            obs_mod.encode_batch(states, ru, states[:, core.O_TO_ACT].astype(np.int64), obs)
+        obs = self.observations(states, ru, obs)
         logits = self.policy.logits(obs, masks).cpu().numpy()
         acts = logits.argmax(axis=1).astype(np.int64)
         legal = (masks > 0).sum(axis=1)
@@ -355,9 +352,6 @@ def load_search_agent(path: str | Path, settings: str = "", seed: int = 0) -> Se
     """``samloc`` spec ``DIR+search[:candidates=C,worlds=W,horizon=H,critic=P,belief=B]``: a checkpoint
     with search.  The worlds follow the checkpoint's belief when it has one (``belief.safetensors``,
     training/belief.py) unless ``belief=0``; an explicit ``belief=1`` requires one."""
-    from training.belief import load_belief
-
-    from .policy_agent import load_policy_agent
     given = parse_search_spec(settings, defaults=False)
     spec = {**DEFAULTS, **given}
     want, required = spec.pop("belief"), "belief" in given
@@ -366,5 +360,4 @@ def load_search_agent(path: str | Path, settings: str = "", seed: int = 0) -> Se
     if required and want and belief is None:
         raise ValueError(f"{path} has no belief network ({path}/belief.safetensors; "
                          "make one with samloc belief), or search it with belief=0")
-    scale = float(((policy.metadata.get("config") or {}).get("env") or {}).get("reward_scale", 20.0))
-    return SearchAgent(policy, **spec, belief=belief, reward_scale=scale, seed=seed)
+    return SearchAgent(policy, **spec, belief=belief, reward_scale=policy.meta.reward_scale, seed=seed)

@@ -129,7 +129,8 @@ F_HIST = OFFSETS["history"]
 F_RULES = OFFSETS["rules"]
 F_PLAYERS = OFFSETS["players"]
 
-AMOUNT_SCALE = 20.0
+LA_SCALE = 20.0  # lá per unit: observations, values and rewards divide amounts by it
+AMOUNT_SCALE = LA_SCALE
 AMOUNT_CLIP = 10.0
 
 
@@ -279,6 +280,13 @@ def encode_batch(states, ru, seats, out):
     """``out[g] = encode_row(states[g], ru, seats[g])`` for every game ``g``."""
     for g in range(states.shape[0]):
         encode_row(states[g], ru, seats[g], out[g])
+
+
+def encode_to_act(states: np.ndarray, ru: np.ndarray) -> np.ndarray:
+    """``float32[N, OBS_SIZE]``: every engine row's observation for the seat to act there."""
+    out = np.zeros((states.shape[0], OBS_SIZE), dtype=np.float32)
+    encode_batch(states, ru, states[:, core.O_TO_ACT].astype(np.int64), out)
+    return out
 
 
 @njit(cache=True)

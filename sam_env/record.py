@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator, Mapping
 
+from .atomic import write_with
 from .cards import CardError
 from .game import Game, GameError
 from .rules import RuleSet, RulesError
@@ -130,23 +131,11 @@ def dumps(record: Mapping[str, Any]) -> str:
 
 
 def write_jsonl(path: str, records: Iterable[Mapping[str, Any]]) -> int:
-    """Write records as JSON Lines atomically (temporary file, then rename)."""
-    import os
-    import tempfile
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".jsonl")
-    n = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for r in records:
-                f.write(dumps(r) + "\n")
-                n += 1
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a records file is for sharing
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return n
+    """Write records as JSON Lines atomically; returns how many."""
+    def write(f: Any) -> int:
+        n = 0
+        for r in records:
+            f.write((dumps(r) + "\n").encode("utf-8"))
+            n += 1
+        return n
+    return write_with(path, write)

@@ -67,7 +67,7 @@ def free_port() -> int:
 
 
 def start_server(agent: str | None, port: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "sam_env.cli", "serve", "--port", str(port), "--host", "127.0.0.1"]
+    cmd = [sys.executable, "-m", "samloc", "serve", "--port", str(port), "--host", "127.0.0.1"]
     if agent:
         cmd += ["--agent", agent]
     env = dict(os.environ, OMP_NUM_THREADS="1")

@@ -17,10 +17,13 @@ from conftest import play_positions
 from sam_env import core
 from sam_env import obs as obs_mod
 from sam_env.actions import ACTION_TABLE_VERSION
+from agents.nets import belief as NB
+from agents.nets.checkpoint import save_checkpoint
+from agents.nets.format import Table
+from agents.nets.policy import build_net
 from sam_env.game import Game
+from sam_env.rules import RuleSet
 from training import belief as B
-from training.checkpoint import save_checkpoint
-from training.model import build_net
 
 NR, P = core.NR, core.MAX_PLAYERS
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "standard"
@@ -121,17 +124,17 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     # a checkpoint for two rule sets and two player counts: the deals are shared among the four tables
     ckpt = _tiny_checkpoint(tmp_path_factory.mktemp("belief") / "ckpt", ("hoi_quan_bai", "online"), (3, 4))
     assert B.main([str(ckpt), "--deals", "62", "--epochs", "2", "--hidden", "16", "--seed", "4"]) == 0
-    return ckpt, json.loads((ckpt / B.BELIEF_META).read_text())
+    return ckpt, json.loads((ckpt / NB.BELIEF_META).read_text())
 
 
 def test_samloc_belief_trains_and_saves_a_belief_that_search_uses(trained: tuple[Path, dict]):
     ckpt, info = trained
-    assert info["format"] == B.BELIEF_FORMAT and info["hidden"] == 16 and info["deals"] == 62
-    assert info["tables"] == [["hoi_quan_bai", 3], ["hoi_quan_bai", 4], ["online", 3], ["online", 4]]
+    assert info["format"] == NB.BELIEF_FORMAT and info["hidden"] == 16 and info["deals"] == 62
+    assert info["tables"] == [{"rules": r, "players": p} for r in ("hoi_quan_bai", "online") for p in (3, 4)]
     assert info["heuristic_share"] == 0.5 and info["decisions"] > 500
     assert info["command"].startswith("samloc belief ") and info["wall_time_s"] > 0
     assert np.isfinite(info["holdout_nll"]) and info["uniform_nll"] > 0
-    net = B.load_belief(ckpt)
+    net = NB.load_belief(ckpt)
     obs = np.random.default_rng(0).random((5, obs_mod.OBS_SIZE)).astype(np.float32)
     s = net.shares(obs)
     assert s.shape == (5, P, NR) and np.allclose(s.sum(1), 1.0)
@@ -145,19 +148,19 @@ def test_samloc_belief_trains_and_saves_a_belief_that_search_uses(trained: tuple
 def test_a_broken_or_missing_belief_is_refused_with_a_clear_error(trained: tuple[Path, dict], tmp_path: Path):
     ckpt, _ = trained
     bare = _tiny_checkpoint(tmp_path / "bare")
-    assert B.load_belief(bare) is None
+    assert NB.load_belief(bare) is None
     assert make_agent(f"{bare}+search:candidates=2,worlds=3").belief is None
     with pytest.raises(ValueError, match="has no belief network"):
         make_agent(f"{bare}+search:belief=1")
     with pytest.raises(ValueError, match="belief is 1 .* or 0"):
         make_agent(f"{ckpt}+search:belief=2")
     import shutil
-    for name, damage in ((B.BELIEF_FILE, lambda p: p.write_bytes(p.read_bytes()[:100])),
-                         (B.BELIEF_META, lambda p: p.write_text("{not json")),
-                         (B.BELIEF_META, lambda p: p.write_text(json.dumps(
-                             {**json.loads((ckpt / B.BELIEF_META).read_text()), "obs_version": 99}))),
-                         (B.BELIEF_META, lambda p: p.write_text(json.dumps(
-                             {**json.loads((ckpt / B.BELIEF_META).read_text()), "hidden": 32})))):
+    for name, damage in ((NB.BELIEF_FILE, lambda p: p.write_bytes(p.read_bytes()[:100])),
+                         (NB.BELIEF_META, lambda p: p.write_text("{not json")),
+                         (NB.BELIEF_META, lambda p: p.write_text(json.dumps(
+                             {**json.loads((ckpt / NB.BELIEF_META).read_text()), "obs_version": 99}))),
+                         (NB.BELIEF_META, lambda p: p.write_text(json.dumps(
+                             {**json.loads((ckpt / NB.BELIEF_META).read_text()), "hidden": 32})))):
         bad = tmp_path / f"bad_{name}_{damage.__code__.co_firstlineno}"
         shutil.copytree(ckpt, bad)
         damage(bad / name)
@@ -173,17 +176,17 @@ def test_the_belief_command_refuses_bad_arguments(tmp_path: Path, capsys: pytest
     ckpt = _tiny_checkpoint(tmp_path / "c")
     assert B.main([str(ckpt), "--deals", "0"]) == 2
     assert "--deals must be at least 1" in capsys.readouterr().err
-    assert not (ckpt / B.BELIEF_FILE).exists()
+    assert not (ckpt / NB.BELIEF_FILE).exists()
 
 
 def test_the_shipped_belief_knows_more_than_the_uniform_deal():
     """On fresh deals (not its training deals) the shipped belief gives the true hands a
     higher likelihood than the uniform deal does."""
-    if not (SHIPPED / B.BELIEF_FILE).is_file():
+    if not (SHIPPED / NB.BELIEF_FILE).is_file():
         pytest.skip("no shipped belief")
-    net = B.load_belief(SHIPPED)
+    net = NB.load_belief(SHIPPED)
     policy = load_policy_agent(SHIPPED)
-    obs, tgt = B.collect(policy, 0.72, 150, [("hoi_quan_bai", 4)], seed=987654)
+    obs, tgt = B.collect(policy, 0.72, 150, [Table(RuleSet.preset("hoi_quan_bai"), 4)], seed=987654)
     o, t = torch.from_numpy(obs.astype(np.float32)), torch.from_numpy(tgt.astype(np.float32))
     with torch.no_grad():
         learned = float(B.nll(net(o), t))
@@ -193,7 +196,8 @@ def test_the_shipped_belief_knows_more_than_the_uniform_deal():
 
 def test_collect_shares_the_deals_among_the_tables(tmp_path: Path):
     policy = load_policy_agent(_tiny_checkpoint(tmp_path / "c"))
-    obs, tgt = B.collect(policy, 0.5, 9, [("hoi_quan_bai", 3), ("online", 4)], seed=2)
+    tables = [Table(RuleSet.preset("hoi_quan_bai"), 3), Table(RuleSet.preset("online"), 4)]
+    obs, tgt = B.collect(policy, 0.5, 9, tables, seed=2)
     one_hot = obs[:, obs_mod.F_PLAYERS:obs_mod.F_PLAYERS + 4].astype(np.float32)  # player count 2…5
     players = 2 + one_hot.argmax(1)
     assert set(players.tolist()) == {3, 4} and len(obs) == len(tgt)

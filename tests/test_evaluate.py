@@ -146,9 +146,9 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
     # an (untrained) policy network: the batched path hands it sam_env.obs vectors
     # built here; the one-game path builds them itself from the Game
     torch = pytest.importorskip("torch")
-    pytest.importorskip("training.model")
+    pytest.importorskip("torch")
     from agents.policy_agent import PolicyAgent
-    from training.model import PolicyNet
+    from agents.nets.policy import PolicyNet
     from sam_env.obs import OBS_SIZE
 
     torch.manual_seed(0)

@@ -33,8 +33,8 @@ from sam_env import obs as obs_mod  # noqa: E402
 from sam_env.actions import ACTION_TABLE_VERSION, NO_SAM, NUM_ACTIONS  # noqa: E402
 from sam_env.cards import card_str  # noqa: E402
 from sam_env.game import Game  # noqa: E402
-from training.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from training.model import PolicyNet  # noqa: E402
+from agents.nets.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from agents.nets.policy import PolicyNet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -173,18 +173,18 @@ def test_sampling_server_is_reproducible_per_request(exported: tuple[Path, dict]
 
 def test_export_cli_errors_and_custom_output(tmp_path: Path, exported: tuple[Path, dict]) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-m", "sam_env.cli", "export", str(tmp_path / "missing")],
+    r = subprocess.run([sys.executable, "-m", "samloc", "export", str(tmp_path / "missing")],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert r.returncode == 1 and "no such checkpoint" in r.stderr and "Traceback" not in r.stderr
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "metadata.json").write_text("{not json")
-    r = subprocess.run([sys.executable, "-m", "sam_env.cli", "export", str(broken)],
+    r = subprocess.run([sys.executable, "-m", "samloc", "export", str(broken)],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert r.returncode == 1 and "metadata" in r.stderr and "Traceback" not in r.stderr
     ckpt, _ = exported
     out = tmp_path / "bot.onnx"
-    r = subprocess.run([sys.executable, "-m", "sam_env.cli", "export", str(ckpt), "--out", str(out),
+    r = subprocess.run([sys.executable, "-m", "samloc", "export", str(ckpt), "--out", str(out),
                         "--samples", "200", "--json"], capture_output=True, text=True, cwd=ROOT, env=env,
                        timeout=300)
     assert r.returncode == 0, r.stderr

@@ -305,7 +305,7 @@ def test_json_lines_answer_each_record_in_order(items):
 ])
 def test_samloc_replay_command(argv, stdin, code):
     """The installed command: exit status, one line, never a traceback."""
-    p = subprocess.run([sys.executable, "-m", "sam_env.cli", "replay", *argv], input=stdin,
+    p = subprocess.run([sys.executable, "-m", "samloc", "replay", *argv], input=stdin,
                        capture_output=True, timeout=120)
     out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
     assert "Traceback" not in out + err

@@ -20,7 +20,7 @@ from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.cards import cards_str
 from sam_env.game import Game
-from training.model import build_net
+from agents.nets.policy import build_net
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "standard"
 NR = core.NR

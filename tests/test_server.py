@@ -235,7 +235,7 @@ def test_bad_agent_spec_is_a_clear_error() -> None:
 
 
 def test_serve_cli_usage_errors() -> None:
-    r = subprocess.run([sys.executable, "-m", "sam_env.cli", "serve", "--agent", "nope.onnx"],
+    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--agent", "nope.onnx"],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "nope.onnx" in r.stderr and "Traceback" not in r.stderr
 

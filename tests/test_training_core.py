@@ -14,9 +14,10 @@ import torch
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
 from sam_env.obs import OBS_SIZE
-from training import checkpoint as ckpt
+from agents.nets import checkpoint as ckpt
+from agents.nets import format as ckfmt
 from training.config import ConfigError, TrainConfig, load_config
-from training.model import MASK_LOGIT, PolicyNet
+from agents.nets.policy import MASK_LOGIT, PolicyNet
 from training.rollout import MAX_SEATS, RolloutEngine, compute_gae, record_step
 
 torch.set_num_threads(1)
@@ -54,7 +55,7 @@ def test_bad_configs_are_refused_in_one_line(overrides: list[str], words: str) -
 
 
 def test_cli_usage_error_exit_2() -> None:
-    r = subprocess.run([sys.executable, "-m", "sam_env.cli", "train", "--config", "quick", "ppo.clip=-1"],
+    r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "ppo.clip=-1"],
                        capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 2
     assert r.stderr.strip().startswith("samloc train:") and len(r.stderr.strip().splitlines()) == 1
@@ -123,8 +124,8 @@ def test_rollout_credits_every_final_score() -> None:
     cfg = load_config("quick", ["rollout.envs_per_worker=16", "rollout.steps_per_rollout=64",
                                 "rollout.opponent_fraction=0", "ppo.gamma=1.0", "ppo.gae_lambda=1.0"])
     eng = RolloutEngine(cfg, 0, seed=3)
-    out = eng.rollout()
-    st = out["stats"]
+    res = eng.rollout()
+    st, out = res["stats"], res["batch"]
     assert st["decisions"] == 16 * 64 == st["learner_decisions"] == len(out["act"])
     assert st["games"] > 10
     assert np.isfinite(out["adv"]).all() and np.isfinite(out["ret"]).all()
@@ -161,20 +162,20 @@ def test_checkpoint_roundtrip_and_corruption(tmp_path: Path) -> None:
     p2 = _save(tmp_path, 2, b)
     assert not [p for p in (tmp_path / "checkpoints").iterdir() if ".tmp" in p.name]
     net, meta = ckpt.load_checkpoint(tmp_path)  # a run folder → its newest checkpoint
-    assert meta["updates"] == 2
+    assert meta.updates == 2
     for k, v in b.state_dict().items():
         assert torch.equal(net.state_dict()[k], v)
     # truncate the newest weights: refused with a clear error, the previous one is used
-    f = p2 / ckpt.MODEL_FILE
+    f = p2 / ckfmt.MODEL_FILE
     f.write_bytes(f.read_bytes()[:100])
-    with pytest.raises(ckpt.CheckpointError, match="truncated or corrupt"):
+    with pytest.raises(ckfmt.CheckpointError, match="truncated or corrupt"):
         ckpt.load_checkpoint(p2)
     warnings: list[str] = []
-    good = ckpt.latest_good(tmp_path, trainer=True, warn=warnings.append)
+    good = ckfmt.latest_good(tmp_path, trainer=True, warn=warnings.append)
     assert good.name == "ckpt_00000001" and len(warnings) == 1 and "ckpt_00000002" in warnings[0]
-    (good / ckpt.META_FILE).write_text("{not json")
-    with pytest.raises(ckpt.CheckpointError, match="no usable checkpoint"):
-        ckpt.latest_good(tmp_path)
+    (good / ckfmt.META_FILE).write_text("{not json")
+    with pytest.raises(ckfmt.CheckpointError, match="no usable checkpoint"):
+        ckfmt.latest_good(tmp_path)
 
 
 def test_policy_agent_plays_legal_moves_from_a_checkpoint(tmp_path: Path) -> None:
@@ -197,7 +198,7 @@ def test_policy_agent_plays_legal_moves_from_a_checkpoint(tmp_path: Path) -> Non
     bad = ckpt.save_checkpoint(tmp_path / "old", net, {"obs_version": 999})
     with pytest.raises(ValueError, match="obs_version"):
         load_policy_agent(bad)
-    assert json.loads((p / ckpt.META_FILE).read_text())["model"]["hidden"] == 16
+    assert json.loads((p / ckfmt.META_FILE).read_text())["model"]["hidden"] == 16
 
 
 # ---- the perfect-information critic and the Sâm lesson -------------------------------------------
@@ -219,7 +220,7 @@ def test_hidden_hands_vector_is_the_tail_of_the_full_vector() -> None:
 
 def test_the_critic_never_moves_the_policy() -> None:
     """Hidden hands change the training baseline, never the logits or the exported value."""
-    from training.model import build_net
+    from agents.nets.policy import build_net
 
     torch.manual_seed(0)
     net = build_net(32, 2, "full")
@@ -243,7 +244,7 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
 
     cfg = load_config("quick", ["rollout.envs_per_worker=64", "rollout.steps_per_rollout=24",
                                 "rollout.opponent_fraction=0", "ppo.sam_lesson_coef=1.0"])
-    out = RolloutEngine(cfg, 0, seed=5).rollout()
+    out = RolloutEngine(cfg, 0, seed=5).rollout()["batch"]
     teach, mask = out["teach"], out["mask"]
     sam_phase = mask[:, SAM] > 0
     assert (teach[sam_phase] >= 0).all()
@@ -256,13 +257,13 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
     h = HeuristicAgent(seed=0)
     assert h.act(g, g.to_act) in (SAM, NO_SAM)
     off = RolloutEngine(load_config("quick", ["rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
-                                              "ppo.sam_lesson_coef=0"]), 0, seed=5).rollout()
+                                              "ppo.sam_lesson_coef=0"]), 0, seed=5).rollout()["batch"]
     assert (off["teach"] == -1).all()
 
 
 def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
     from sam_env.actions import NO_SAM, SAM
-    from training.model import build_net
+    from agents.nets.policy import build_net
     from training.ppo import ppo_update
 
     torch.manual_seed(0)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from training import checkpoint as ckpt
+from agents.nets import checkpoint as ckpt
+from agents.nets import format as ckfmt
 from training.config import load_config
 from training.trainer import Trainer
 
@@ -45,10 +46,10 @@ def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
     assert summary["updates"] >= 300 and summary["decisions_trained"] >= 75000
     assert summary["worker_failures"] == 0
     # the final checkpoint verifies and holds exactly the counters of the summary
-    meta = ckpt.verify(Path(summary["checkpoint"]), trainer=True)
-    assert meta["updates"] == summary["updates"] and meta["decisions_trained"] == summary["decisions_trained"]
-    assert meta["obs_version"] >= 1 and meta["action_table_version"] >= 1 and meta["git_commit"]
-    assert len(ckpt.list_checkpoints(run)) == 3  # keep=3
+    meta = ckfmt.verify(Path(summary["checkpoint"]), trainer=True)
+    assert meta.updates == summary["updates"] and meta.decisions_trained == summary["decisions_trained"]
+    assert meta.obs_version >= 1 and meta.action_table_version >= 1 and meta.git_commit
+    assert len(ckfmt.list_checkpoints(run)) == 3  # keep=3
     tags = _scalars(run)
     for tag in ("charts/games", "charts/decisions_per_s", "charts/updates_per_s", "losses/policy",
                 "losses/value", "losses/entropy", "eval/random/mean_la", "eval/heuristic/win_rate"):
@@ -92,38 +93,38 @@ def test_a_killed_worker_is_restarted_and_nothing_is_counted_twice(tmp_path: Pat
 
 def test_kill_and_resume_loses_at_most_one_checkpoint_interval(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "sam_env.cli", "train", "--config", "quick", "--run-dir", str(run), *TINY,
+    cmd = [sys.executable, "-m", "samloc", "train", "--config", "quick", "--run-dir", str(run), *TINY,
            "total_decisions=10000000", "checkpoint.every_updates=20"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 240
-        while len(ckpt.list_checkpoints(run)) < 3 and time.time() < deadline and proc.poll() is None:
+        while len(ckfmt.list_checkpoints(run)) < 3 and time.time() < deadline and proc.poll() is None:
             time.sleep(0.5)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the trainer and the Ray processes it started
         proc.wait(timeout=60)
-    cks = ckpt.list_checkpoints(run)
+    cks = ckfmt.list_checkpoints(run)
     assert len(cks) == 3, "the run did not reach three checkpoints in time"
     newest, previous = cks[-1], cks[-2]
-    prev_meta = ckpt.verify(previous, trainer=True)
+    prev_meta = ckfmt.verify(previous, trainer=True)
     # damage the newest checkpoint: the resume must refuse it and fall back to the previous one
-    f = newest / ckpt.MODEL_FILE
+    f = newest / ckfmt.MODEL_FILE
     f.write_bytes(f.read_bytes()[:-50])
     msgs: list[str] = []
-    target = prev_meta["decisions_trained"] + 5000
+    target = prev_meta.decisions_trained + 5000
     cfg = load_config(run / "config.yaml", [f"total_decisions={target}"])
     tr = Trainer(cfg, run, resume=True, log=msgs.append, command="samloc train --resume RUN")
     assert any("truncated or corrupt" in m and newest.name in m for m in msgs)
-    assert tr.c.updates == prev_meta["updates"] and tr.c.games == prev_meta["games"]
-    assert tr.c.decisions_trained == prev_meta["decisions_trained"]
+    assert tr.c.updates == prev_meta.updates and tr.c.games == prev_meta.games
+    assert tr.c.decisions_trained == prev_meta.decisions_trained
     start = tr.c.updates
     summary = tr.run()
     assert summary["decisions_trained"] >= target and summary["updates"] > start
-    meta = ckpt.verify(Path(summary["checkpoint"]), trainer=True)
-    assert meta["command"] == prev_meta["command"] and "--config quick" in meta["command"]  # how it began
-    assert prev_meta["resumes"] == [] and meta["resumes"] == ["samloc train --resume RUN"]
+    meta = ckfmt.verify(Path(summary["checkpoint"]), trainer=True)
+    assert meta.command == prev_meta.command and "--config quick" in meta.command  # how it began
+    assert prev_meta.resumes == () and meta.resumes == ("samloc train --resume RUN",)
 
 
 def test_two_node_cluster_through_ray_address(tmp_path: Path) -> None:

@@ -21,7 +21,6 @@ Files: ``belief.safetensors`` (weights) and ``belief.json`` (how it was made).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -33,36 +32,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.nets.belief import NR, PLACES, BeliefNet, save_belief
+from agents.nets.format import BELIEF_FILE, MODEL_FILE, Table
 from sam_env import core
 from sam_env import obs as obs_mod
-
-from .checkpoint import BELIEF_FILES
-
-BELIEF_FILE, BELIEF_META = BELIEF_FILES
-BELIEF_FORMAT = "samloc-belief/1"
-#: Where an unseen card can be: 0 the undealt stock, 1…4 the relative seats after the observer.
-PLACES = core.MAX_PLAYERS
-NR = core.NR
-
-
-class BeliefNet(nn.Module):
-    """``forward(obs) -> logits [B, PLACES, 13]``; a softmax over places gives, per rank,
-    the share of its unseen cards at each place."""
-
-    def __init__(self, obs_size: int = obs_mod.OBS_SIZE, hidden: int = 512):
-        super().__init__()
-        self.obs_size, self.hidden = obs_size, hidden
-        self.body = nn.Sequential(nn.Linear(obs_size, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
-        self.out = nn.Linear(hidden, PLACES * NR)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.out(self.body(obs)).view(-1, PLACES, NR)
-
-    @torch.no_grad()
-    def shares(self, obs: np.ndarray) -> np.ndarray:
-        """Per decision, rank and place: the believed share of the rank's unseen cards (float64)."""
-        o = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32))
-        return torch.softmax(self(o), dim=1).double().numpy()
 
 
 def targets(states: np.ndarray) -> np.ndarray:
@@ -96,7 +69,7 @@ def nll(logits: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
     return -(tgt * torch.log_softmax(logits, dim=1)).sum() / tgt.sum()
 
 
-def collect(policy: Any, heuristic_share: float, deals: int, tables: list[tuple[str, int]], seed: int,
+def collect(policy: Any, heuristic_share: float, deals: int, tables: list[Table], seed: int,
             progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Observations (float16) and labels at the policy's searched decisions (play phase, a real
     choice), over ``deals`` duplicate deals shared among the (rules, players) ``tables``:
@@ -125,14 +98,15 @@ def collect(policy: Any, heuristic_share: float, deals: int, tables: list[tuple[
         def act(self, game: Any, seat: int) -> int:  # evaluate batches; never called
             raise NotImplementedError
 
-    for t, (rules, players) in enumerate(tables):
+    for t, table in enumerate(tables):
+        rules, players = table.rules, table.players
         share = deals // len(tables) + (t < deals % len(tables))
         n_heur = int(round(share * heuristic_share))
         for opp, count, s in (("heuristic", n_heur, 2 * t), (policy, share - n_heur, 2 * t + 1)):
             if count > 0:
                 evaluate(Recorder(), opp, rules, players, count, seed * 1_000_003 + s)
                 if progress:
-                    progress(f"{rules}, {players} players: {sum(len(p) for p in obs_parts):,} decisions recorded")
+                    progress(f"{rules.name}, {players} players: {sum(len(p) for p in obs_parts):,} decisions recorded")
     count = sum(len(p) for p in obs_parts)
     obs = np.empty((count, obs_mod.OBS_SIZE), dtype=np.float16)
     tgt = np.empty((count, PLACES, NR), dtype=np.int8)
@@ -182,56 +156,6 @@ def fit(obs: np.ndarray, tgt: np.ndarray, hidden: int = 512, epochs: int = 4, ba
     return net, {"holdout_nll": held, "uniform_nll": prior, "holdout": int(holdout), "train": int(len(train))}
 
 
-def save_belief(ckpt_dir: str | Path, net: BeliefNet, info: dict[str, Any]) -> None:
-    """Weights and their description into a checkpoint folder, each written atomically."""
-    from safetensors.torch import save_file
-
-    from .checkpoint import _sha256, write_json_atomic
-
-    d = Path(ckpt_dir)
-    tmp = d / f".{BELIEF_FILE}.tmp{os.getpid()}"
-    save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(tmp))
-    digest = _sha256(tmp)
-    os.replace(tmp, d / BELIEF_FILE)
-    write_json_atomic(d / BELIEF_META, {"format": BELIEF_FORMAT, "obs_version": obs_mod.OBS_VERSION,
-                                        "obs_size": net.obs_size, "hidden": net.hidden, "sha256": digest,
-                                        **info})
-
-
-def load_belief(ckpt_dir: str | Path) -> BeliefNet | None:
-    """The checkpoint's belief network, or None when it has none.  Raises ValueError (one
-    line) for a belief that is corrupt, truncated or made for another observation."""
-    d = Path(ckpt_dir)
-    wfile, mfile = d / BELIEF_FILE, d / BELIEF_META
-    if not wfile.exists() and not mfile.exists():
-        return None
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    from .checkpoint import _sha256
-    try:
-        meta = json.loads(mfile.read_text(encoding="utf-8"))
-        if not isinstance(meta, dict) or meta.get("format") != BELIEF_FORMAT:
-            raise ValueError(f"{BELIEF_META} is not {BELIEF_FORMAT}")
-        if _sha256(wfile) != meta.get("sha256"):
-            raise ValueError(f"{BELIEF_FILE} does not match the checksum in {BELIEF_META} (truncated or changed)")
-        tensors = load_file(str(wfile))
-    except (OSError, ValueError, SafetensorError) as exc:  # I/O, JSON, checksum and safetensors errors
-        raise ValueError(f"{d}: unreadable belief ({str(exc).splitlines()[0]})") from None
-    if meta.get("obs_version") != obs_mod.OBS_VERSION or meta.get("obs_size") != obs_mod.OBS_SIZE:
-        raise ValueError(f"{d}: the belief reads observation version {meta.get('obs_version')}, "
-                         f"this engine makes {obs_mod.OBS_VERSION}")
-    hidden = meta.get("hidden")
-    if not isinstance(hidden, int) or hidden < 1:
-        raise ValueError(f"{d}: the belief's metadata has no valid 'hidden' size")
-    net = BeliefNet(obs_mod.OBS_SIZE, hidden)
-    try:
-        net.load_state_dict(tensors)
-    except RuntimeError as exc:
-        raise ValueError(f"{d}: belief weights do not fit the network ({str(exc).splitlines()[0]})") from None
-    return net.eval()
-
-
 def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int = 512, seed: int = 0,
                  command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Play, learn and save the belief of the checkpoint in ``ckpt_dir``; returns what ``belief.json`` says."""
@@ -240,16 +164,13 @@ def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int 
     t0 = time.time()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     policy = load_policy_agent(ckpt_dir, seed=seed)
-    cfg = policy.metadata.get("config") or {}
-    roll = cfg.get("rollout") or {}
-    share = float(roll.get("opponent_fraction", 0.0)) * float(roll.get("heuristic_share", 0.0))
-    env = cfg.get("env") or {}
-    tables = [(r, p) for r in env.get("rules") or policy.metadata.get("rules") or ["hoi_quan_bai"]
-              for p in env.get("players") or policy.metadata.get("players") or [4]]
+    share = policy.meta.heuristic_share
+    tables = list(policy.meta.tables)
     obs, tgt = collect(policy, share, deals, tables, seed, progress)
     t_play = time.time() - t0
     net, losses = fit(obs, tgt, hidden=hidden, epochs=epochs, seed=seed, progress=progress)
-    info = {"command": command, "deals": deals, "heuristic_share": round(share, 6), "tables": tables,
+    info = {"command": command, "deals": deals, "heuristic_share": round(share, 6),
+            "tables": [t.to_json() for t in tables],
             "epochs": epochs, "seed": seed, "decisions": int(len(tgt)), **losses,
             "play_s": round(t_play, 1), "wall_time_s": round(time.time() - t0, 1)}
     save_belief(ckpt_dir, net, info)
@@ -272,8 +193,8 @@ def main(argv: list[str]) -> int:
         if getattr(args, key) < 1:
             print(f"samloc belief: --{key} must be at least 1", file=sys.stderr)
             return 2
-    if not (Path(args.checkpoint) / "model.safetensors").is_file():
-        print(f"samloc belief: {args.checkpoint} is not a checkpoint folder (no model.safetensors)",
+    if not (Path(args.checkpoint) / MODEL_FILE).is_file():
+        print(f"samloc belief: {args.checkpoint} is not a checkpoint folder (no {MODEL_FILE})",
               file=sys.stderr)
         return 2
     command = "samloc belief " + " ".join(shlex.quote(a) for a in argv)

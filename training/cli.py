@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sam_env.atomic import write_json_atomic
+
 from .config import ConfigError, eval_players, eval_rules, load_config
 
 
@@ -40,7 +42,8 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: Any, deals: int) -> dict[st
     """Evaluate the final checkpoint (greedy) against every configured opponent."""
     import torch
 
-    from . import checkpoint as ckpt
+    from agents.nets import checkpoint as ckpt
+
     from .evaluation import evaluate_weights
     from .rollout import weights_to_numpy
 
@@ -55,11 +58,11 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: Any, deals: int) -> dict[st
     res = evaluate_weights(weights_to_numpy(net), net.hparams(), list(cfg.eval.opponents), snap,
                            eval_rules(cfg), eval_players(cfg), deals, 12345)
     report = {"checkpoint": str(ckpt_dir), "rules": eval_rules(cfg), "players": eval_players(cfg),
-              "deals": deals, "snapshot_update": ids[0] if ids else None, "updates": meta.get("updates"),
-              "decisions_trained": meta.get("decisions_trained"), "games": meta.get("games"),
+              "deals": deals, "snapshot_update": ids[0] if ids else None, "updates": meta.updates,
+              "decisions_trained": meta.decisions_trained, "games": meta.games,
               "results": res}
-    ckpt.write_json_atomic(run_dir / "eval_report.json", report)
-    ckpt.write_json_atomic(Path(ckpt_dir) / "eval_report.json", report)
+    write_json_atomic(run_dir / "eval_report.json", report)
+    write_json_atomic(Path(ckpt_dir) / "eval_report.json", report)
     return report
 
 
@@ -91,7 +94,8 @@ def main(argv: list[str]) -> int:
 
     import torch
 
-    from .checkpoint import CheckpointError, copy_checkpoint
+    from agents.nets.checkpoint import copy_checkpoint
+    from agents.nets.format import CheckpointError
     from .trainer import TrainError, Trainer, new_run_dir, write_hparams
 
     torch.set_num_threads(1)
@@ -135,7 +139,6 @@ def main(argv: list[str]) -> int:
             extra = {"eval_report.json": report} if report else {}
             dest = copy_checkpoint(Path(summary["checkpoint"]), Path(cfg.checkpoint.export_to), extra)
             summary["exported_to"] = str(dest)
-        from .checkpoint import write_json_atomic
         write_json_atomic(run_dir / "summary.json", summary)
     except (TrainError, CheckpointError, ConfigError) as exc:
         print(f"samloc train: {exc}", file=sys.stderr)

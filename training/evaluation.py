@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.nets.policy import PolicyNet
 from agents.policy_agent import PolicyAgent
 
-from .model import PolicyNet
 from .rollout import load_numpy_weights
 
 

@@ -23,21 +23,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.nets.policy import PolicyNet
+
 from .config import PPOConfig
-from .model import PolicyNet
-
-BATCH_KEYS = ("obs", "mask", "act", "logp", "val", "adv", "ret", "hid", "teach")
 
 
-def concat_batches(batches: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    return {k: np.concatenate([b[k] for b in batches]) for k in BATCH_KEYS}
+def concat_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Rollout batches (``RolloutEngine.rollout()["batch"]``, the one place their keys are written) as one."""
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
 def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, batch: dict[str, np.ndarray], cfg: PPOConfig,
                gen: torch.Generator) -> dict[str, float]:
     """``cfg.epochs`` passes of minibatch PPO over ``batch``; returns mean losses and diagnostics."""
     net.train()
-    t = {k: torch.from_numpy(np.ascontiguousarray(batch[k])) for k in BATCH_KEYS}
+    t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in batch.items()}
     n = t["obs"].shape[0]
     mb = min(cfg.minibatch, n)
     sums = {"policy": 0.0, "value": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0, "sam_lesson": 0.0}

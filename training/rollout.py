@@ -31,8 +31,10 @@ from numba import njit
 from sam_env.actions import NUM_ACTIONS, SAM
 from sam_env.core import O_DECLARER
 
+from agents import make_agent
+from agents.nets.policy import PolicyNet, build_net
+
 from .config import TrainConfig, training_tables
-from .model import PolicyNet, build_net
 
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch
 from sam_env.vector import SelfPlayBatch
@@ -146,6 +148,8 @@ class RolloutEngine:
         tables = training_tables(cfg)
         sizes = slot_shares(cfg.rollout.envs_per_worker, [t.weight for t in tables])
         self.full_critic = cfg.model.critic == "full"
+        self.pool: dict[int, PolicyNet] = {}
+        self.pool_ids: list[int] = []
         self.streams = [_Stream(t.rules, t.players, n, cfg.rollout.steps_per_rollout,
                                 (seed + 7919 * i) % 2**63, FULL_EXTRA if self.full_critic else 0)
                         for i, (t, n) in enumerate(zip(tables, sizes))]
@@ -153,8 +157,6 @@ class RolloutEngine:
             self._draw(st, np.ones(st.n, dtype=bool))
         self.net = self._new_net()
         self.version = -1
-        self.pool: dict[int, PolicyNet] = {}
-        self.pool_ids: list[int] = []
         self._heuristic = None
 
     def _new_net(self) -> PolicyNet:
@@ -164,12 +166,7 @@ class RolloutEngine:
     @property
     def heuristic(self) -> Any:
         if self._heuristic is None:
-            try:
-                from agents import make_agent
-                self._heuristic = make_agent("heuristic", seed=self.seed)
-            except ImportError:  # pragma: no cover - before agents.make_agent lands
-                from agents.heuristic import HeuristicAgent
-                self._heuristic = HeuristicAgent(seed=self.seed)
+            self._heuristic = make_agent("heuristic", seed=self.seed)
         return self._heuristic
 
     def set_pool(self, pool: list[tuple[int, Any]]) -> None:
@@ -197,7 +194,7 @@ class RolloutEngine:
         u = self.rng.random((idx.size, 3))
         opp = np.full(idx.size, OPP_SELF, dtype=np.int64)
         vs = u[:, 0] < ro.opponent_fraction
-        npool = len(getattr(self, "pool_ids", []))
+        npool = len(self.pool_ids)
         heur = u[:, 1] < ro.heuristic_share if npool else np.ones(idx.size, dtype=bool)
         opp[vs & heur] = OPP_HEURISTIC
         if npool:
@@ -221,11 +218,9 @@ class RolloutEngine:
                  "vs_heuristic_sum": 0.0, "vs_heuristic_games": 0, "vs_pool_sum": 0.0, "vs_pool_games": 0}
         for st in self.streams:
             parts.append(self._rollout_stream(st, stats))
-        out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        batch = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         stats["seconds"] = time.perf_counter() - t0
-        out["stats"] = stats
-        out["version"] = self.version
-        return out
+        return {"batch": batch, "stats": stats, "version": self.version}
 
     def _rollout_stream(self, st: _Stream, stats: dict[str, Any]) -> dict[str, np.ndarray]:
         cfg = self.cfg
@@ -298,6 +293,7 @@ class RolloutEngine:
         v = st.b_valid
         stats["decisions"] += T * N
         stats["learner_decisions"] += int(v.sum())
+        # the batch the learner trains on: one row per learner decision (training/ppo.py reads it by name)
         return {"obs": st.b_obs[v], "mask": st.b_mask[v], "act": st.b_act[v], "logp": st.b_logp[v],
                 "val": st.b_val[v], "adv": adv[v], "ret": adv[v] + st.b_val[v], "hid": st.b_hid[v],
                 "teach": st.b_teach[v]}

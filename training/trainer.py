@@ -27,12 +27,14 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from agents.nets import checkpoint as ckpt
+from agents.nets.format import latest_good
+from agents.nets.policy import build_net
 from sam_env.actions import ACTION_TABLE_VERSION
+from sam_env.atomic import write_atomic, write_json_atomic
 from sam_env.obs import OBS_VERSION
 
-from . import checkpoint as ckpt
 from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml, training_tables
-from .model import build_net
 from .ppo import concat_batches, ppo_update
 from .rollout import _actor_class, weights_to_numpy
 
@@ -127,9 +129,9 @@ class Trainer:
             self._restore()
         elif cfg.init_from:
             self._init_from(Path(cfg.init_from))
-        (self.run_dir / "config.yaml").write_text(to_yaml(cfg), encoding="utf-8")  # the resolved config
+        write_atomic(self.run_dir / "config.yaml", to_yaml(cfg))  # the resolved config
         if not resume:
-            ckpt.write_json_atomic(self.run_dir / "run.json", {
+            write_json_atomic(self.run_dir / "run.json", {
                 "git_commit": git_commit(), "command": self.command, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
 
@@ -140,6 +142,8 @@ class Trainer:
         return {
             "name": cfg.name, "config": to_dict(cfg), "rules": sorted({t.rules.name for t in tables}),
             "players": sorted({t.players for t in tables}), "tables": [t.to_record() for t in tables],
+            "reward_scale": cfg.env.reward_scale,
+            "heuristic_share": cfg.rollout.opponent_fraction * cfg.rollout.heuristic_share,
             "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION,
             "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
             "decisions_trained": self.c.decisions_trained, "git_commit": git_commit(),
@@ -168,25 +172,19 @@ class Trainer:
 
     def _init_from(self, path: Path) -> None:
         """Start a new run from another checkpoint's network (its optimizer and counters are not taken)."""
-        net, meta = ckpt.load_checkpoint(path)
-        if meta.get("obs_version") != OBS_VERSION:
-            raise TrainError(f"init_from {path}: trained with obs_version {meta.get('obs_version')}, "
-                             f"this engine has {OBS_VERSION}")
+        net, meta = ckpt.load_checkpoint(path)  # versions checked there
         if net.hparams() != self.net.hparams():
             raise TrainError(f"init_from {path}: the model shape {net.hparams()} differs from the config's "
                              f"{self.net.hparams()}")
         self.net.load_state_dict(net.state_dict())
-        self.log(f"starting from the network of {path} ({meta.get('decisions_trained', 0):,} decisions trained)")
+        self.log(f"starting from the network of {path} ({meta.decisions_trained:,} decisions trained)")
 
     def _restore(self) -> None:
-        path = ckpt.latest_good(self.run_dir, trainer=True, warn=self.log)
+        path = latest_good(self.run_dir, trainer=True, warn=self.log)
         tensors, state = ckpt.load_trainer_state(path)
-        net, meta = ckpt.load_checkpoint(path)
-        self.first_command = str(meta.get("command") or self.command)
-        self.resumes = [*(meta.get("resumes") or []), self.command]
-        if meta.get("obs_version") != OBS_VERSION:
-            raise TrainError(f"{path} was trained with obs_version {meta.get('obs_version')}, "
-                             f"this engine has {OBS_VERSION}")
+        net, meta = ckpt.load_checkpoint(path)  # versions checked there
+        self.first_command = meta.command or self.command
+        self.resumes = [*meta.resumes, self.command]
         if net.hparams() != self.net.hparams():
             raise TrainError(f"{path}: the model shape {net.hparams()} differs from the config's")
         self.net.load_state_dict(net.state_dict())
@@ -210,10 +208,41 @@ class Trainer:
         self.resumed_from = path
         self.log(f"resumed from {path} (update {self.c.updates}, {self.c.decisions_trained:,} decisions trained)")
 
-    # ---- the loop ------------------------------------------------------------------
+    # ---- the loop: start, then submit / collect / update / evaluate / checkpoint / log ----------
     def run(self) -> dict[str, Any]:
+        """Train until ``total_decisions`` or ``max_minutes``; returns the run's summary."""
+        self._start()
+        s = self.session
+        try:
+            with s.display:
+                while not s.stop_reason:
+                    self._resubmit_restarted()
+                    for out in self._collect():
+                        s.buffer.append(out)
+                        s.buffered += len(out["batch"]["act"])
+                    if s.buffered >= self.cfg.ppo.batch_decisions:
+                        self._update(s.buffer)
+                        s.buffer, s.buffered = [], 0
+                        self._after_update()
+                    self._poll_eval()
+                    self._log()
+                    s.stop_reason = self._stop_reason()
+            if s.eval_ref is not None:  # let a periodic evaluation in flight finish: it is part of the curve
+                import ray
+                self._record_eval(ray.get(s.eval_ref[0]), s.eval_ref[1])
+            self._log_scalars(s.rate)
+            final = self.save()
+        finally:
+            self._stop()
+        summary = self.summary(s.rate, s.stop_reason, final)
+        write_json_atomic(self.run_dir / "summary.json", summary)
+        self.writer.flush()
+        return summary
+
+    def _start(self) -> None:
+        """Ray (embedded, or the cluster at ``ray_address``), TensorBoard, the actors, the first requests."""
         import ray
-        from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
+        from torch.utils.tensorboard import SummaryWriter
 
         cfg = self.cfg
         started_ray = False
@@ -225,7 +254,6 @@ class Trainer:
                 ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, runtime_env=env,
                          log_to_driver=False, logging_level="error")
             started_ray = True
-        from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(str(self.run_dir), purge_step=self.c.decisions_trained or None)
         if self.c.updates == 0:
             self.writer.add_text("config", "```\n" + to_yaml(cfg) + "\n```", 0)
@@ -240,100 +268,108 @@ class Trainer:
         self.pending: dict[Any, tuple[int, int]] = {}
         self.consumed: set[int] = set()
         self.failures_by_worker = [0] * len(self.actors)
-        retry_at: dict[int, float] = {}  # worker -> when to ask again (its actor is restarting)
-        recovering = [False] * len(self.actors)  # a failure seen, no rollout since
-        eval_fn = _evaluate_remote_fn()
-        eval_ref = None
-        buffer: list[dict[str, Any]] = []
-        buffered = 0
-        session_t0 = time.perf_counter()
-        wall0 = self.c.wall_s
-        rate = _Rate()
-        display = _Display(cfg, self)
-        last_log = time.perf_counter()
-        stop_reason = ""
+        self.session = _Session(started_ray=started_ray, workers=len(self.actors), wall0=self.c.wall_s,
+                                eval_fn=_evaluate_remote_fn(), display=_Display(cfg, self))
         for w in range(len(self.actors)):
             self._submit(w)
-        try:
-            with display:
-                while True:
-                    for w in [w for w, t in retry_at.items() if time.perf_counter() >= t]:
-                        del retry_at[w]
-                        self._submit(w)
-                    if self.pending:
-                        ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
-                    else:
-                        ready = []
-                        time.sleep(0.05)
-                    for ref in ready:
-                        w, req = self.pending.pop(ref)
-                        try:
-                            out = ray.get(ref)
-                        except (RayActorError, RayTaskError) as exc:
-                            retry_at[w] = time.perf_counter() + 0.5  # the request is dropped, asked again
-                            if recovering[w] and isinstance(exc, ActorUnavailableError):
-                                continue  # Ray is still restarting the actor: the same failure
-                            recovering[w] = True
-                            self.c.worker_failures += 1
-                            self.failures_by_worker[w] += 1
-                            mr = cfg.rollout.max_restarts
-                            if mr >= 0 and self.failures_by_worker[w] > mr + 1:
-                                raise TrainError(f"rollout worker {w} failed {self.failures_by_worker[w]} times;"
-                                                 f" last error: {str(exc).splitlines()[0]}") from None
-                            self.log(f"rollout worker {w} failed ({type(exc).__name__}); Ray restarts it,"
-                                     f" request {req} is dropped and asked again")
-                            continue
-                        recovering[w] = False
-                        self._submit(w)
-                        if req in self.consumed:  # impossible by construction; kept as a guard
-                            raise TrainError(f"rollout {req} arrived twice")
-                        self.consumed.add(req)
-                        buffer.append(out)
-                        buffered += len(out["act"])
-                    if buffered >= cfg.ppo.batch_decisions:
-                        self._update(buffer)
-                        rate.add(time.perf_counter(), self.c.decisions_trained, self.c.updates, self.c.decisions)
-                        buffer, buffered = [], 0
-                        u = self.c.updates
-                        if u % cfg.rollout.snapshot_every == 0:
-                            self._snapshot()
-                        if cfg.eval.every_updates and u % cfg.eval.every_updates == 0 and eval_ref is None:
-                            eval_ref = self._launch_eval(eval_fn, cfg.eval.deals)
-                        if u % cfg.checkpoint.every_updates == 0:
-                            self.c.wall_s = wall0 + time.perf_counter() - session_t0
-                            self.save()
-                        if self.on_update is not None:
-                            self.on_update(self)
-                    if eval_ref is not None:
-                        done, _ = ray.wait([eval_ref[0]], timeout=0)
-                        if done:
-                            self._record_eval(ray.get(done[0]), eval_ref[1])
-                            eval_ref = None
-                    now = time.perf_counter()
-                    self.c.wall_s = wall0 + now - session_t0
-                    if now - last_log >= cfg.log_every_s:
-                        self._log_scalars(rate)
-                        last_log = now
-                    display.update(rate)
-                    if self.c.decisions_trained >= cfg.total_decisions:
-                        stop_reason = "total_decisions reached"
-                    elif cfg.max_minutes and self.c.wall_s >= cfg.max_minutes * 60:
-                        stop_reason = "max_minutes reached"
-                    if stop_reason:
-                        break
-            if eval_ref is not None:  # let a periodic evaluation in flight finish: it is part of the curve
-                self._record_eval(ray.get(eval_ref[0]), eval_ref[1])
-            self._log_scalars(rate)
-            final = self.save()
-        finally:
-            for a in self.actors:
-                ray.kill(a, no_restart=True)
-            if started_ray:
-                ray.shutdown()
-        summary = self.summary(rate, stop_reason, final)
-        ckpt.write_json_atomic(self.run_dir / "summary.json", summary)
-        self.writer.flush()
-        return summary
+
+    def _stop(self) -> None:
+        import ray
+        for a in self.actors:
+            ray.kill(a, no_restart=True)
+        if self.session.started_ray:
+            ray.shutdown()
+
+    def _resubmit_restarted(self) -> None:
+        """Ask again the workers whose actor Ray was restarting, once their wait is over."""
+        s = self.session
+        for w in [w for w, t in s.retry_at.items() if time.perf_counter() >= t]:
+            del s.retry_at[w]
+            self._submit(w)
+
+    def _collect(self) -> list[dict[str, Any]]:
+        """The rollouts that arrived (waiting up to half a second); each worker that delivered is asked
+        again at once, with the newest weights.  A failed request is dropped and asked again."""
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        if not self.pending:
+            time.sleep(0.05)
+            return []
+        ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+        outs = []
+        for ref in ready:
+            w, req = self.pending.pop(ref)
+            try:
+                out = ray.get(ref)
+            except (RayActorError, RayTaskError) as exc:
+                self._worker_failed(w, req, exc)
+                continue
+            self.session.recovering[w] = False
+            self._submit(w)
+            if req in self.consumed:  # impossible by construction; kept as a guard
+                raise TrainError(f"rollout {req} arrived twice")
+            self.consumed.add(req)
+            outs.append(out)
+        return outs
+
+    def _worker_failed(self, w: int, req: int, exc: Exception) -> None:
+        """Count one failure per actor restart (not one per retry while Ray restarts it)."""
+        from ray.exceptions import ActorUnavailableError
+
+        s = self.session
+        s.retry_at[w] = time.perf_counter() + 0.5  # the request is dropped, asked again
+        if s.recovering[w] and isinstance(exc, ActorUnavailableError):
+            return  # Ray is still restarting the actor: the same failure
+        s.recovering[w] = True
+        self.c.worker_failures += 1
+        self.failures_by_worker[w] += 1
+        mr = self.cfg.rollout.max_restarts
+        if mr >= 0 and self.failures_by_worker[w] > mr + 1:
+            raise TrainError(f"rollout worker {w} failed {self.failures_by_worker[w]} times;"
+                             f" last error: {str(exc).splitlines()[0]}") from None
+        self.log(f"rollout worker {w} failed ({type(exc).__name__}); Ray restarts it,"
+                 f" request {req} is dropped and asked again")
+
+    def _after_update(self) -> None:
+        """Snapshot, evaluation and checkpoint on their schedules, then the test hook."""
+        cfg, s, u = self.cfg, self.session, self.c.updates
+        s.rate.add(time.perf_counter(), self.c.decisions_trained, u, self.c.decisions)
+        if u % cfg.rollout.snapshot_every == 0:
+            self._snapshot()
+        if cfg.eval.every_updates and u % cfg.eval.every_updates == 0 and s.eval_ref is None:
+            s.eval_ref = self._launch_eval(s.eval_fn, cfg.eval.deals)
+        if u % cfg.checkpoint.every_updates == 0:
+            self.c.wall_s = s.wall()
+            self.save()
+        if self.on_update is not None:
+            self.on_update(self)
+
+    def _poll_eval(self) -> None:
+        import ray
+        s = self.session
+        if s.eval_ref is not None:
+            done, _ = ray.wait([s.eval_ref[0]], timeout=0)
+            if done:
+                self._record_eval(ray.get(done[0]), s.eval_ref[1])
+                s.eval_ref = None
+
+    def _log(self) -> None:
+        s = self.session
+        now = time.perf_counter()
+        self.c.wall_s = s.wall()
+        if now - s.last_log >= self.cfg.log_every_s:
+            self._log_scalars(s.rate)
+            s.last_log = now
+        s.display.update(s.rate)
+
+    def _stop_reason(self) -> str:
+        cfg = self.cfg
+        if self.c.decisions_trained >= cfg.total_decisions:
+            return "total_decisions reached"
+        if cfg.max_minutes and self.c.wall_s >= cfg.max_minutes * 60:
+            return "max_minutes reached"
+        return ""
 
     def _submit(self, w: int) -> None:
         req = self.c.next_request
@@ -343,9 +379,10 @@ class Trainer:
         self.pending[ref] = (w, req)
 
     def _update(self, batches: list[dict[str, Any]]) -> None:
+        """One PPO update on the buffered rollouts; new weights go out with the next requests."""
         import ray
         cfg = self.cfg
-        data = concat_batches(batches)
+        data = concat_batches([b["batch"] for b in batches])
         if cfg.ppo.anneal_lr:
             frac = max(0.0, 1.0 - self.c.decisions_trained / cfg.total_decisions)
             for g in self.opt.param_groups:
@@ -430,6 +467,32 @@ class Trainer:
                 "worker_failures": self.c.worker_failures, "wall_s": round(self.c.wall_s, 1),
                 "session_rates": r, "last_eval": self.last_eval,
                 "workers": [{"worker": p["worker"], "node_id": p["node_id"]} for p in self.placement]}
+
+
+@dataclass
+class _Session:
+    """What one sitting of :meth:`Trainer.run` keeps between the phases of its loop."""
+
+    started_ray: bool
+    workers: int
+    wall0: float                  # training wall time of the earlier sittings
+    eval_fn: Any
+    display: "_Display"
+    t0: float = field(default_factory=time.perf_counter)
+    last_log: float = field(default_factory=time.perf_counter)
+    rate: "_Rate" = field(default_factory=lambda: _Rate())
+    buffer: list[dict[str, Any]] = field(default_factory=list)
+    buffered: int = 0
+    eval_ref: Any = None          # (ObjectRef, when) of the periodic evaluation in flight
+    retry_at: dict[int, float] = field(default_factory=dict)  # worker -> when to ask again (actor restarting)
+    recovering: list[bool] = field(default_factory=list)      # a failure seen, no rollout since
+    stop_reason: str = ""
+
+    def __post_init__(self) -> None:
+        self.recovering = [False] * self.workers
+
+    def wall(self) -> float:
+        return self.wall0 + time.perf_counter() - self.t0
 
 
 class _Rate:

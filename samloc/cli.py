@@ -1,7 +1,8 @@
 """The ``samloc`` command.
 
-Each subcommand lives in its own module with a ``main(argv) -> int``; this
-file only dispatches, so ``samloc replay`` never imports torch or ray.
+Each subcommand lives in its own module, in the layer it belongs to, with a
+``main(argv) -> int``; this file only dispatches, so ``samloc replay`` never
+imports torch or ray.
 Usage errors exit 2; a bad record exits 1.
 """
 

@@ -1,0 +1,118 @@
+"""Checkpoints on disk: weights in safetensors, everything else in JSON; no pickle anywhere.
+
+The folder format is :mod:`agents.nets.format`.  A folder is written under a
+temporary name and renamed into place, so a reader never sees half a
+checkpoint; the hashes in its metadata catch a file truncated or damaged
+later, and loading verifies them before it builds anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from sam_env.atomic import replace_dir
+
+from .format import (BELIEF_FILE, BELIEF_META, FORMAT, META_FILE, MODEL_FILE, TRAINER_JSON, TRAINER_TENSORS,
+                     CheckpointError, CheckpointMeta, file_sha256, list_checkpoints, resolve, verify)
+from .policy import PolicyNet
+
+__all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", "copy_checkpoint"]
+
+
+def save_checkpoint(ckpt_dir: str | Path, net: PolicyNet, metadata: dict[str, Any],
+                    trainer_tensors: dict[str, torch.Tensor] | None = None,
+                    trainer_state: dict[str, Any] | None = None) -> Path:
+    """Write a checkpoint folder atomically (temp folder, then rename); returns its path."""
+    ckpt_dir = Path(ckpt_dir)
+    ckpt_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = ckpt_dir.with_name(ckpt_dir.name + f".tmp{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    save_file({k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}, str(tmp / MODEL_FILE))
+    files = [MODEL_FILE]
+    if trainer_tensors is not None:
+        save_file({k: v.detach().cpu().contiguous() for k, v in trainer_tensors.items()},
+                  str(tmp / TRAINER_TENSORS))
+        files.append(TRAINER_TENSORS)
+    if trainer_state is not None:
+        with open(tmp / TRAINER_JSON, "w", encoding="utf-8") as f:
+            json.dump(trainer_state, f)
+        files.append(TRAINER_JSON)
+    meta = dict(metadata)
+    meta["format"] = FORMAT
+    meta["model"] = net.hparams()
+    meta["sha256"] = {name: file_sha256(tmp / name) for name in files}
+    CheckpointMeta.from_json(meta, str(ckpt_dir))  # what is written must read back
+    with open(tmp / META_FILE, "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=2)
+    for name in files + [META_FILE]:
+        with open(tmp / name, "rb") as f:
+            os.fsync(f.fileno())
+    return replace_dir(tmp, ckpt_dir)  # the same step written again (a resumed run) is replaced
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PolicyNet, CheckpointMeta]:
+    """``(PolicyNet in eval mode, metadata)`` from a checkpoint or run folder; CheckpointError if bad."""
+    ckpt = resolve(path)
+    meta = verify(ckpt)
+    try:
+        net = PolicyNet.from_hparams(meta.model)
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"{ckpt}: metadata lacks the model shape (obs_size, num_actions, hidden, layers)") \
+            from None
+    try:
+        net.load_state_dict(load_file(str(ckpt / MODEL_FILE), device=device))
+    except (SafetensorError, RuntimeError, OSError) as exc:
+        raise CheckpointError(f"{ckpt}: weights do not load ({str(exc).splitlines()[0]})") from None
+    return net.to(device).eval(), meta
+
+
+def load_trainer_state(ckpt_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The optimizer tensors, snapshot pool and RNG states (``trainer.safetensors``) and the counters
+    (``trainer.json``) that ``--resume`` needs, after verifying their hashes."""
+    ckpt_dir = Path(ckpt_dir)
+    verify(ckpt_dir, trainer=True)
+    try:
+        tensors = load_file(str(ckpt_dir / TRAINER_TENSORS))
+        state = json.loads((ckpt_dir / TRAINER_JSON).read_text(encoding="utf-8"))
+    except (SafetensorError, OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{ckpt_dir}: trainer state does not load ({exc})") from None
+    return tensors, state
+
+
+def prune(run_dir: str | Path, keep: int) -> None:
+    """Delete all but the newest ``keep`` checkpoints (and stale temporary folders)."""
+    d = Path(run_dir) / "checkpoints"
+    for p in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(p, ignore_errors=True)
+    if d.is_dir():
+        for p in d.iterdir():
+            if ".tmp" in p.name or ".old" in p.name:
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def copy_checkpoint(ckpt_dir: str | Path, dest: str | Path, extra_files: dict[str, Any] | None = None) -> Path:
+    """Copy a checkpoint's weights, metadata and belief (not the trainer state) to ``dest``, atomically."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    shutil.copy2(Path(ckpt_dir) / MODEL_FILE, tmp / MODEL_FILE)
+    shutil.copy2(Path(ckpt_dir) / META_FILE, tmp / META_FILE)
+    for name in (BELIEF_FILE, BELIEF_META):  # the search's hand belief, when the run made one
+        if (Path(ckpt_dir) / name).is_file():
+            shutil.copy2(Path(ckpt_dir) / name, tmp / name)
+    for name, data in (extra_files or {}).items():
+        (tmp / name).write_text(json.dumps(data, indent=2) if not isinstance(data, str) else data,
+                                encoding="utf-8")
+    return replace_dir(tmp, dest)

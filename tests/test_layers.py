@@ -1,0 +1,82 @@
+"""The layers run one way: samloc (the command) → training → agents → sam_env.
+
+Read from the source (every ``import``, also those inside functions), so an
+upward import hidden in a function body is caught as surely as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("sam_env", "agents", "training", "samloc")  # each may import only those before it
+#: The engine's one upward reference: a named opponent ("heuristic") for the environments.
+UPWARD = {"sam_env/opponents.py": {"agents"}}
+#: Third-party packages a layer must not import, and the modules exempt from that.
+FORBIDDEN = {
+    "sam_env": ({"torch", "ray", "onnxruntime", "fastapi", "gymnasium", "pettingzoo"},
+                {"sam_env/gym_env.py": {"gymnasium"}, "sam_env/pettingzoo_env.py": {"gymnasium", "pettingzoo"},
+                 "sam_env/envs.py": {"gymnasium"}}),
+    "agents": ({"ray", "gymnasium", "pettingzoo"}, {}),
+}
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level names of every module ``path`` imports (relative imports resolved to its package)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    pkg = path.relative_to(ROOT).parts[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            out.add(pkg if node.level else (node.module or "").split(".")[0])
+    return out
+
+
+def _modules() -> list[Path]:
+    return sorted(p for layer in LAYERS for p in (ROOT / layer).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_run_one_way(path: Path) -> None:
+    rel = path.relative_to(ROOT).as_posix()
+    layer = rel.split("/")[0]
+    above = set(LAYERS[LAYERS.index(layer) + 1:])
+    allowed_up = UPWARD.get(rel, set())
+    found = _imports(path)
+    bad = (found & above) - allowed_up
+    assert not bad, f"{rel} imports {sorted(bad)}, a layer above {layer}"
+    banned, exempt = FORBIDDEN.get(layer, (set(), {}))
+    bad = (found & banned) - exempt.get(rel, set())
+    assert not bad, f"{rel} imports {sorted(bad)}, which {layer} must not depend on"
+
+
+def test_the_upward_exceptions_exist() -> None:
+    """An exception for a file that no longer exists would silently allow nothing: keep the list true."""
+    for rel, names in UPWARD.items():
+        assert (ROOT / rel).is_file(), rel
+        assert names <= _imports(ROOT / rel), f"{rel} no longer needs its exception"
+
+
+def test_a_forbidden_import_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker itself: a function-level upward import in an engine module is found."""
+    fake = tmp_path / "sam_env"
+    fake.mkdir()
+    (fake / "x.py").write_text("def f():\n    from training.trainer import Trainer\n    from . import core\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _imports(fake / "x.py") == {"training", "sam_env"}
+
+
+def test_serving_and_replay_load_no_torch() -> None:
+    """The ONNX server and the engine's command-line tools start without PyTorch, Ray or gymnasium."""
+    code = ("import sys, sam_env.game, sam_env.obs, sam_env.vector, sam_env.replay_cli, agents.server,"
+            " agents.onnx_agent, agents.nets.format;"
+            "bad = [m for m in ('torch', 'ray', 'gymnasium', 'pettingzoo') if m in sys.modules];"
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
