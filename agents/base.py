@@ -16,12 +16,15 @@ and be deterministic for a given ``seed``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sam_env.game import Game
 from sam_env.obs import encode_to_act
+
+if TYPE_CHECKING:
+    from .nets.format import Table
 
 
 class Agent(ABC):
@@ -54,6 +57,12 @@ class Agent(ABC):
         """Settings that change how the agent plays beyond its name (a search's); reports
         record them."""
         return {}
+
+    @property
+    def trained_tables(self) -> "tuple[Table, ...] | None":
+        """The tables a learned agent's network was trained for (its checkpoint's metadata);
+        None for agents that play every table alike (rule-based, remote)."""
+        return None
 
     @property
     def batched(self) -> bool:

@@ -35,7 +35,7 @@ from sam_env.cards import HAND_SIZE
 from sam_env.game import Game, GameError
 from sam_env.atomic import write_atomic, write_with
 from sam_env.record import write_jsonl
-from sam_env.rules import RuleSet, RulesError
+from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
 
 from .base import Agent
 from .registry import make_agent
@@ -284,17 +284,17 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
 # ---- reports -----------------------------------------------------------------------------------
 def _markdown(res: dict[str, Any]) -> str:
     lines = [f"# Evaluation: {res['agent']} vs {res['opponents']}", "",
-             f"Duplicate deals: each deal played {res['players']} times, the agent in every seat.",
-             f"Seed {res['seed']}, {next(iter(res['by_rules'].values()))['deals']} deals per rule set, "
-             f"{res['players']} players."
+             "Duplicate deals: each deal played once per seat, the agent in every seat.",
+             f"Seed {res['seed']}, {next(iter(res['by_table'].values()))['deals']} deals per table."
              + ("  Agent settings: " + ", ".join(f"{k}={v}" for k, v in res["agent_settings"].items())
                 if res.get("agent_settings") else ""), "",
-             "| rules | games | mean lá | 95% CI | win rate (equal play) | Sâm declared (success) "
+             "| table | games | mean lá | 95% CI | win rate (equal play) | Sâm declared (success) "
              "| chops made / suffered (lá) | đền paid | cóng (inflicted) |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for name, r in res["by_rules"].items():
+    for name, r in res["by_table"].items():
+        off = " (out of training distribution)" if r.get("out_of_distribution") else ""
         lines.append(
-            f"| {name} | {r['games']} | {r['mean_score']:+.3f} | [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}] "
+            f"| {name}{off} | {r['games']} | {r['mean_score']:+.3f} | [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}] "
             f"| {r['win_rate']:.3f} ({r['equal_play_win_rate']:.3f}) "
             f"| {r['sam_declared']} ({r['sam_success_rate']:.0%}) "
             f"| {r['chops_made']} / {r['chops_suffered']} ({r['chops_made_la']} / {r['chops_suffered_la']}) "
@@ -302,7 +302,7 @@ def _markdown(res: dict[str, Any]) -> str:
     lines += ["", "Mean lá: the agent's net score per game (scores of a game sum to 0).",
               "The interval treats each deal (the mean over its rotations) as one sample.", "",
               "![score distribution](scores.png)", ""]
-    for name, r in res["by_rules"].items():
+    for name, r in res["by_table"].items():
         ends = ", ".join(f"{k} {v}" for k, v in r["ends"].items())
         lines.append(f"- {name}: game ends: {ends}; opponents declared Sâm {r['opp_sam_declared']} times "
                      f"({r['opp_sam_success_rate']:.0%} success); "
@@ -315,10 +315,10 @@ def _plot(res: dict[str, Any], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    names = list(res["by_rules"])
+    names = list(res["by_table"])
     fig, axes = plt.subplots(len(names), 1, figsize=(8, 3.2 * len(names)), squeeze=False)
     for ax, name in zip(axes[:, 0], names):
-        r = res["by_rules"][name]
+        r = res["by_table"][name]
         xs = np.array([int(k) for k in r["score_hist"]])
         ys = np.array(list(r["score_hist"].values()))
         ax.bar(xs, ys, width=0.9, color="#3b7dd8")
@@ -327,7 +327,7 @@ def _plot(res: dict[str, Any], path: Path) -> None:
         ax.set_yscale("log")
         ax.set_xlabel(f"{res['agent']}'s lá per game")
         ax.set_ylabel("games")
-        ax.set_title(f"{name}, {res['players']} players: {res['agent']} vs {res['opponents']} "
+        ax.set_title(f"{name}: {res['agent']} vs {res['opponents']} "
                      f"({r['games']} games)")
         ax.legend()
     fig.tight_layout()
@@ -345,20 +345,28 @@ def write_report(res: dict[str, Any], out_dir: str | Path) -> Path:
     return d
 
 
-def evaluate_many(agent: str, opponents: str, rules: Sequence[str], players: int, deals: int, seed: int,
-                  save_games: str | None = None,
-                  progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
-    """:func:`evaluate` for several rule sets; the top level pools all their games."""
+def table_name(rules: "str | Mapping[str, Any] | RuleSet", players: int) -> str:
+    """``rules/players``, the key of one table in reports (``hoi_quan_bai/4``)."""
+    return f"{RuleSet.parse(rules).name}/{players}"
+
+
+def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequence[tuple[Any, int]], deals: int,
+                    seed: int, save_games: str | None = None,
+                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """:func:`evaluate` at several tables (rule set, players); ``by_table`` holds each table's result
+    and the top level pools them (the mean of the tables' means, its CI from theirs)."""
     by: dict[str, Any] = {}
-    for i, r in enumerate(rules):
+    for rules, players in tables:
+        name = table_name(rules, players)
         save = None
         if save_games is not None:
-            save = save_games if len(rules) == 1 else str(Path(save_games).with_suffix(f".{r}.jsonl"))
-        by[r] = evaluate(agent, opponents, r, players, deals, seed, save_games=save,
-                         progress=None if progress is None else (lambda d, t, r=r: progress(r, d, t)))
+            save = save_games if len(tables) == 1 else str(Path(save_games).with_suffix(
+                "." + name.replace("/", "_").replace("+", "_") + ".jsonl"))
+        by[name] = evaluate(agent, opponents, rules, players, deals, seed, save_games=save,
+                            progress=None if progress is None else (lambda d, t, k=name: progress(k, d, t)))
     first = next(iter(by.values()))
     if len(by) == 1:
-        top = {k: v for k, v in first.items()}
+        top = dict(first)
     else:
         hist: Counter[int] = Counter()
         for r in by.values():
@@ -369,11 +377,16 @@ def evaluate_many(agent: str, opponents: str, rules: Sequence[str], players: int
         mean = sum(means) / len(means)
         half = math.sqrt(sum(h * h for h in halves)) / len(halves)
         declared = sum(r["sam_declared"] for r in by.values())
-        top = {"agent": first["agent"], "opponents": first["opponents"], "rules": ",".join(by),
-               "players": players, "seed": seed, "deals": deals * len(by), "games": games,
+        players = sorted({r["players"] for r in by.values()})
+        top = {"agent": first["agent"], "opponents": first["opponents"],
+               "rules": ",".join(dict.fromkeys(r["rules"] for r in by.values())),
+               "players": players[0] if len(players) == 1 else players, "seed": seed,
+               "deals": deals * len(by), "games": games,
                "mean_score": round(mean, 4), "ci95": [round(mean - half, 4), round(mean + half, 4)],
                "win_rate": round(sum(r["win_rate"] * r["games"] for r in by.values()) / games, 4),
-               "equal_play_win_rate": round(1.0 / players, 4), "sam_declared": declared,
+               "equal_play_win_rate": round(sum(r["equal_play_win_rate"] * r["games"] for r in by.values())
+                                            / games, 4),
+               "sam_declared": declared,
                "sam_success_rate": round(sum(r["sam_success_rate"] * r["sam_declared"] for r in by.values())
                                          / declared, 4) if declared else 0.0,
                **{k: sum(r[k] for r in by.values()) for k in ("chops_made", "chops_made_la", "chops_suffered",
@@ -384,11 +397,53 @@ def evaluate_many(agent: str, opponents: str, rules: Sequence[str], players: int
                "score_hist": {str(k): v for k, v in sorted(hist.items())}}
         if "agent_settings" in first:
             top["agent_settings"] = first["agent_settings"]
-    top["by_rules"] = by
+    top["by_table"] = by
     return top
 
 
 # ---- the command ------------------------------------------------------------------------------
+def parse_tables(tables: str | None, rules: str | None, players: str | None) -> list[tuple[RuleSet, int]] | None:
+    """The tables ``samloc eval`` is asked for: ``--tables all|R/P,...``, or ``--rules`` x ``--players``
+    (lists skip the counts a rule set does not allow); None when none was asked for.  RulesError if bad."""
+    if tables is not None:
+        if rules is not None or players is not None:
+            raise RulesError("give --tables, or --rules and --players, not both")
+        if tables.strip() == "all":
+            return [(RuleSet.preset(r), p) for r in PRESET_NAMES for p in range(2, RuleSet.preset(r).max_players + 1)]
+        out = []
+        for item in (t.strip() for t in tables.split(",") if t.strip()):
+            name, sep, count = item.rpartition("/")
+            if not sep or not count.isdigit():
+                raise RulesError(f"--tables: {item!r} is not RULES/PLAYERS (e.g. hoi_quan_bai/4) or all")
+            rs = RuleSet.parse(name)
+            out.append((rs, rs.check_players(int(count))))
+        if not out:
+            raise RulesError("--tables needs at least one table")
+        return out
+    if rules is None and players is None:
+        return None
+    names = [r.strip() for r in (rules or "hoi_quan_bai").split(",") if r.strip()]
+    try:
+        counts = [int(p) for p in (players or "4").split(",") if p.strip()]
+    except ValueError:
+        raise RulesError(f"--players must be a number or a comma-separated list, not {players!r}") from None
+    if not names or not counts:
+        raise RulesError("--rules and --players need at least one value each")
+    sets = [RuleSet.parse(r) for r in names]
+    if len(counts) == 1:
+        return [(rs, rs.check_players(counts[0])) for rs in sets]
+    out = [(rs, p) for rs in sets for p in counts if 2 <= p <= rs.max_players]
+    if not out:
+        raise RulesError(f"no table of {', '.join(names)} allows {players} players")
+    return out
+
+
+def trained_tables(agent: Agent) -> tuple[tuple[RuleSet, int], ...] | None:
+    """The (rules, players) tables an agent's network was trained for; None for rule-based agents."""
+    t = agent.trained_tables
+    return None if t is None else tuple((x.rules, x.players) for x in t)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="samloc eval",
@@ -397,10 +452,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--agent", default="heuristic", help="agent spec (default heuristic): random, "
                     "heuristic[:variant], a checkpoint directory, a .onnx file, http://host:port")
     ap.add_argument("--opponents", default="random", help="spec of the other seats (default random)")
-    ap.add_argument("--rules", default="hoi_quan_bai",
-                    help="preset name(s), comma-separated (default hoi_quan_bai)")
-    ap.add_argument("--players", type=int, default=4)
-    ap.add_argument("--deals", type=int, default=1000, help="deals per rule set (default 1000)")
+    ap.add_argument("--tables", help="RULES/PLAYERS,... or all (every preset at every allowed player count)")
+    ap.add_argument("--rules", help="preset name(s), comma-separated (default: the agent's own tables if it "
+                    "is a trained network, else hoi_quan_bai)")
+    ap.add_argument("--players", help="player count(s), comma-separated (default: as --rules, else 4)")
+    ap.add_argument("--off-table", action="store_true",
+                    help="allow tables the agent's network was not trained for (reported as out of distribution)")
+    ap.add_argument("--deals", type=int, default=1000, help="deals per table (default 1000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="end with the result as one JSON line")
     ap.add_argument("--out", help="run folder for result.json, report.md and scores.png "
@@ -411,16 +469,23 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    rules = [r.strip() for r in args.rules.split(",") if r.strip()]
     try:
-        if not rules:
-            raise RulesError("--rules needs at least one preset")
-        for r in rules:
-            RuleSet.parse(r).check_players(args.players)
+        tables = parse_tables(args.tables, args.rules, args.players)
         if args.deals < 1:
             raise ValueError("--deals must be at least 1")
-        for spec in (args.agent, args.opponents):
-            make_agent(spec).close()
+        agent = make_agent(args.agent, seed=args.seed)
+        make_agent(args.opponents).close()
+        own = trained_tables(agent)
+        if tables is None:
+            tables = list(own) if own else [(RuleSet.preset("hoi_quan_bai"), 4)]
+            if own and not args.json:
+                print(f"tables: the ones {args.agent} was trained for: "
+                      + ", ".join(table_name(r, p) for r, p in tables), file=sys.stderr)
+        off = [table_name(r, p) for r, p in tables
+               if own is not None and table_name(r, p) not in {table_name(*t) for t in own}]
+        if off and not args.off_table:
+            raise ValueError(f"{args.agent} was trained for {', '.join(table_name(*t) for t in own)}, not "
+                             f"{', '.join(off)}; add --off-table to evaluate it there (out of training distribution)")
     except (RulesError, ValueError) as exc:
         print(f"samloc eval: {exc}", file=sys.stderr)
         return 2
@@ -431,13 +496,16 @@ def main(argv: list[str]) -> int:
     try:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("deals"), TimeRemainingColumn(), console=err, transient=args.json) as prog:
-            tasks = {r: prog.add_task(r, total=args.deals) for r in rules}
-            res = evaluate_many(args.agent, args.opponents, rules, args.players, args.deals, args.seed,
-                                save_games=args.save_games,
-                                progress=lambda r, d, t: prog.update(tasks[r], completed=d))
+            tasks = {table_name(r, p): prog.add_task(table_name(r, p), total=args.deals) for r, p in tables}
+            res = evaluate_tables(agent, args.opponents, tables, args.deals, args.seed,
+                                  save_games=args.save_games,
+                                  progress=lambda k, d, t: prog.update(tasks[k], completed=d))
     except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
         print(f"samloc eval: {exc}", file=sys.stderr)
         return 1
+    for name, r in res["by_table"].items():
+        r["out_of_distribution"] = name in off
+    res["out_of_distribution"] = off
     stamp = time.strftime("%Y%m%d-%H%M%S")
     safe = lambda s: "".join(c if c.isalnum() or c in "-_." else "_" for c in s)[-40:]  # noqa: E731
     default = Path("runs") / "eval" / f"{safe(res['agent'])}_vs_{safe(res['opponents'])}__{stamp}"
@@ -449,14 +517,15 @@ def main(argv: list[str]) -> int:
         return 1
     res["report_dir"] = str(out)
     if not args.json:
-        for name, r in res["by_rules"].items():
-            print(f"{name}, {args.players} players, {r['deals']} deals ({r['games']} games): "
+        for name, r in res["by_table"].items():
+            print(f"{name}, {r['deals']} deals ({r['games']} games): "
                   f"{res['agent']} vs {res['opponents']}: mean {r['mean_score']:+.3f} lá "
                   f"[{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}], win rate {r['win_rate']:.3f} "
                   f"(equal play {r['equal_play_win_rate']:.3f}), Sâm {r['sam_declared']} "
-                  f"({r['sam_success_rate']:.0%} success), {r['games_per_s']} games/s")
+                  f"({r['sam_success_rate']:.0%} success), {r['games_per_s']} games/s"
+                  + ("  [out of training distribution]" if r["out_of_distribution"] else ""))
         print(f"report: {out / 'report.md'}")
-    print(json.dumps({k: v for k, v in res.items() if k not in ("by_rules", "score_hist")} |
-                     {"by_rules": {k: {kk: vv for kk, vv in v.items() if kk != "score_hist"}
-                                   for k, v in res["by_rules"].items()}}, ensure_ascii=False))
+    print(json.dumps({k: v for k, v in res.items() if k not in ("by_table", "score_hist")} |
+                     {"by_table": {k: {kk: vv for kk, vv in v.items() if kk != "score_hist"}
+                                   for k, v in res["by_table"].items()}}, ensure_ascii=False))
     return 0

@@ -23,7 +23,7 @@ from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
 
 from .base import Agent, check_seat
-from .nets.format import check_versions
+from .nets.format import Table, check_versions, parse_tables
 
 
 def sidecar_path(model_path: str | Path) -> Path:
@@ -101,6 +101,13 @@ class OnnxAgent(Agent):
         self.name = str(self.metadata.get("name") or self.path.stem)
         self.temperature = float(temperature)
         self.rng = np.random.default_rng(seed)
+
+    @property
+    def trained_tables(self) -> "tuple[Table, ...] | None":
+        """From the sidecar; None for a model exported without one (it says nothing of its tables)."""
+        if not self.metadata.get("tables") and not self.metadata.get("rules"):
+            return None
+        return parse_tables(self.metadata, str(self.path))
 
     # ---- the model ------------------------------------------------------------
     def run(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from sam_env.game import Game
 
 from .base import Agent, check_seat
 from .nets.checkpoint import load_checkpoint
-from .nets.format import CheckpointMeta
+from .nets.format import CheckpointMeta, Table
 
 
 class PolicyAgent(Agent):
@@ -40,6 +40,10 @@ class PolicyAgent(Agent):
         self.name = name
         self.gen = torch.Generator(device=device).manual_seed(seed)
         self.meta: CheckpointMeta | None = None  # what its checkpoint says of itself (set by load_policy_agent)
+
+    @property
+    def trained_tables(self) -> "tuple[Table, ...] | None":
+        return self.meta.tables if self.meta is not None else None
 
     @torch.no_grad()
     def logits(self, obs: np.ndarray, masks: np.ndarray) -> torch.Tensor:

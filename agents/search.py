@@ -40,6 +40,7 @@ from sam_env.game import Game
 
 from .base import Agent, check_seat
 from .nets.belief import BeliefNet, load_belief
+from .nets.format import Table
 from .policy_agent import PolicyAgent, load_policy_agent
 
 
@@ -223,6 +224,10 @@ class SearchAgent(Agent):
         self.name = f"{policy.name}+search"
         self._obs = np.zeros((0, obs_mod.OBS_SIZE), dtype=np.float32)
         self._mask = np.zeros((0, NUM_ACTIONS), dtype=np.int8)
+
+    @property
+    def trained_tables(self) -> "tuple[Table, ...] | None":
+        return self.policy.trained_tables
 
     @property
     def settings(self) -> dict[str, Any]:

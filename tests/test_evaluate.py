@@ -121,21 +121,26 @@ def test_cli_writes_report_and_json(tmp_path, capsys):
     last = capsys.readouterr().out.strip().splitlines()[-1]
     res = json.loads(last)
     for key in ("mean_score", "ci95", "win_rate", "games", "deals", "sam_declared", "sam_success_rate",
-                "chops_made", "chops_suffered", "den_paid", "cong", "by_rules"):
+                "chops_made", "chops_suffered", "den_paid", "cong", "by_table"):
         assert key in res
-    assert set(res["by_rules"]) == {"hoi_quan_bai", "s666pg"} and res["games"] == 360
+    assert set(res["by_table"]) == {"hoi_quan_bai/3", "s666pg/3"} and res["games"] == 360
     for f in ("result.json", "report.md", "scores.png"):
         assert (out / f).stat().st_size > 100
-    assert "| hoi_quan_bai |" in (out / "report.md").read_text()
+    assert "| hoi_quan_bai/3 |" in (out / "report.md").read_text()
     assert (out / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len((tmp_path / "g.hoi_quan_bai.jsonl").read_text().splitlines()) == 180
+    assert len((tmp_path / "g.hoi_quan_bai_3.jsonl").read_text().splitlines()) == 180
 
 
 @pytest.mark.parametrize("argv, words", [
     (["--rules", "nope"], "unknown preset"),
     (["--agent", "randm"], "unknown agent spec"),
     (["--players", "6"], "players must be an integer"),
-    (["--deals", "0"], "--deals must be at least 1")])
+    (["--deals", "0"], "--deals must be at least 1"),
+    (["--tables", "hoi_quan_bai"], "is not RULES/PLAYERS"),
+    (["--tables", "mien_bac/5"], "players must be an integer from 2 to 4"),
+    (["--tables", "all", "--rules", "online"], "not both"),
+    (["--rules", "mien_bac", "--players", "5,6"], "no table of mien_bac allows 5,6 players"),
+    (["--agent", "checkpoints/standard", "--tables", "s666pg/5"], "add --off-table")])
 def test_cli_usage_errors(argv, words, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -146,7 +151,6 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
     # an (untrained) policy network: the batched path hands it sam_env.obs vectors
     # built here; the one-game path builds them itself from the Game
     torch = pytest.importorskip("torch")
-    pytest.importorskip("torch")
     from agents.policy_agent import PolicyAgent
     from agents.nets.policy import PolicyNet
     from sam_env.obs import OBS_SIZE
@@ -173,3 +177,27 @@ def test_bench_agent_reports_heuristic_match_throughput(capsys):
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(last) == {"agent", "games", "seconds", "games_per_s", "games_per_cpu_s"}
     assert last["agent"] == "heuristic" and 0 < last["games"] <= 90 and last["games"] % 3 == 0
+
+
+def test_tables_are_parsed_as_asked() -> None:
+    from agents.evaluate import parse_tables, table_name
+    names = lambda ts: [table_name(r, p) for r, p in ts]  # noqa: E731
+    assert parse_tables(None, None, None) is None  # the agent's own tables, decided by main
+    assert len(parse_tables("all", None, None)) == 14
+    assert names(parse_tables(" s666pg/5, online/2 ", None, None)) == ["s666pg/5", "online/2"]
+    assert names(parse_tables(None, "hoi_quan_bai,mien_bac", "4,5")) == ["hoi_quan_bai/4", "hoi_quan_bai/5",
+                                                                         "mien_bac/4"]
+    assert names(parse_tables(None, None, "3")) == ["hoi_quan_bai/3"]
+
+
+def test_a_checkpoint_is_evaluated_at_its_own_tables_unless_told(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    assert main(["--agent", "checkpoints/standard", "--deals", "4", "--json", "--out", str(out)]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert list(res["by_table"]) == ["hoi_quan_bai/4"] and res["out_of_distribution"] == []
+    assert main(["--agent", "checkpoints/standard", "--tables", "online/3", "--off-table", "--deals", "4",
+                 "--json", "--out", str(out)]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["by_table"]["online/3"]["out_of_distribution"] and res["out_of_distribution"] == ["online/3"]
+    assert "online/3 (out of training distribution)" in (out / "report.md").read_text()

@@ -185,7 +185,7 @@ def test_evaluation_reports_say_how_the_search_played(tmp_path: Path):
     res = evaluate(agent, "random", "hoi_quan_bai", 4, deals=2, seed=3)
     assert res["agent"] == "tiny+search"
     assert res["agent_settings"] == {"candidates": 3, "worlds": 4, "horizon": 1, "critic": 25, "belief": 0}
-    text = (write_report({**res, "by_rules": {"hoi_quan_bai": res}}, tmp_path / "rep") / "report.md").read_text()
+    text = (write_report({**res, "by_table": {"hoi_quan_bai/4": res}}, tmp_path / "rep") / "report.md").read_text()
     assert "Agent settings: candidates=3, worlds=4, horizon=1, critic=25, belief=0" in text
     assert "agent_settings" not in evaluate("random", "random", deals=2, seed=3)
 
