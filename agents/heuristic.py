@@ -47,27 +47,45 @@ from .base import Agent, check_seat
 
 RA = 11  # rank index of the ace
 
-# ---- parameter vector ------------------------------------------------------------
-(P_BETA, P_MASTER, P_CARD, P_CTRL, P_WIN, P_DANGER, P_SHED, P_BLOCK, P_DEN, P_SAM_MARGIN,
- P_SAM_SAMPLES, P_SAM_MAX_COMBOS, P_GREEDY, P_NO_SAM, P_NO_BLOCK, P_SIZE) = range(16)
+# ---- parameters ----------------------------------------------------------------------
+#: One row per parameter: (name, default, what it weighs).  The kernels read a float
+#: vector in this order (:func:`make_params`) through the ``P_*`` indices below.
+PARAMS: tuple[tuple[str, float, str], ...] = (
+    ("beta", 0.7, "weight of a combination's strength in the hand value"),
+    ("master", 0.1, "extra value of a master (wins the lead back)"),
+    ("card", 0.06, "per card shed"),
+    ("ctrl", 0.4, "taking the lead with a master while following"),
+    ("win", 2.0, "a move that leaves a forced win line"),
+    ("danger", 1.0, "pressure to play when an opponent is close to going out"),
+    ("shed", 1.2, "… scaled by the lá the played cards would cost if we lose"),
+    ("block", 1.2, "leading a combination a short-handed opponent can finish on"),
+    ("den", 6.0, "a non-highest single in front of a báo-1 seat (đền làng)"),
+    ("sam_margin", 12.0, "lá per opponent a strong hand earns without declaring"),
+    ("sam_samples", 160, "Monte Carlo deals for the Sâm decision"),
+    ("sam_max_combos", 4, "splits with more combinations are never declared"),
+    ("greedy", 0, "1: the greedy variant's moves"),
+    ("no_sam", 0, "1: never declare Sâm"),
+    ("no_block", 0, "1: no blocking or pressure terms"),
+)
+_INDEX: dict[str, int] = {name: i for i, (name, _, _) in enumerate(PARAMS)}
+DEFAULT_PARAMS: dict[str, float] = {name: default for name, default, _ in PARAMS}
 
-DEFAULT_PARAMS: dict[str, float] = {
-    "beta": 0.7,          # weight of a combination's strength in the hand value
-    "master": 0.1,        # extra value of a master (wins the lead back)
-    "card": 0.06,         # per card shed
-    "ctrl": 0.4,          # taking the lead with a master while following
-    "win": 2.0,           # a move that leaves a forced win line
-    "danger": 1.0,        # pressure to play when an opponent is close to going out
-    "shed": 1.2,          # … scaled by the lá the played cards would cost if we lose
-    "block": 1.2,         # leading a combination a short-handed opponent can finish on
-    "den": 6.0,           # a non-highest single in front of a báo-1 seat (đền làng)
-    "sam_margin": 12.0,   # lá per opponent a strong hand earns without declaring
-    "sam_samples": 160,   # Monte Carlo deals for the Sâm decision
-    "sam_max_combos": 4,  # splits with more combinations are never declared
-    "greedy": 0, "no_sam": 0, "no_block": 0,
-}
-_NAMES = ("beta", "master", "card", "ctrl", "win", "danger", "shed", "block", "den", "sam_margin",
-          "sam_samples", "sam_max_combos", "greedy", "no_sam", "no_block")
+P_BETA = _INDEX["beta"]
+P_MASTER = _INDEX["master"]
+P_CARD = _INDEX["card"]
+P_CTRL = _INDEX["ctrl"]
+P_WIN = _INDEX["win"]
+P_DANGER = _INDEX["danger"]
+P_SHED = _INDEX["shed"]
+P_BLOCK = _INDEX["block"]
+P_DEN = _INDEX["den"]
+P_SAM_MARGIN = _INDEX["sam_margin"]
+P_SAM_SAMPLES = _INDEX["sam_samples"]
+P_SAM_MAX_COMBOS = _INDEX["sam_max_combos"]
+P_GREEDY = _INDEX["greedy"]
+P_NO_SAM = _INDEX["no_sam"]
+P_NO_BLOCK = _INDEX["no_block"]
+
 VARIANTS: dict[str, dict[str, float]] = {
     "": {},
     "greedy": {"greedy": 1, "no_sam": 1},
@@ -79,12 +97,11 @@ VARIANTS: dict[str, dict[str, float]] = {
 
 def make_params(**overrides: float) -> np.ndarray:
     """The float parameter vector the kernels read; unknown names are an error."""
-    p = dict(DEFAULT_PARAMS)
-    for k, v in overrides.items():
-        if k not in p:
-            raise ValueError(f"unknown heuristic parameter {k!r} (known: {', '.join(_NAMES)})")
-        p[k] = float(v)
-    return np.array([p[k] for k in _NAMES], dtype=np.float64)
+    unknown = [k for k in overrides if k not in _INDEX]
+    if unknown:
+        raise ValueError(f"unknown heuristic parameter {unknown[0]!r} (known: {', '.join(_INDEX)})")
+    p = {**DEFAULT_PARAMS, **overrides}
+    return np.array([float(p[name]) for name, _, _ in PARAMS], dtype=np.float64)
 
 
 # ---- what the seat knows -------------------------------------------------------------
@@ -321,35 +338,37 @@ def _only_twos(a):
 
 
 @njit(cache=True)
-def sam_success_prob(h, u, n, ru, prm, seed, stop_below):
-    """Estimated chance that declaring Sâm with hand ``h`` succeeds (best split).
-
-    Sampling stops early, returning the estimate so far, when after 8, 16, …
-    samples it is more than 0.3 below ``stop_below`` (a hand truly at the
-    threshold almost never looks that bad); that keeps the decision cheap.
-    """
-    maxc = int(prm[P_SAM_MAX_COMBOS])
-    out = np.zeros((64, 10), dtype=np.int64)
-    lens = np.zeros(64, dtype=np.int64)
+def _candidate_splits(h, ru, maxc, out, lens):
+    """Every split of ``h`` into at most ``maxc`` combinations (rows of ``out``, sizes in
+    ``lens``); returns how many.  A Sâm is played out as one of these."""
     nout = np.zeros(1, dtype=np.int64)
     stack = np.zeros(16, dtype=np.int64)
-    hh = h.copy()
     val = np.zeros(NUM_ACTIONS, dtype=np.float64)
     best = np.zeros(2, dtype=np.float64)
     wi, wf = _workspace()
-    _search_all(hh, ru, val, stack, stack.copy(), best, True, maxc, out, lens, nout, wi, wf)
-    pool = np.zeros(52, dtype=np.int64)
+    _search_all(h.copy(), ru, val, stack, stack.copy(), best, True, maxc, out, lens, nout, wi, wf)
+    return nout[0]
+
+
+@njit(cache=True)
+def _unseen_pool(u, pool):
+    """The unseen cards as ranks, one entry per card, in ``pool``; returns how many."""
     m = 0
     for r in range(NR):
         for _ in range(u[r]):
             pool[m] = r
             m += 1
-    opp = n - 1
-    need = min(10 * opp, m)
-    # drop splits with two "dead" singles: below 5% to see none of the higher
-    # unseen cards in the opponents' hands (exact for one single)
+    return m
+
+
+@njit(cache=True)
+def _drop_dead_splits(out, lens, nout, u, m, need):
+    """Keep (compacted to the front) the splits with at most one "dead" single: one
+    with below 5% chance that the opponents' ``need`` cards hold none of the higher
+    unseen cards (exact for one single).  Two of them almost surely fail, and
+    sampling them would only cost time.  Returns how many are kept."""
     nd = 0
-    for d in range(nout[0]):
+    for d in range(nout):
         dead = 0
         for j in range(lens[d]):
             a = out[d, j]
@@ -367,6 +386,73 @@ def sam_success_prob(h, u, n, ru, prm, seed, stop_below):
                 out[nd, j] = out[d, j]
             lens[nd] = lens[d]
             nd += 1
+    return nd
+
+
+@njit(cache=True)
+def _deal_opponents(pool, m, need, rng, oh):
+    """One Monte Carlo deal: the first ``need`` of ``m`` pooled cards, shuffled, ten to
+    each opponent's row of ``oh``."""
+    for j in range(need):
+        k = j + core.rng_below(rng, 0, m - j)
+        pool[j], pool[k] = pool[k], pool[j]
+    oh[:, :] = 0
+    for j in range(need):
+        oh[j // 10, pool[j]] += 1
+
+
+@njit(cache=True)
+def _split_survives(split, size, oh, opp, ru, forbid2):
+    """Whether a Sâm played as ``split[:size]`` wins against the dealt opponents
+    ``oh``: at most one combination any of them can beat, and that one played
+    last; where the rules forbid finishing on 2s, the last one must not be 2s."""
+    nbeat = 0
+    weak = -1
+    has_finisher = False
+    for j in range(size):
+        a = split[j]
+        if not _only_twos(a):
+            has_finisher = True
+        beaten = False
+        for o in range(opp):
+            if _opp_beats(oh, o, a, ru):
+                beaten = True
+                break
+        if beaten:
+            nbeat += 1
+            weak = a
+    if nbeat == 0:
+        return has_finisher or not forbid2
+    if nbeat == 1:
+        return not (forbid2 and _only_twos(weak))
+    return False
+
+
+@njit(cache=True)
+def _most(succ, nd):
+    """The largest count of ``succ[:nd]`` (0 for none): the best split's successes."""
+    top = 0
+    for d in range(nd):
+        top = max(top, succ[d])
+    return top
+
+
+@njit(cache=True)
+def sam_success_prob(h, u, n, ru, prm, seed, stop_below):
+    """Estimated chance that declaring Sâm with hand ``h`` succeeds (best split).
+
+    Sampling stops early, returning the estimate so far, when after 8, 16, …
+    samples it is more than 0.3 below ``stop_below`` (a hand truly at the
+    threshold almost never looks that bad); that keeps the decision cheap.
+    """
+    out = np.zeros((64, 10), dtype=np.int64)
+    lens = np.zeros(64, dtype=np.int64)
+    nout = _candidate_splits(h, ru, int(prm[P_SAM_MAX_COMBOS]), out, lens)
+    pool = np.zeros(52, dtype=np.int64)
+    m = _unseen_pool(u, pool)
+    opp = n - 1
+    need = min(10 * opp, m)
+    nd = _drop_dead_splits(out, lens, nout, u, m, need)
     if nd == 0:
         return 0.0
     rng = np.zeros(1, dtype=np.uint64)
@@ -379,47 +465,14 @@ def sam_success_prob(h, u, n, ru, prm, seed, stop_below):
     forbid2 = ru[R_FINISH_TWO_FORBIDDEN] != 0
     for done in range(samples):
         if done >= 8 and done % 8 == 0:
-            top = 0
-            for d in range(nd):
-                top = max(top, succ[d])
+            top = _most(succ, nd)
             if top / done < stop_below - 0.3:
                 return top / done
-        for j in range(need):
-            k = j + core.rng_below(rng, 0, m - j)
-            pool[j], pool[k] = pool[k], pool[j]
-        oh[:, :] = 0
-        for j in range(need):
-            oh[j // 10, pool[j]] += 1
+        _deal_opponents(pool, m, need, rng, oh)
         for d in range(nd):
-            nbeat = 0
-            weak = -1
-            has_finisher = False
-            for j in range(lens[d]):
-                a = out[d, j]
-                if not _only_twos(a):
-                    has_finisher = True
-                beaten = False
-                for o in range(opp):
-                    if _opp_beats(oh, o, a, ru):
-                        beaten = True
-                        break
-                if beaten:
-                    nbeat += 1
-                    weak = a
-            if nbeat == 0:
-                ok = has_finisher or not forbid2
-            elif nbeat == 1:
-                ok = not (forbid2 and _only_twos(weak))
-            else:
-                ok = False
-            if ok:
+            if _split_survives(out[d], lens[d], oh, opp, ru, forbid2):
                 succ[d] += 1
-    bestp = 0.0
-    for d in range(nd):
-        p = succ[d] / samples
-        if p > bestp:
-            bestp = p
-    return bestp
+    return _most(succ, nd) / samples
 
 
 @njit(cache=True)
@@ -479,8 +532,33 @@ def decide(st, ru, mask, prm, seed):
 
 @njit(cache=True)
 def _decide(st, ru, mask, prm, seed, wi, wf):
+    """One decision, phase by phase: a forced move, the Sâm question, breaking an
+    opponent's Sâm, the greedy variant, playing our own Sâm, else the best-scored move."""
+    first, k = _legal_count(mask)
+    if k <= 1:
+        return first
     seat = st[O_TO_ACT]
-    n = st[O_N]
+    if st[O_PHASE] == PH_SAM:
+        return _sam_answer(st, ru, prm, seed, seat)
+    declarer = st[O_DECLARER]
+    if declarer >= 0 and declarer != seat:
+        return _break_sam(mask)
+    if prm[P_GREEDY] != 0:
+        return _greedy(mask, st[O_TOP])
+    h, s, val = _hand_tables(st, ru, prm, seat, wi, wf)
+    if declarer == seat:
+        pick = _sam_lead(h, ru, val, s, mask, wi, wf)
+        if pick >= 0:
+            return pick
+    best_a = _best_scored(st, ru, mask, prm, h, s, val, wi, wf)
+    if best_a < 0 or mask[best_a] == 0:
+        return first
+    return best_a
+
+
+@njit(cache=True)
+def _legal_count(mask):
+    """(the lowest legal action, how many are legal): one legal move needs no thought."""
     first = -1
     k = 0
     for a in range(NUM_ACTIONS):
@@ -488,58 +566,68 @@ def _decide(st, ru, mask, prm, seed, wi, wf):
             k += 1
             if first < 0:
                 first = a
-    if k <= 1:
-        return first
-    top = st[O_TOP]
-    if st[O_PHASE] == PH_SAM:
-        if prm[P_NO_SAM] != 0:
-            return NO_SAM
-        h = np.zeros(NR, dtype=np.int64)
-        u = np.zeros(NR, dtype=np.int64)
-        _own(st, seat, h)
-        _unseen(st, seat, u)
-        thr = _sam_threshold(ru, prm)
-        p = sam_success_prob(h, u, n, ru, prm, _salt(st, seat, seed), thr)
-        return SAM if p >= thr else NO_SAM
-    declarer = st[O_DECLARER]
-    if declarer >= 0 and declarer != seat:
-        for a in range(1, NUM_ACTIONS):  # any play breaks the Sâm
-            if mask[a] != 0:
-                return a
-        return PASS
-    if prm[P_GREEDY] != 0:
-        return _greedy(mask, top)
+    return first, k
 
-    h = wi[9, :NR]
-    u = wi[10, :NR]
-    h2 = wi[11, :NR]
+
+@njit(cache=True)
+def _sam_answer(st, ru, prm, seed, seat):
+    """Declare Sâm when its estimated success clears the rule set's break-even threshold."""
+    if prm[P_NO_SAM] != 0:
+        return NO_SAM
+    h = np.zeros(NR, dtype=np.int64)
+    u = np.zeros(NR, dtype=np.int64)
     _own(st, seat, h)
     _unseen(st, seat, u)
-    size = st[O_SIZE + seat]
+    thr = _sam_threshold(ru, prm)
+    p = sam_success_prob(h, u, st[O_N], ru, prm, _salt(st, seat, seed), thr)
+    return SAM if p >= thr else NO_SAM
+
+
+@njit(cache=True)
+def _break_sam(mask):
+    """Against a declarer any play breaks the Sâm, so the first play will do."""
+    for a in range(1, NUM_ACTIONS):
+        if mask[a] != 0:
+            return a
+    return PASS
+
+
+@njit(cache=True)
+def _hand_tables(st, ru, prm, seat, wi, wf):
+    """What every move is judged by: our hand (``wi[9]``; unseen cards in ``wi[10]``),
+    each combination's strength against the unseen cards, and its value in a split."""
+    h = wi[9, :NR]
+    u = wi[10, :NR]
+    _own(st, seat, h)
+    _unseen(st, seat, u)
     s = wf[18:18 + NUM_ACTIONS]
     _strengths(u, ru, s, wi[8])
     val = wf[18 + NUM_ACTIONS:18 + 2 * NUM_ACTIONS]
     for a in range(NUM_ACTIONS):
         val[a] = -1.0 + prm[P_BETA] * s[a] + (prm[P_MASTER] if s[a] >= 1.0 else 0.0)
-    bstack = wi[6]
-    best = wf[16:18]
+    return h, s, val
 
-    if declarer == seat:
-        # our Sâm: strongest combination first, the weakest last
-        _best(h, ru, val, wi, wf)
-        pick = -1
-        ps = -1.0
-        for j in range(int(best[1])):
-            a = bstack[j]
-            if mask[a] != 0 and s[a] > ps:  # 2s are masters: they go first, never last
-                ps = s[a]
-                pick = a
-        if pick >= 0:
-            return pick
 
-    # pressure: how close the nearest opponent is to going out
+@njit(cache=True)
+def _sam_lead(h, ru, val, s, mask, wi, wf):
+    """Our Sâm: the strongest legal combination of the best split, so the weakest goes
+    last (2s are masters: they go first, never last); -1 when none of it is legal."""
+    _best(h, ru, val, wi, wf)
+    pick = -1
+    ps = -1.0
+    for j in range(int(wf[17])):
+        a = wi[6, j]
+        if mask[a] != 0 and s[a] > ps:
+            ps = s[a]
+            pick = a
+    return pick
+
+
+@njit(cache=True)
+def _urgency(st, seat, n):
+    """How close the nearest opponent is to going out (1, 0.6, 0.3 with 1, 2, 3 cards):
+    it scales the pressure to shed costly cards now."""
     urg = 0.0
-    nxt = (seat + 1) % n
     for o in range(n):
         if o == seat:
             continue
@@ -547,80 +635,121 @@ def _decide(st, ru, mask, prm, seed, wi, wf):
         f = 1.0 if z == 1 else (0.6 if z == 2 else (0.3 if z == 3 else 0.0))
         if f > urg:
             urg = f
+    return urg
+
+
+@njit(cache=True)
+def _best_scored(st, ru, mask, prm, h, s, val, wi, wf):
+    """The legal move with the best score; going out at once wins outright, and
+    passing (when following) scores the hand as it is."""
+    seat = st[O_TO_ACT]
+    n = st[O_N]
+    size = st[O_SIZE + seat]
     noblock = prm[P_NO_BLOCK] != 0
-    if noblock:
-        urg = 0.0
+    urg = 0.0 if noblock else _urgency(st, seat, n)
     myhigh = core.highest_rank(st, seat)
     cong = size == 10 and ru[R_CONG] >= 0
-
+    h2 = wi[11, :NR]
     v0 = _best(h, ru, val, wi, wf)
     best_a = PASS
-    best_score = -1e18
-    if top >= 0:
-        best_score = v0  # passing keeps the hand as it is
+    best_score = v0 if st[O_TOP] >= 0 else -1e18
     for a in range(1, NUM_ACTIONS):
         if mask[a] == 0:
             continue
-        nc = ACT_NCARDS[a]
-        if nc == size:
-            return a  # going out wins the game
+        if ACT_NCARDS[a] == size:
+            return a
         for r in range(NR):
             h2[r] = h[r] - ACT_COUNTS[a, r]
-        v = _best(h2, ru, val, wi, wf)
-        nm = 0
-        for j in range(int(best[1])):
-            if s[bstack[j]] < 1.0:
-                nm += 1
-        sc = v + prm[P_CARD] * nc
-        twos = ACT_COUNTS[a, R2]
-        quads = 0
-        if ACT_KIND[a] == K_QUAD:
-            quads = 1
-        elif ACT_KIND[a] == K_DQUAD:
-            quads = 2
-        avoid = nc + ru[R_TWO_LEFT] * twos + ru[R_QUAD_LEFT] * quads
-        if top >= 0:
-            # following: winning the lead, chops, pressure to play
-            if s[a] >= 1.0:
-                sc += prm[P_CTRL]
-                if nm <= 1:
-                    sc += prm[P_WIN]
-            if core.is_chop(st, a):
-                t = st[O_TOP]
-                if ACT_KIND[t] == K_QUAD:
-                    sc += ru[R_CHOP_QUAD] / 10.0
-                else:
-                    sc += ru[R_CHOP_TWO] * ACT_NCARDS[t] / 10.0
-            sc += urg * (prm[P_DANGER] + prm[P_SHED] * avoid / 10.0)
-            if cong:
-                sc += urg * ru[R_CONG] / 10.0
-            last = st[O_LAST]
-            if not noblock and st[O_SIZE + last] <= 2 and last != seat:
-                sc += prm[P_DANGER]  # the seat on top is about to go out: take the lead
-        else:
-            # leading: a master then a win line, or the weakest combination
-            if (s[a] >= 1.0 and nm <= 1) or nm == 0:
-                sc += prm[P_WIN]
-            sc += urg * prm[P_SHED] * avoid / 10.0
-            if not noblock:
-                for o in range(n):
-                    if o == seat:
-                        continue
-                    z = st[O_SIZE + o]
-                    if z == nc or (z <= 2 and ACT_KIND[a] == K_SINGLE):
-                        sc -= prm[P_BLOCK] * (1.0 - s[a]) * (1.0 if z == nc else 0.5)
-        # báo 1: a single in front of a one-card seat must be our highest (đền làng)
-        if ACT_KIND[a] == K_SINGLE and st[O_SIZE + nxt] == 1:
-            if ACT_RANK[a] != myhigh:
-                sc -= prm[P_DEN]
-            elif not noblock:
-                sc -= prm[P_BLOCK] * (1.0 - s[a])
+        sc = _move_score(st, ru, prm, a, h2, s, val, urg, cong, myhigh, noblock, wi, wf)
         if sc > best_score:
             best_score = sc
             best_a = a
-    if best_a < 0 or mask[best_a] == 0:
-        return first
     return best_a
+
+
+@njit(cache=True)
+def _move_score(st, ru, prm, a, h2, s, val, urg, cong, myhigh, noblock, wi, wf):
+    """Playing ``a``: the value of the hand ``h2`` it leaves, the cards shed, then the
+    following or leading terms and the báo-1 duty."""
+    v = _best(h2, ru, val, wi, wf)
+    nm = 0  # combinations of the hand left that an unseen card can beat
+    for j in range(int(wf[17])):
+        if s[wi[6, j]] < 1.0:
+            nm += 1
+    nc = ACT_NCARDS[a]
+    sc = v + prm[P_CARD] * nc
+    if st[O_TOP] >= 0:
+        sc = _follow_terms(sc, st, ru, prm, a, s, nm, urg, cong, noblock)
+    else:
+        sc = _lead_terms(sc, st, ru, prm, a, s, nm, urg, noblock)
+    return _bao1_terms(sc, st, prm, a, s, myhigh, noblock)
+
+
+@njit(cache=True)
+def _at_stake(ru, a):
+    """The lá ``a``'s cards would cost if still held when someone goes out (2s and quads
+    are paid extra): the reason to shed them under pressure."""
+    quads = 0
+    if ACT_KIND[a] == K_QUAD:
+        quads = 1
+    elif ACT_KIND[a] == K_DQUAD:
+        quads = 2
+    return ACT_NCARDS[a] + ru[R_TWO_LEFT] * ACT_COUNTS[a, R2] + ru[R_QUAD_LEFT] * quads
+
+
+@njit(cache=True)
+def _follow_terms(sc, st, ru, prm, a, s, nm, urg, cong, noblock):
+    """Following: winning the lead (with a win line after it), chops, pressure to play."""
+    seat = st[O_TO_ACT]
+    if s[a] >= 1.0:
+        sc += prm[P_CTRL]
+        if nm <= 1:
+            sc += prm[P_WIN]
+    if core.is_chop(st, a):
+        t = st[O_TOP]
+        if ACT_KIND[t] == K_QUAD:
+            sc += ru[R_CHOP_QUAD] / 10.0
+        else:
+            sc += ru[R_CHOP_TWO] * ACT_NCARDS[t] / 10.0
+    sc += urg * (prm[P_DANGER] + prm[P_SHED] * _at_stake(ru, a) / 10.0)
+    if cong:
+        sc += urg * ru[R_CONG] / 10.0
+    last = st[O_LAST]
+    if not noblock and st[O_SIZE + last] <= 2 and last != seat:
+        sc += prm[P_DANGER]  # the seat on top is about to go out: take the lead
+    return sc
+
+
+@njit(cache=True)
+def _lead_terms(sc, st, ru, prm, a, s, nm, urg, noblock):
+    """Leading: a master then a win line, shedding under pressure, and blocking: no
+    weak combination a short-handed opponent could finish on."""
+    if (s[a] >= 1.0 and nm <= 1) or nm == 0:
+        sc += prm[P_WIN]
+    sc += urg * prm[P_SHED] * _at_stake(ru, a) / 10.0
+    if not noblock:
+        seat = st[O_TO_ACT]
+        nc = ACT_NCARDS[a]
+        for o in range(st[O_N]):
+            if o == seat:
+                continue
+            z = st[O_SIZE + o]
+            if z == nc or (z <= 2 and ACT_KIND[a] == K_SINGLE):
+                sc -= prm[P_BLOCK] * (1.0 - s[a]) * (1.0 if z == nc else 0.5)
+    return sc
+
+
+@njit(cache=True)
+def _bao1_terms(sc, st, prm, a, s, myhigh, noblock):
+    """Báo 1: a single in front of a one-card seat must be our highest (else we pay,
+    đền làng), and even then a weak one is a risk."""
+    nxt = (st[O_TO_ACT] + 1) % st[O_N]
+    if ACT_KIND[a] == K_SINGLE and st[O_SIZE + nxt] == 1:
+        if ACT_RANK[a] != myhigh:
+            sc -= prm[P_DEN]
+        elif not noblock:
+            sc -= prm[P_BLOCK] * (1.0 - s[a])
+    return sc
 
 
 @njit(cache=True)

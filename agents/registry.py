@@ -1,9 +1,14 @@
-"""Agents by name: ``make_agent("heuristic")``, a checkpoint, an ONNX file, a URL."""
+"""Agents by name: ``make_agent("heuristic")``, a checkpoint, an ONNX file, a URL.
+
+The spec grammar lives here and only here: :func:`parse_spec` reads a spec
+into an :class:`AgentSpec`, :func:`make_agent` builds it.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from .base import Agent
 from .heuristic import VARIANTS, HeuristicAgent
@@ -12,55 +17,88 @@ from .random_agent import RandomAgent
 SPEC_HELP = ("random, random:uniform, heuristic, heuristic:" + "|".join(v for v in VARIANTS if v)
              + ", a checkpoint directory (DIR+search for play-time search), a .onnx file, or http://host:port")
 
+SpecKind = Literal["http", "onnx", "search", "random", "heuristic", "checkpoint"]
 
-def make_agent(spec: "str | Agent", *, seed: int = 0, **kw: Any) -> Agent:
-    """Build the agent a spec string names (an Agent passes through unchanged).
 
-    Raises ValueError with a one-line message for an unknown spec, a missing
-    file, or a kind of agent whose module is not installed.
+@dataclass(frozen=True)
+class AgentSpec:
+    """A checked spec: its ``kind``, the ``target`` it names (a URL, an ONNX file, a
+    checkpoint folder, or the built-in name) and its ``option`` (a variant, or the
+    settings after ``+search``)."""
+
+    kind: SpecKind
+    target: str
+    option: str = ""
+
+
+def parse_spec(spec: str) -> AgentSpec:
+    """Read a spec string (see :data:`SPEC_HELP`).
+
+    Raises ValueError with a one-line message for an unknown spec or variant, or a
+    missing file or folder, so a bad spec fails before anything is loaded.
     """
-    if isinstance(spec, Agent):
-        return spec
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"an agent spec must be a non-empty string ({SPEC_HELP}), not {spec!r}")
     s = spec.strip()
     low = s.lower()
     if low.startswith(("http://", "https://")):
-        from .http_agent import HttpAgent
-        return HttpAgent(s, seed=seed, **kw)
+        return AgentSpec("http", s)
     if low.endswith(".onnx"):
         if not os.path.isfile(s):
             raise ValueError(f"no such ONNX file: {s}")
-        try:
-            from .onnx_agent import OnnxAgent
-        except ImportError as exc:
-            raise ValueError(f"cannot load ONNX agents here ({exc})") from None
-        return OnnxAgent(s, seed=seed, **kw)
+        return AgentSpec("onnx", s)
     if "+search" in s:
         path, _, settings = s.partition("+search")
         if not os.path.isdir(path):
             raise ValueError(f"no such checkpoint directory: {path} (in {s!r})")
-        try:
-            from .search import load_search_agent
-        except ImportError as exc:
-            raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
-        return load_search_agent(path, settings, seed=seed, **kw)
+        return AgentSpec("search", path, settings)
     name, _, variant = s.partition(":")
     if name == "random":
         if variant not in ("", "uniform"):
             raise ValueError(f"unknown random variant {variant!r} (known: random, random:uniform)")
-        return RandomAgent(seed=seed, sam_prob=0.5 if variant == "uniform" else 0.0, **kw)
+        return AgentSpec("random", name, variant)
     if name == "heuristic":
         if variant not in VARIANTS:
             raise ValueError(f"unknown heuristic variant {variant!r} (known: "
                              + ", ".join("heuristic:" + v for v in VARIANTS if v) + ")")
-        return HeuristicAgent(seed=seed, variant=variant, **kw)
+        return AgentSpec("heuristic", name, variant)
     if os.path.isdir(s):
-        try:
-            from .policy_agent import load_policy_agent
-        except ImportError as exc:
-            raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
-        return load_policy_agent(s, seed=seed, **kw)
+        return AgentSpec("checkpoint", s)
     if os.sep in s or "/" in s or s.startswith("."):
         raise ValueError(f"no such checkpoint directory: {s}")
     raise ValueError(f"unknown agent spec {spec!r} (expected {SPEC_HELP})")
+
+
+def make_agent(spec: "str | AgentSpec | Agent", *, seed: int = 0, **kw: Any) -> Agent:
+    """Build the agent a spec names (an Agent passes through unchanged).
+
+    Raises ValueError with a one-line message for a bad spec (:func:`parse_spec`)
+    or a kind of agent whose module is not installed.
+    """
+    if isinstance(spec, Agent):
+        return spec
+    p = spec if isinstance(spec, AgentSpec) else parse_spec(spec)
+    if p.kind == "http":
+        from .http_agent import HttpAgent
+        return HttpAgent(p.target, seed=seed, **kw)
+    if p.kind == "onnx":
+        try:
+            from .onnx_agent import OnnxAgent
+        except ImportError as exc:
+            raise ValueError(f"cannot load ONNX agents here ({exc})") from None
+        return OnnxAgent(p.target, seed=seed, **kw)
+    if p.kind == "random":
+        return RandomAgent(seed=seed, sam_prob=0.5 if p.option == "uniform" else 0.0, **kw)
+    if p.kind == "heuristic":
+        return HeuristicAgent(seed=seed, variant=p.option, **kw)
+    if p.kind == "search":
+        try:
+            from .search import load_search_agent
+        except ImportError as exc:
+            raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
+        return load_search_agent(p.target, p.option, seed=seed, **kw)
+    try:
+        from .policy_agent import load_policy_agent
+    except ImportError as exc:
+        raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
+    return load_policy_agent(p.target, seed=seed, **kw)

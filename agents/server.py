@@ -17,9 +17,10 @@ request and the server's ``--seed``.  A neural bot is greedy by default;
 ``--temperature T`` samples from ``p^(1/T)`` with a random stream seeded by
 (seed, request), so the same request still gets the same answer.
 
-The server imports neither torch nor gymnasium unless a checkpoint is served
-without its ONNX file, or with play-time search (``DIR+search``, see
-:mod:`agents.search`); both go through ``agents.make_agent``.
+The agent is built by ``agents.make_agent`` from a spec the registry parses
+(:func:`agents.registry.parse_spec`).  The server imports neither torch nor
+gymnasium unless a checkpoint is served without its ONNX file, or with
+play-time search (``DIR+search``, see :mod:`agents.search`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import time
 from collections import OrderedDict
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Literal
+from typing import Any, AsyncIterator, Callable, Literal
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -45,6 +46,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agents.registry import AgentSpec, make_agent, parse_spec
 from sam_env import core
 from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION, action_from_counts
 from sam_env.cards import CardError, cards_str, parse_cards, rank_counts
@@ -100,27 +102,8 @@ class Bot:
             else:
                 spec, self.note = str(model), f"serving the shipped bot {model}"
         self.spec = spec
-        path = Path(spec)
-        if spec.endswith(".onnx"):
-            self._load_onnx(path)
-        elif "+search" in spec:  # a checkpoint with play-time search: PyTorch, one instance
-            if temperature:
-                raise ValueError(f"--temperature applies to the plain policy, not to search ({spec!r})")
-            self.agent = self._make(spec, seed=seed)
-            self.checkpoint = spec.partition("+search")[0]
-        elif path.is_dir():
-            models = sorted(path.glob("*.onnx"))
-            if models:
-                self._load_onnx(models[0])
-            else:
-                self.agent = self._make(spec, seed=seed, **({"temperature": temperature} if temperature else {}))
-                self.checkpoint = str(path)
-                self.note = self.note or f"no ONNX file in {path}: serving it with PyTorch (samloc export {path})"
-        elif spec.startswith(("http://", "https://")):
-            self.agent = self._make(spec, seed=seed)
-        else:
-            self._make(spec, seed=seed)  # checks the spec now, not at the first request
-            self.per_request = True
+        self._parsed = parse_spec(spec)  # the registry's grammar; a bad spec fails here, in one line
+        self._load(self._parsed)
         if temperature and not self.onnx and self.checkpoint is None:
             raise ValueError(f"--temperature applies to neural bots, not to {spec!r}")
         self.name = str(getattr(self.onnx or self.agent, "name", "") or spec)
@@ -131,15 +114,33 @@ class Bot:
             self.supported = [(RuleSet.parse(r), [p for p in players if p <= RuleSet.parse(r).max_players])
                               for r in _as_list(meta["rules"])]
 
-    @staticmethod
-    def _make(spec: str, **kw: Any) -> Any:
-        from agents import make_agent  # the registry resolves built-in names, checkpoints and URLs
-        return make_agent(spec, **kw)
-
-    def _load_onnx(self, path: Path) -> None:
-        from agents.onnx_agent import OnnxAgent
-        self.onnx = OnnxAgent(path, seed=self.seed, temperature=self.temperature)
-        self.checkpoint = str(path)
+    def _load(self, spec: AgentSpec) -> None:
+        """Build the agent through the registry.  A checkpoint folder with an exported model
+        is served from its ONNX file (no PyTorch); a built-in player is only checked here."""
+        t = self.temperature
+        if spec.kind == "checkpoint":
+            folder = Path(spec.target)
+            models = sorted(folder.glob("*.onnx"))
+            if models:
+                spec = parse_spec(str(models[0]))
+            elif not self.note:
+                self.note = f"no ONNX file in {folder}: serving it with PyTorch (samloc export {folder})"
+        if spec.kind == "onnx":
+            self.onnx = make_agent(spec, seed=self.seed, temperature=t)
+            self.checkpoint = str(Path(spec.target))
+        elif spec.kind == "checkpoint":
+            self.agent = make_agent(spec, seed=self.seed, **({"temperature": t} if t else {}))
+            self.checkpoint = str(Path(spec.target))
+        elif spec.kind == "search":  # play-time search: PyTorch, one instance
+            if t:
+                raise ValueError(f"--temperature applies to the plain policy, not to search ({self.spec!r})")
+            self.agent = make_agent(spec, seed=self.seed)
+            self.checkpoint = spec.target
+        elif spec.kind == "http":
+            self.agent = make_agent(spec, seed=self.seed)
+        else:
+            make_agent(spec, seed=self.seed)  # checks it builds now, not at the first request
+            self.per_request = True
 
     # ---- what it plays -----------------------------------------------------------
     def check_supported(self, rules: RuleSet, players: int) -> None:
@@ -184,7 +185,7 @@ class Bot:
             info = {"value": round(value, 4),
                     "top": [{"move": ACTION_NAMES[int(b)], "p": round(float(probs[b]), 4)} for b in best]}
         elif self.per_request:
-            a = self._make(self.spec, seed=int(rng.integers(2**31 - 1))).act(game, seat)
+            a = make_agent(self._parsed, seed=int(rng.integers(2**31 - 1))).act(game, seat)
         else:
             a = self.agent.act(game, seat)
         return int(a), info
@@ -433,35 +434,27 @@ class _BodyLimit:
 def create_app(agent_spec: str | None = None, *, seed: int = 0, temperature: float = 0.0,
                bot: Bot | None = None) -> FastAPI:
     """The server.  The agent is loaded once, in the lifespan (or passed in as ``bot``)."""
-    sessions: OrderedDict[str, PlaySession] = OrderedDict()
+    app = _new_app(lambda: bot or Bot(agent_spec, seed=seed, temperature=temperature))
+    _add_protocol_routes(app)
+    _add_play_routes(app)
+    _add_error_handlers(app)
+    return _wrap(app)
 
+
+def _new_app(load_bot: Callable[[], Bot]) -> FastAPI:
+    """The bare app; its lifespan loads the bot once, before the first request."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.bot = bot or Bot(agent_spec, seed=seed, temperature=temperature)
+        app.state.bot = load_bot()
         gc.freeze()  # the loaded model and engine are permanent: keep them out of GC pauses
         yield
 
-    app = FastAPI(title="samloc bot", version="1", lifespan=lifespan,
-                  description="A Sâm lốc bot: PROTOCOL §4, and a page to play it at /play.")
+    return FastAPI(title="samloc bot", version="1", lifespan=lifespan,
+                   description="A Sâm lốc bot: PROTOCOL §4, and a page to play it at /play.")
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": _validation_message(exc)}, status_code=422)
 
-    @app.exception_handler(RequestError)
-    async def _refused(_: Request, exc: RequestError) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400:  # FastAPI's answer to a body that is not text (bad UTF-8)
-            return JSONResponse({"error": "the body is not valid JSON (not UTF-8 text)"}, status_code=422)
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
-
-    @app.exception_handler(Exception)
-    async def _bug(_: Request, exc: Exception) -> JSONResponse:  # logged by uvicorn; tests assert none
-        return JSONResponse({"error": f"internal error ({type(exc).__name__})"}, status_code=500)
-
+def _add_protocol_routes(app: FastAPI) -> None:
+    """PROTOCOL §4: ``POST /v1/act``, ``GET /v1/health``, ``GET /v1/info``."""
     @app.post("/v1/act")
     async def act(req: ActRequest, request: Request) -> JSONResponse:
         t0 = time.perf_counter()
@@ -482,12 +475,26 @@ def create_app(agent_spec: str | None = None, *, seed: int = 0, temperature: flo
     async def info(request: Request) -> dict[str, Any]:
         return request.app.state.bot.info()
 
-    # -- the play page
-    @app.get("/play", include_in_schema=False)
-    async def play_page() -> FileResponse:
-        return FileResponse(STATIC / "play.html", media_type="text/html")
 
-    app.mount("/play/static", StaticFiles(directory=STATIC), name="static")
+def _play_bot(request: Request, rules: RuleSet | None = None, players: int = 0) -> Bot:
+    """The served bot, or the heuristic for tables the served model was not trained for."""
+    b: Bot = request.app.state.bot
+    if b.supported is None:
+        return b
+    if rules is not None:
+        try:
+            b.check_supported(rules, players)
+            return b
+        except RequestError:
+            pass
+    if getattr(request.app.state, "fallback", None) is None:
+        request.app.state.fallback = Bot("heuristic", seed=b.seed)
+    return request.app.state.fallback
+
+
+def _add_play_routes(app: FastAPI) -> None:
+    """The play page and its API: sessions kept in memory, the oldest dropped first."""
+    sessions: OrderedDict[str, PlaySession] = OrderedDict()
 
     def session(sid: str) -> PlaySession:
         s = sessions.get(sid)
@@ -496,26 +503,17 @@ def create_app(agent_spec: str | None = None, *, seed: int = 0, temperature: flo
         sessions.move_to_end(sid)
         return s
 
-    def play_bot(request: Request, rules: RuleSet | None = None, players: int = 0) -> Bot:
-        """The served bot, or the heuristic for tables the served model was not trained for."""
-        b: Bot = request.app.state.bot
-        if b.supported is None:
-            return b
-        if rules is not None:
-            try:
-                b.check_supported(rules, players)
-                return b
-            except RequestError:
-                pass
-        if getattr(request.app.state, "fallback", None) is None:
-            request.app.state.fallback = Bot("heuristic", seed=b.seed)
-        return request.app.state.fallback
+    @app.get("/play", include_in_schema=False)
+    async def play_page() -> FileResponse:
+        return FileResponse(STATIC / "play.html", media_type="text/html")
+
+    app.mount("/play/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/play/api/options")
     async def options(request: Request) -> dict[str, Any]:
         b: Bot = request.app.state.bot
         # every table can be played: the heuristic sits in where the model cannot
-        return {"bot": b.name, "supports": play_bot(request).supports_json(),
+        return {"bot": b.name, "supports": _play_bot(request).supports_json(),
                 "model_supports": b.supports_json()}
 
     @app.post("/play/api/new")
@@ -525,7 +523,7 @@ def create_app(agent_spec: str | None = None, *, seed: int = 0, temperature: flo
             rules.check_players(body.players)
         except RulesError as exc:
             raise RequestError(str(exc)) from None
-        b = play_bot(request, rules, body.players)
+        b = _play_bot(request, rules, body.players)
         if not 0 <= body.seat < body.players:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
         s = PlaySession(b, rules, body.players, body.seat,
@@ -553,7 +551,27 @@ def create_app(agent_spec: str | None = None, *, seed: int = 0, temperature: flo
         s.new_game()
         return s.state()
 
-    return _wrap(app)
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every refusal and failure answers ``{"error": "..."}``: 422 for a request we refuse
+    (also for a body that is not UTF-8), the status itself otherwise, 500 for a bug."""
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": _validation_message(exc)}, status_code=422)
+
+    @app.exception_handler(RequestError)
+    async def _refused(_: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI's answer to a body that is not text (bad UTF-8)
+            return JSONResponse({"error": "the body is not valid JSON (not UTF-8 text)"}, status_code=422)
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, exc: Exception) -> JSONResponse:  # logged by uvicorn; tests assert none
+        return JSONResponse({"error": f"internal error ({type(exc).__name__})"}, status_code=500)
 
 
 def _wrap(app: FastAPI) -> FastAPI:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 
 from sam_env import core
@@ -66,7 +67,8 @@ def deal(rules: Any, players: int, seed: int) -> Game:
     return Game.from_deal(rules, rigged_hands(rng, players), opener=rng.randrange(players))
 
 
-def play_positions(count: int, seed: int, players: int = 4, play_only: bool = False) -> list[Game]:
+def play_positions(count: int, seed: int, players: int = 4, play_only: bool = False,
+                   rules: Any = "hoi_quan_bai") -> list[Game]:
     """Games stopped at random decisions with a real choice, from heuristic (odd seats)
     against random (even seats) play; ``play_only`` skips Sâm-phase decisions."""
     from agents.heuristic import HeuristicAgent
@@ -76,7 +78,7 @@ def play_positions(count: int, seed: int, players: int = 4, play_only: bool = Fa
     h, r = HeuristicAgent(seed=1), RandomAgent(seed=2)
     out: list[Game] = []
     while len(out) < count:
-        g = Game.new("hoi_quan_bai", players, seed=rng.randrange(1 << 30))
+        g = Game.new(rules, players, seed=rng.randrange(1 << 30))
         stop = rng.randrange(1, 50)
         while g.result is None and len(g.events) < stop:
             s = g.to_act
@@ -85,6 +87,21 @@ def play_positions(count: int, seed: int, players: int = 4, play_only: bool = Fa
                 not play_only or g.state[core.O_PHASE] == core.PH_PLAY):
             out.append(g)
     return out
+
+
+def shuffle_hidden(state: np.ndarray, seat: int, seed: int = 0) -> np.ndarray:
+    """A copy of engine row ``state`` with the other seats' cards dealt again among them
+    (each keeps its hand size): what ``seat`` cannot see, changed; what it can, kept."""
+    st = state.copy()
+    nr = core.NR
+    others = [s for s in range(int(st[core.O_N])) if s != seat]
+    pool = [r for s in others for r in range(nr) for _ in range(st[core.O_HAND + s * nr + r])]
+    random.Random(seed).shuffle(pool)
+    for s in others:
+        st[core.O_HAND + s * nr:core.O_HAND + (s + 1) * nr] = 0
+        for _ in range(st[core.O_SIZE + s]):
+            st[core.O_HAND + s * nr + pool.pop()] += 1
+    return st
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from agents.base import Agent
 from agents.evaluate import evaluate
 from agents.heuristic import _best, _workspace, decide, make_params, sam_success_prob
 from agents.http_agent import AgentError, HttpAgent, view_request
-from sam_env import core
+from conftest import shuffle_hidden
 from sam_env.actions import ACT_COUNTS, NO_SAM, NUM_ACTIONS, POS_RANK, SAM, SINGLE0, straight_action
 from sam_env.cards import cards_str
 from sam_env.game import Game
@@ -83,15 +83,7 @@ def test_heuristic_never_peeks(rules, players):
         assert g.legal_mask()[a] == 1
         view = Game.from_view(g.rules, players, g.opener, seat, cards_str(g.hand(seat)), g.events)
         assert h.act(view, seat) == a
-        # shuffle the hidden cards among the other seats: same decision
-        st = g.state.copy()
-        others = [s for s in range(players) if s != seat]
-        pool = [r for s in others for r in range(13) for _ in range(st[core.O_HAND + s * 13 + r])]
-        random.Random(seat).shuffle(pool)
-        for s in others:
-            st[core.O_HAND + s * 13:core.O_HAND + s * 13 + 13] = 0
-            for _ in range(st[core.O_SIZE + s]):
-                st[core.O_HAND + s * 13 + pool.pop()] += 1
+        st = shuffle_hidden(g.state, seat, seed=seat)  # the other seats' cards dealt again: same decision
         assert decide(st, g.rules_array, g.legal_mask(), h.params, h.seed) == a
 
 

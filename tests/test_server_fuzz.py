@@ -174,6 +174,8 @@ def test_mutated_real_requests(client: TestClient, seed: int, depth: int, n: int
 def test_unmutated_requests_are_answered(client: TestClient, seed: int, depth: int) -> None:
     """The control group: the generator makes valid requests, so the mutations above test something."""
     req, g = valid_request(seed, depth)
+    if g.finished and not g.events:
+        return  # another seat's instant win at the deal: no seat's view can tell the game is over
     r = client.post("/v1/act", json=req)
     if g.finished:
         assert r.status_code == 422 and "over" in r.json()["error"]
