@@ -1,6 +1,8 @@
 """``samloc serve``: a bot over HTTP (PROTOCOL §4) and a page to play against it.
 
-One FastAPI app, one agent loaded in the lifespan:
+One FastAPI app; its bots are loaded once, in the lifespan.  Several can be
+served together (``--agent`` repeated; by default every shipped bot): each
+table is played by the bot measured strongest there (:class:`Bots`).
 
 - ``POST /v1/act`` rebuilds the asking seat's view with the engine
   (:meth:`Game.from_view`), refuses anything malformed or inconsistent with
@@ -65,18 +67,43 @@ class RequestError(ValueError):
 
 
 # ---- the bot ---------------------------------------------------------------------------
-def shipped_model(root: Path = ROOT) -> Path | None:
-    """The shipped bot: the newest ``*.onnx`` under ``checkpoints/``, or None."""
-    found = [p for p in (root / "checkpoints").glob("**/*.onnx") if p.is_file()]
-    return max(found, key=lambda p: (p.stat().st_mtime, str(p))) if found else None
+def shipped_models(root: Path = ROOT) -> list[Path]:
+    """The shipped bots: every checkpoint folder under ``checkpoints/`` with an exported ``*.onnx``."""
+    return sorted({p.parent for p in (root / "checkpoints").glob("*/*.onnx") if p.is_file()})
+
+
+def measured_strength(folder: Path, name: str) -> dict[tuple[str, int], float]:
+    """Mean lá per game against ``heuristic`` of the agent ``name`` at each table, from the evaluation
+    reports shipped in its checkpoint folder: the training's ``eval_report.json`` (the policy) and
+    ``samloc eval`` run folders (``*/result.json``, their ``by_table``)."""
+    out: dict[tuple[str, int], float] = {}
+    rep = _read_json(folder / "eval_report.json")
+    heur = ((rep or {}).get("results") or {}).get("heuristic") or {}
+    if "mean_score" in heur and "players" in rep:
+        out[(_rules_key(RuleSet.parse(rep.get("rules") or "hoi_quan_bai")), int(rep["players"]))] = \
+            float(heur["mean_score"])
+    for path in sorted(folder.glob("*/result.json")):
+        res = _read_json(path) or {}
+        if res.get("agent") != name or res.get("opponents") != "heuristic":
+            continue
+        for r in (res.get("by_table") or {res.get("rules"): res}).values():
+            try:
+                key = (_rules_key(RuleSet.parse(r["rules"])), int(r["players"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+            out[key] = max(out.get(key, float("-inf")), float(r["mean_score"]))
+    return out
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def _rules_key(rules: RuleSet) -> str:
     return json.dumps(rules.to_record(), sort_keys=True)
-
-
-def _as_list(x: Any) -> list[Any]:
-    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 class Bot:
@@ -96,23 +123,24 @@ class Bot:
         self.checkpoint: str | None = None
         self.note = ""
         if spec is None:
-            model = shipped_model()
-            if model is None:
-                spec, self.note = "heuristic", "no shipped bot in checkpoints/: serving the heuristic player"
-            else:
-                spec, self.note = str(model), f"serving the shipped bot {model}"
+            spec, self.note = "heuristic", "no shipped bot in checkpoints/: serving the heuristic player"
         self.spec = spec
         self._parsed = parse_spec(spec)  # the registry's grammar; a bad spec fails here, in one line
         self._load(self._parsed)
         if temperature and not self.onnx and self.checkpoint is None:
             raise ValueError(f"--temperature applies to neural bots, not to {spec!r}")
-        self.name = str(getattr(self.onnx or self.agent, "name", "") or spec)
-        meta = getattr(self.onnx, "metadata", {}) if self.onnx else {}
-        self.supported: list[tuple[RuleSet, list[int]]] | None = None
-        if meta.get("rules") is not None:
-            players = sorted({int(p) for p in _as_list(meta.get("players", [2, 3, 4, 5]))})
-            self.supported = [(RuleSet.parse(r), [p for p in players if p <= RuleSet.parse(r).max_players])
-                              for r in _as_list(meta["rules"])]
+        played = self.onnx or self.agent
+        self.name = str(getattr(played, "name", "") or spec)
+        tables = played.trained_tables if played is not None else None
+        #: the tables its network was trained for (the checkpoint's metadata), None: any table
+        self.tables: set[tuple[str, int]] | None = None
+        if tables is not None:
+            self.tables = {(_rules_key(t.rules), t.players) for t in tables}
+            self._rules = {_rules_key(t.rules): t.rules for t in tables}
+        folder = Path(self.checkpoint) if self.checkpoint else None
+        if folder is not None and folder.suffix == ".onnx":
+            folder = folder.parent
+        self.strength = measured_strength(folder, self.name) if folder is not None and folder.is_dir() else {}
 
     def _load(self, spec: AgentSpec) -> None:
         """Build the agent through the registry.  A checkpoint folder with an exported model
@@ -143,34 +171,23 @@ class Bot:
             self.per_request = True
 
     # ---- what it plays -----------------------------------------------------------
-    def check_supported(self, rules: RuleSet, players: int) -> None:
-        if self.supported is None:
-            return
-        for rs, ps in self.supported:
-            if _rules_key(rs) == _rules_key(rules):
-                if players in ps:
-                    return
-                raise RequestError(f"this bot plays {rules.name} with {', '.join(map(str, ps))} players,"
-                                   f" not {players}")
-        raise RequestError(f"this bot does not play rules {rules.name}; it plays "
-                           + ", ".join(rs.name for rs, _ in self.supported))
+    def plays(self, rules: RuleSet, players: int) -> bool:
+        return self.tables is None or (_rules_key(rules), players) in self.tables
 
     def supports_json(self) -> list[dict[str, Any]]:
-        if self.supported is None:
+        """``[{rules, players: [...]}]``: what it was trained for (every preset table for a rule-based bot)."""
+        if self.tables is None:
             return [{"rules": n, "players": list(range(2, RuleSet.preset(n).max_players + 1))}
                     for n in PRESET_NAMES]
-        return [{"rules": rs.to_record(), "players": ps} for rs, ps in self.supported]
+        by: dict[str, list[int]] = {}
+        for key, p in sorted(self.tables):
+            by.setdefault(key, []).append(p)
+        return [{"rules": self._rules[k].to_record(), "players": ps} for k, ps in by.items()]
 
     def info(self) -> dict[str, Any]:
-        sup = self.supports_json()
-        meta = getattr(self.onnx, "metadata", {}) if self.onnx else {}
         return {"name": self.name, "agent": self.spec, "checkpoint": self.checkpoint,
-                "rules": [s["rules"] for s in sup],
-                "players": sorted({p for s in sup for p in s["players"]}),
-                "supports": sup, "any_rule_overrides": self.supported is None,
-                "format": FORMAT, "action_table_version": ACTION_TABLE_VERSION,
-                "obs_version": meta.get("obs_version"),
-                "temperature": self.temperature, "deterministic": True}
+                "supports": self.supports_json(), "any_rule_overrides": self.tables is None,
+                "settings": getattr(self.agent, "settings", {}) if self.agent is not None else {}}
 
     # ---- one decision ------------------------------------------------------------------
     def decide(self, game: Game, seat: int, key: int) -> tuple[int, dict[str, Any] | None]:
@@ -189,6 +206,83 @@ class Bot:
         else:
             a = self.agent.act(game, seat)
         return int(a), info
+
+
+class Bots:
+    """The bots a server loads, and which one plays each table.
+
+    A table goes to the bot measured strongest there (the mean lá against the
+    heuristic in the evaluation reports shipped with each checkpoint), then to
+    bots trained for it without a measurement, in the order given, then to a
+    rule-based bot, which plays any table.  A table no bot plays is refused."""
+
+    def __init__(self, bots: list[Bot], note: str = ""):
+        if not bots:
+            raise ValueError("no bot to serve")
+        self.bots, self.note = bots, note
+
+    @classmethod
+    def load(cls, specs: list[str] | None, *, seed: int = 0, temperature: float = 0.0) -> "Bots":
+        """The bots ``specs`` name; none: every shipped bot under checkpoints/ (else the heuristic)."""
+        note = ""
+        if not specs:
+            specs = [str(p) for p in shipped_models()]
+            note = ("serving the shipped bots " + ", ".join(specs) if specs
+                    else "no shipped bot in checkpoints/: serving the heuristic player")
+        return cls([Bot(s, seed=seed, temperature=temperature) for s in specs or [None]], note)
+
+    @property
+    def seed(self) -> int:
+        return self.bots[0].seed
+
+    def route(self, rules: RuleSet, players: int) -> Bot | None:
+        """The bot that plays this table, or None."""
+        key = (_rules_key(rules), players)
+        ranked = sorted((b for b in self.bots if b.plays(rules, players)),
+                        key=lambda b: (b.tables is None, -b.strength.get(key, float("-inf"))))
+        return ranked[0] if ranked else None
+
+    def for_table(self, rules: RuleSet, players: int) -> Bot:
+        bot = self.route(rules, players)
+        if bot is None:
+            raise RequestError(f"no bot here plays {rules.name} with {players} players; this server plays "
+                               + "; ".join(f"{_name(s['rules'])} with {', '.join(map(str, s['players']))}"
+                                           for s in self.supports_json()))
+        return bot
+
+    def supports_json(self) -> list[dict[str, Any]]:
+        """Every table one of the bots plays, merged by rule set."""
+        if any(b.tables is None for b in self.bots):
+            return next(b for b in self.bots if b.tables is None).supports_json()
+        by: dict[str, tuple[Any, set[int]]] = {}
+        for b in self.bots:
+            for s in b.supports_json():
+                by.setdefault(json.dumps(s["rules"], sort_keys=True), (s["rules"], set()))[1].update(s["players"])
+        return [{"rules": r, "players": sorted(ps)} for r, ps in by.values()]
+
+    def info(self) -> dict[str, Any]:
+        sup = self.supports_json()
+        routes = []
+        for s in sup:
+            rs = RuleSet.parse(s["rules"])
+            for p in s["players"]:
+                b = self.route(rs, p)
+                assert b is not None
+                routes.append({"rules": s["rules"], "players": p, "bot": b.name,
+                               "mean_vs_heuristic": b.strength.get((_rules_key(rs), p))})
+        first = self.bots[0]
+        onnx = next((b.onnx for b in self.bots if b.onnx is not None), None)
+        return {"name": " + ".join(b.name for b in self.bots), "agent": first.spec, "checkpoint": first.checkpoint,
+                "rules": [s["rules"] for s in sup], "players": sorted({p for s in sup for p in s["players"]}),
+                "supports": sup, "any_rule_overrides": any(b.tables is None for b in self.bots),
+                "bots": [b.info() for b in self.bots], "routes": routes,
+                "format": FORMAT, "action_table_version": ACTION_TABLE_VERSION,
+                "obs_version": onnx.metadata.get("obs_version") if onnx is not None else None,
+                "temperature": first.temperature, "deterministic": True}
+
+
+def _name(rules: Any) -> str:
+    return RuleSet.parse(rules).name
 
 
 def view_key(game: Game, seat: int) -> int:
@@ -229,12 +323,13 @@ class ActRequest(Strict):
     events: list[EventIn] = Field(max_length=1000)
 
 
-def build_view(req: ActRequest, bot: Bot) -> Game:
-    """The seat's view of the game, or RequestError naming what is wrong with the request."""
+def build_view(req: ActRequest, bots: Bots) -> tuple[Game, Bot]:
+    """The seat's view of the game and the bot that plays its table, or RequestError naming what is
+    wrong with the request."""
     try:
         rules = RuleSet.parse(req.rules)
         rules.check_players(req.players)
-        bot.check_supported(rules, req.players)
+        bot = bots.for_table(rules, req.players)
         events = [e.model_dump(exclude_none=True) for e in req.events]
         view = Game.from_view(rules, req.players, req.opener, req.seat, req.hand, events)
     except (GameError, CardError, RulesError) as exc:
@@ -243,7 +338,7 @@ def build_view(req: ActRequest, bot: Bot) -> Game:
         raise RequestError(f"the game is already over ({view.result.end if view.result else 'finished'})")
     if view.to_act != req.seat:
         raise RequestError(f"it is seat {view.to_act}'s turn, not seat {req.seat}'s")
-    return view
+    return view, bot
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -284,9 +379,10 @@ class HumanMove(Strict):
 class PlaySession:
     """A person at a table of bots, game after game, with a running total."""
 
-    def __init__(self, bot: Bot, rules: RuleSet, players: int, seat: int, seed: int):
+    def __init__(self, bot: Bot, rules: RuleSet, players: int, seat: int, seed: int, stand_in: bool = False):
         self.id = secrets.token_urlsafe(12)
         self.bot, self.rules, self.players, self.seat, self.seed = bot, rules, players, seat, seed
+        self.stand_in = stand_in  # the heuristic, sitting in where no served bot was trained
         self.totals = [0] * players
         self.history: list[dict[str, Any]] = []
         self.game_no = 0
@@ -381,7 +477,8 @@ class PlaySession:
             "legal": ([{"move": ACTION_NAMES[a], "cards": cards_str(cards_for(hand, a))}
                        for a in g.legal_actions()] if mine else []),
             "result": None if res is None else res.to_json(),
-            "totals": self.totals, "history": self.history, "bot": self.bot.name,
+            "totals": self.totals, "history": self.history,
+            "bot": self.bot.name + (" (stand-in: no trained bot for this table)" if self.stand_in else ""),
             "reveal": [cards_str(g.hand(s) or []) for s in range(n)] if g.finished else None,
         }
 
@@ -431,21 +528,28 @@ class _BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def create_app(agent_spec: str | None = None, *, seed: int = 0, temperature: float = 0.0,
-               bot: Bot | None = None) -> FastAPI:
-    """The server.  The agent is loaded once, in the lifespan (or passed in as ``bot``)."""
-    app = _new_app(lambda: bot or Bot(agent_spec, seed=seed, temperature=temperature))
+def create_app(agent_spec: str | list[str] | None = None, *, seed: int = 0, temperature: float = 0.0,
+               bot: "Bot | Bots | None" = None) -> FastAPI:
+    """The server.  The bots are loaded once, in the lifespan (or passed in as ``bot``)."""
+    specs = [agent_spec] if isinstance(agent_spec, str) else agent_spec
+
+    def load() -> Bots:
+        if bot is not None:
+            return bot if isinstance(bot, Bots) else Bots([bot])
+        return Bots.load(specs, seed=seed, temperature=temperature)
+
+    app = _new_app(load)
     _add_protocol_routes(app)
     _add_play_routes(app)
     _add_error_handlers(app)
     return _wrap(app)
 
 
-def _new_app(load_bot: Callable[[], Bot]) -> FastAPI:
-    """The bare app; its lifespan loads the bot once, before the first request."""
+def _new_app(load_bots: Callable[[], Bots]) -> FastAPI:
+    """The bare app; its lifespan loads the bots once, before the first request."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.bot = load_bot()
+        app.state.bots = load_bots()
         gc.freeze()  # the loaded model and engine are permanent: keep them out of GC pauses
         yield
 
@@ -458,8 +562,7 @@ def _add_protocol_routes(app: FastAPI) -> None:
     @app.post("/v1/act")
     async def act(req: ActRequest, request: Request) -> JSONResponse:
         t0 = time.perf_counter()
-        b: Bot = request.app.state.bot
-        view = build_view(req, b)
+        view, b = build_view(req, request.app.state.bots)
         event, info = decide_event(b, view, req.seat)
         out: dict[str, Any] = {"event": event}
         if info:
@@ -473,23 +576,19 @@ def _add_protocol_routes(app: FastAPI) -> None:
 
     @app.get("/v1/info")
     async def info(request: Request) -> dict[str, Any]:
-        return request.app.state.bot.info()
+        return request.app.state.bots.info()
 
 
-def _play_bot(request: Request, rules: RuleSet | None = None, players: int = 0) -> Bot:
-    """The served bot, or the heuristic for tables the served model was not trained for."""
-    b: Bot = request.app.state.bot
-    if b.supported is None:
-        return b
-    if rules is not None:
-        try:
-            b.check_supported(rules, players)
-            return b
-        except RequestError:
-            pass
+def _play_bot(request: Request, rules: RuleSet, players: int) -> tuple[Bot, bool]:
+    """The bot that plays this table, or the heuristic where no served bot was trained for it
+    (``True``: a stand-in, and the page says so)."""
+    bots: Bots = request.app.state.bots
+    b = bots.route(rules, players)
+    if b is not None:
+        return b, False
     if getattr(request.app.state, "fallback", None) is None:
-        request.app.state.fallback = Bot("heuristic", seed=b.seed)
-    return request.app.state.fallback
+        request.app.state.fallback = Bot("heuristic", seed=bots.seed)
+    return request.app.state.fallback, True
 
 
 def _add_play_routes(app: FastAPI) -> None:
@@ -511,10 +610,11 @@ def _add_play_routes(app: FastAPI) -> None:
 
     @app.get("/play/api/options")
     async def options(request: Request) -> dict[str, Any]:
-        b: Bot = request.app.state.bot
-        # every table can be played: the heuristic sits in where the model cannot
-        return {"bot": b.name, "supports": _play_bot(request).supports_json(),
-                "model_supports": b.supports_json()}
+        bots: Bots = request.app.state.bots
+        # every preset table can be played: the heuristic sits in where no served bot was trained
+        every = [{"rules": n, "players": list(range(2, RuleSet.preset(n).max_players + 1))} for n in PRESET_NAMES]
+        return {"bot": " + ".join(b.name for b in bots.bots), "supports": every,
+                "model_supports": bots.supports_json()}
 
     @app.post("/play/api/new")
     async def new_session(body: NewSession, request: Request) -> dict[str, Any]:
@@ -523,11 +623,11 @@ def _add_play_routes(app: FastAPI) -> None:
             rules.check_players(body.players)
         except RulesError as exc:
             raise RequestError(str(exc)) from None
-        b = _play_bot(request, rules, body.players)
+        b, stand_in = _play_bot(request, rules, body.players)
         if not 0 <= body.seat < body.players:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
         s = PlaySession(b, rules, body.players, body.seat,
-                        secrets.randbits(63) if body.seed is None else body.seed)
+                        secrets.randbits(63) if body.seed is None else body.seed, stand_in)
         sessions[s.id] = s
         while len(sessions) > MAX_SESSIONS:
             sessions.popitem(last=False)
@@ -585,10 +685,11 @@ def _wrap(app: FastAPI) -> FastAPI:
 # ---- the command ---------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="samloc serve", description=__doc__.split("\n\n")[0])
-    p.add_argument("--agent", default=None,
+    p.add_argument("--agent", action="append", default=None,
                    help="random, heuristic, a checkpoint directory (DIR+search: with play-time search),"
-                        " an .onnx file or http://...; default: the shipped bot in checkpoints/ (its .onnx),"
-                        " else heuristic")
+                        " an .onnx file or http://...; repeat it to serve several bots, each table played by"
+                        " the one measured strongest there; default: every shipped bot in checkpoints/"
+                        " (their .onnx), else heuristic")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--temperature", type=float, default=0.0,
@@ -598,16 +699,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
-        bot = Bot(args.agent, seed=args.seed, temperature=args.temperature)
+        bots = Bots.load(args.agent, seed=args.seed, temperature=args.temperature)
     except (ValueError, OSError, ImportError) as exc:
         print(f"samloc serve: {exc}", file=sys.stderr)
         return 2
-    if bot.note:
-        print(f"samloc serve: {bot.note}")
-    print(f"samloc serve: agent {bot.name} ({bot.spec}); http://{args.host}:{args.port}/play"
-          f" to play, POST /v1/act for bots")
+    for note in [bots.note] + [b.note for b in bots.bots]:
+        if note:
+            print(f"samloc serve: {note}")
+    for b in bots.bots:
+        print(f"samloc serve: agent {b.name} ({b.spec})")
+    print(f"samloc serve: http://{args.host}:{args.port}/play to play, POST /v1/act for bots")
     import uvicorn
-    app = create_app(bot=bot)
+    app = create_app(bot=bots)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     except OSError as exc:

@@ -348,11 +348,11 @@ def test_play_page_seats_the_heuristic_where_the_shipped_model_cannot_play():
         assert {s["rules"] for s in opts["supports"]} == {"hoi_quan_bai", "s666pg", "mien_bac", "online"}
         assert opts["model_supports"] == [{"rules": "hoi_quan_bai", "players": [4]}]
         assert c.post("/play/api/new", json={"rules": "online", "players": 3, "seat": 0, "seed": 1}).json()["bot"] \
-            == "heuristic"
+            == "heuristic (stand-in: no trained bot for this table)"
         assert c.post("/play/api/new", json={"rules": "hoi_quan_bai", "players": 4, "seat": 0,
                                              "seed": 1}).json()["bot"] == "standard"
         # the protocol endpoint still refuses tables the model was not trained for
         r = c.post("/v1/act", json={"format": "samloc/1", "rules": "online", "players": 3, "opener": 0, "seat": 0,
                                     "hand": ["3s", "4s", "5s", "6s", "7s", "8s", "9s", "Ts", "Js", "Qs"],
                                     "events": []})
-        assert r.status_code == 422 and "does not play rules online" in r.json()["error"]
+        assert r.status_code == 422 and "no bot here plays online with 3 players" in r.json()["error"]

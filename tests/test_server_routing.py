@@ -1,0 +1,103 @@
+"""Several bots behind one server: each table goes to the bot measured strongest there.
+
+Two tiny checkpoints with overlapping tables and shipped evaluation reports;
+the matrix of every preset table is asked of /v1/act and /v1/info.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from agents.nets.checkpoint import save_checkpoint  # noqa: E402
+from agents.nets.policy import build_net  # noqa: E402
+from agents.server import Bots, create_app  # noqa: E402
+from sam_env.actions import ACTION_TABLE_VERSION  # noqa: E402
+from sam_env.game import Game  # noqa: E402
+from sam_env.obs import OBS_VERSION  # noqa: E402
+from sam_env.cards import card_str  # noqa: E402
+from sam_env.rules import PRESET_NAMES, RuleSet  # noqa: E402
+
+HOUSE = {"preset": "hoi_quan_bai", "passed_can_chop": False}
+
+
+def _checkpoint(path: Path, name: str, tables: list[dict], strength: dict[str, float]) -> Path:
+    torch.manual_seed(len(name))
+    ckpt = save_checkpoint(path, build_net(16, 1, "obs"), {
+        "name": name, "tables": tables, "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
+    by = {}
+    for key, mean in strength.items():
+        rules, players = key.rsplit("/", 1)
+        by[key] = {"rules": rules, "players": int(players), "mean_score": mean}
+    (ckpt / "eval_tables").mkdir()
+    (ckpt / "eval_tables" / "result.json").write_text(json.dumps(
+        {"agent": name, "opponents": "heuristic", "by_table": by}))
+    return ckpt
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("route")
+    special = _checkpoint(d / "special", "special", [{"rules": "hoi_quan_bai", "players": 4}],
+                          {"hoi_quan_bai/4": 2.0})
+    wide = _checkpoint(d / "wide", "wide", [{"rules": "hoi_quan_bai", "players": p} for p in (2, 3, 4, 5)]
+                       + [{"rules": "online", "players": 3}, {"rules": HOUSE, "players": 4}],
+                       {"hoi_quan_bai/4": 1.5, "hoi_quan_bai/2": 0.5})
+    return special, wide
+
+
+def _request(rules, players: int) -> dict:
+    g = Game.new(rules, players, seed=4)
+    s = g.to_act
+    return {"format": "samloc/1", "rules": rules, "players": players, "opener": g.opener, "seat": s,
+            "hand": [card_str(c) for c in g.hand(s)], "events": []}
+
+
+def test_each_table_goes_to_the_strongest_bot_that_was_trained_for_it(two: tuple[Path, Path]) -> None:
+    special, wide = two
+    with TestClient(create_app([str(wide), str(special)])) as c:
+        info = c.get("/v1/info").json()
+        routes = {(json.dumps(r["rules"], sort_keys=True), r["players"]): r for r in info["routes"]}
+        assert routes[('"hoi_quan_bai"', 4)]["bot"] == "special"  # measured +2.0 against +1.5
+        assert routes[('"hoi_quan_bai"', 4)]["mean_vs_heuristic"] == 2.0
+        assert routes[('"hoi_quan_bai"', 2)]["bot"] == "wide"
+        assert routes[('"online"', 3)]["bot"] == "wide" and routes[('"online"', 3)]["mean_vs_heuristic"] is None
+        assert routes[(json.dumps(HOUSE, sort_keys=True), 4)]["bot"] == "wide"
+        assert len(routes) == 6 and [b["name"] for b in info["bots"]] == ["wide", "special"]
+        # the table matrix: every preset table, and the house rules, answered or refused by name
+        for preset in PRESET_NAMES:
+            for players in range(2, RuleSet.preset(preset).max_players + 1):
+                r = c.post("/v1/act", json=_request(preset, players))
+                known = (json.dumps(preset), players) in routes
+                assert r.status_code == (200 if known else 422), (preset, players, r.text)
+                if not known:
+                    assert f"no bot here plays {preset} with {players} players" in r.json()["error"]
+        assert c.post("/v1/act", json=_request(HOUSE, 4)).status_code == 200
+        assert c.post("/v1/act", json=_request(HOUSE, 3)).status_code == 422
+        # /play: a trained bot where there is one, the heuristic stand-in (said so) elsewhere
+        new = lambda rules, n: c.post("/play/api/new", json={"rules": rules, "players": n, "seed": 1}).json()  # noqa
+        assert new("hoi_quan_bai", 4)["bot"] == "special" and new("online", 3)["bot"] == "wide"
+        assert new("mien_bac", 2)["bot"] == "heuristic (stand-in: no trained bot for this table)"
+
+
+def test_a_rule_based_bot_covers_the_tables_no_network_knows(two: tuple[Path, Path]) -> None:
+    special, _ = two
+    bots = Bots.load([str(special), "heuristic"])
+    assert bots.route(RuleSet.preset("hoi_quan_bai"), 4).name == "special"
+    assert bots.route(RuleSet.preset("s666pg"), 5).name == "heuristic"
+    assert {s["rules"] for s in bots.info()["supports"]} == set(PRESET_NAMES)
+
+
+def test_a_checkpoint_served_with_pytorch_claims_only_its_tables(two: tuple[Path, Path]) -> None:
+    """No ONNX file yet: the PyTorch path reads the same metadata as the exported model would."""
+    special, _ = two
+    with TestClient(create_app(str(special))) as c:
+        info = c.get("/v1/info").json()
+        assert info["supports"] == [{"rules": "hoi_quan_bai", "players": [4]}] and not info["any_rule_overrides"]
+        assert c.post("/v1/act", json=_request("s666pg", 4)).status_code == 422
