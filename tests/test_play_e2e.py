@@ -1,6 +1,8 @@
 """End to end in a real headless Chromium (Playwright): a scripted person plays at /play.
 
-The server (heuristic bots) runs under uvicorn on a free loopback port.  The
+The server runs under uvicorn on a free loopback port with two bots: a small
+network trained (in name) for ``s666pg``/3 only, and the heuristic, which
+plays every other table; the page must show which bot sits at the table.  The
 person answers the Sâm question, tries a selection that is not a combination
 (and must see the engine's refusal), then plays legal moves by clicking cards
 until the result dialog shows; in the first preset it presses "Play again"
@@ -33,15 +35,24 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM) and not os.environ.
 
 
 @pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import torch
     import uvicorn
 
+    from agents.nets.checkpoint import save_checkpoint
+    from agents.nets.policy import build_net
     from agents.server import create_app
+    from sam_env.actions import ACTION_TABLE_VERSION
+    from sam_env.obs import OBS_VERSION
 
+    torch.manual_seed(0)
+    net = save_checkpoint(tmp_path_factory.mktemp("bot") / "tiny", build_net(16, 1, "obs"), {
+        "name": "tiny", "tables": [{"rules": "s666pg", "players": 3}], "obs_version": OBS_VERSION,
+        "action_table_version": ACTION_TABLE_VERSION})
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app("heuristic"), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(create_app([str(net), "heuristic"]), host="127.0.0.1", port=port,
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -139,9 +150,10 @@ def check_result_dialog(page: Any, st: dict[str, Any]) -> None:
     assert all(f"Seat {e['seat']}" in log for e in st["events"] if e["seat"] != st["seat"])
 
 
-@pytest.mark.parametrize("rules,players,seat,games", [("hoi_quan_bai", 4, 0, 2), ("s666pg", 3, 2, 1)])
+@pytest.mark.parametrize("rules,players,seat,games,bot", [("hoi_quan_bai", 4, 0, 2, "heuristic"),
+                                                          ("s666pg", 3, 2, 1, "tiny")])
 def test_person_plays_whole_games(browser: Any, server_url: str, tmp_path: Path, rules: str, players: int,
-                                  seat: int, games: int) -> None:
+                                  seat: int, games: int, bot: str) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -153,6 +165,7 @@ def test_person_plays_whole_games(browser: Any, server_url: str, tmp_path: Path,
         st = idle(page)
         assert st["game"] == game and st["rules"] == rules and st["players"] == players and st["seat"] == seat
         assert page.locator("#opponents .seat-panel").count() == players - 1
+        assert page.inner_text("#bot-name") == f"bot: {bot}"  # the trained bot at its table
         if prev_winner is not None:
             assert st["opener"] == prev_winner  # RULES §4: the previous winner opens
             assert f"Game {game}" in page.inner_text("#game-title")
