@@ -25,10 +25,21 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 # ---- config -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["quick", "standard", "cluster"])
+@pytest.mark.parametrize("name", ["quick", "standard", "cluster", "all_tables"])
 def test_shipped_configs_load(name: str) -> None:
     cfg = load_config(REPO / "configs" / f"{name}.yaml")
     assert isinstance(cfg, TrainConfig) and cfg.name == name
+
+
+def test_the_all_tables_config_plays_every_table_once() -> None:
+    from training.config import training_tables
+    from training.rollout import slot_shares
+    tables = training_tables(load_config(REPO / "configs" / "all_tables.yaml"))
+    assert sorted((t.rules.name, t.players) for t in tables) == sorted(
+        (r, p) for r, top in (("hoi_quan_bai", 5), ("s666pg", 5), ("mien_bac", 4), ("online", 4))
+        for p in range(2, top + 1))
+    assert slot_shares(1400, [t.weight for t in tables]) == [100] * 14
+    assert slot_shares(10, [1.0, 3.0]) == [3, 7] and slot_shares(3, [1.0, 1.0, 100.0]) == [1, 1, 1]
 
 
 def test_overrides_apply_with_types() -> None:
@@ -46,6 +57,11 @@ def test_overrides_apply_with_types() -> None:
     (["eval.opponents=[wizard]"], "wizard"),
     (["belief.deals=-5"], "belief.deals"),
     (["belief.epochs=0"], "belief.epochs"),
+    (["env.tables=[{rules: mien_bac, players: [5]}]"], "5 players is not allowed under mien_bac"),
+    (["env.tables=[{rules: {preset: online, chop_two: -1}, players: [3]}]"], "chop_two"),
+    (["env.tables=[{rules: online, players: [3]}, {rules: online, players: [3, 4]}]"], "listed twice"),
+    (["env.tables=[{rules: online, players: [3], weight: 0}]"], "weight must be positive"),
+    (["init_from=nowhere"], "init_from"),
 ])
 def test_bad_configs_are_refused_in_one_line(overrides: list[str], words: str) -> None:
     with pytest.raises(ConfigError) as err:

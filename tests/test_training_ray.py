@@ -143,3 +143,30 @@ def test_two_node_cluster_through_ray_address(tmp_path: Path) -> None:
         assert summary["decisions_trained"] >= 4000 and summary["worker_failures"] == 0
     finally:
         cluster.shutdown()
+
+
+def test_house_rules_train_and_serve(tmp_path: Path) -> None:
+    """A site's own rule set (a preset plus overrides) trains with the same command and is served for it."""
+    from fastapi.testclient import TestClient
+
+    from agents.server import create_app
+    from sam_env.cards import card_str
+    from sam_env.game import Game
+    from training.cli import main
+
+    house = {"preset": "hoi_quan_bai", "passed_can_chop": False, "chop_two": 15}
+    cfg = tmp_path / "house.yaml"
+    cfg.write_text("name: house\nenv:\n  tables:\n    - {rules: " + json.dumps(house) + ", players: [3]}\n")
+    run, bot = tmp_path / "run", tmp_path / "bot"
+    assert main(["--config", str(cfg), "--run-dir", str(run), *TINY, "total_decisions=3000",
+                 "eval.every_updates=0", f"checkpoint.export_to={bot}"]) == 0
+    meta = ckfmt.read_metadata(bot)
+    assert [t.to_json() for t in meta.tables] == [{"rules": house, "players": 3}]
+    with TestClient(create_app(str(bot))) as c:
+        assert c.get("/v1/info").json()["supports"] == [{"rules": house, "players": [3]}]
+        for rules, status in ((house, 200), ("hoi_quan_bai", 422)):
+            g = Game.new(rules, 3, seed=1)
+            s = g.to_act
+            r = c.post("/v1/act", json={"format": "samloc/1", "rules": rules, "players": 3, "opener": g.opener,
+                                        "seat": s, "hand": [card_str(x) for x in g.hand(s)], "events": []})
+            assert r.status_code == status, r.text
