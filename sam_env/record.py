@@ -18,11 +18,29 @@ class RecordError(ValueError):
     """A bad record: ``error_at`` is the index of the first bad event, or None."""
 
     def __init__(self, message: str, error_at: int | None = None):
-        super().__init__(message)
+        super().__init__(_one_line(message))
         self.error_at = error_at
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": False, "error_at": self.error_at, "error": str(self)}
+
+
+MAX_MESSAGE = 300  # characters: messages echo values from the input, and a value may be huge
+
+
+def _one_line(message: str) -> str:
+    """A message a person can read: one line, and not a megabyte of echoed input."""
+    message = " ".join(message.splitlines())
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 1] + "…"
+
+
+def _show(value: object) -> str:
+    """A value from the input as JSON, for a message (safe for any depth or size)."""
+    try:
+        text = json.dumps(value)
+    except (RecursionError, TypeError, ValueError):
+        text = "a value nested too deeply to show" if isinstance(value, (list, dict)) else repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def replay(record: object, *, check_result: bool = True) -> Game:
@@ -33,7 +51,7 @@ def replay(record: object, *, check_result: bool = True) -> Game:
     if extra:
         raise RecordError(f"unknown record field {extra[0]!r} (known: {', '.join(RECORD_FIELDS)})")
     if record.get("format") != FORMAT:
-        raise RecordError(f"format must be \"{FORMAT}\", not {json.dumps(record.get('format'))}")
+        raise RecordError(f"format must be \"{FORMAT}\", not {_show(record.get('format'))}")
     for key in ("rules", "players", "opener", "hands", "events"):
         if key not in record:
             raise RecordError(f"the record has no {key!r}")
@@ -54,7 +72,7 @@ def replay(record: object, *, check_result: bool = True) -> Game:
         raise RecordError("events must be a list")
     for i, ev in enumerate(events):
         try:
-            game.apply(ev if isinstance(ev, Mapping) else _not_event(ev))
+            game.apply(ev if type(ev) is dict or isinstance(ev, Mapping) else _not_event(ev))
         except (GameError, CardError) as exc:
             raise RecordError(f"event {i}: {exc}", i) from None
     if check_result and record.get("result") is not None:
@@ -64,12 +82,12 @@ def replay(record: object, *, check_result: bool = True) -> Game:
 
 def _opener(value: object, players: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < players:
-        raise RecordError(f"opener must be a seat from 0 to {players - 1}, not {json.dumps(value)}")
+        raise RecordError(f"opener must be a seat from 0 to {players - 1}, not {_show(value)}")
     return value
 
 
 def _not_event(ev: object) -> Mapping[str, Any]:
-    raise GameError(f"an event must be an object with seat and type, not {json.dumps(ev)}")
+    raise GameError(f"an event must be an object with seat and type, not {_show(ev)}")
 
 
 def _check_result(game: Game, given: object) -> None:
@@ -83,8 +101,19 @@ def _check_result(game: Game, given: object) -> None:
         raise RecordError(f"the record has a result but its game is not finished (seat {game.to_act} to act)")
     actual = res.to_json()
     for key in RESULT_FIELDS:
-        if key in given and given[key] != actual[key]:
-            raise RecordError(f"result.{key} is {json.dumps(given[key])} but the replay gives {json.dumps(actual[key])}")
+        if key in given and not same_json(given[key], actual[key]):
+            raise RecordError(f"result.{key} is {_show(given[key])} but the replay gives {_show(actual[key])}")
+
+
+def same_json(a: object, b: object) -> bool:
+    """JSON equality that tells ``true`` from ``1`` and ``-3.0`` from ``-3`` (Python's ``==`` does not)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same_json, a, b))  # type: ignore[arg-type]
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())  # type: ignore[attr-defined]
+    return a == b
 
 
 def replay_report(record: object) -> dict[str, Any]:
@@ -93,6 +122,8 @@ def replay_report(record: object) -> dict[str, Any]:
         game = replay(record)
     except RecordError as exc:
         return exc.to_json()
+    except RecursionError:  # a value nested deep enough to overflow a message or a check
+        return RecordError("the record nests JSON arrays or objects too deeply").to_json()
     res = game.result
     if res is not None:
         return {"ok": True, "finished": True, "result": res.to_json()}
