@@ -3,7 +3,7 @@
 Records are read, replayed and answered one at a time, so memory stays bounded
 however large the file, and each record gets its own answer line whatever the
 others hold.  Exit 0: every record good; 1: a bad record; 2: a usage error (or
-the input cannot be read).
+the input cannot be read); 141 (like ``cat``): the reader of the output left.
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from typing import IO, BinaryIO, Callable, Iterable
 
 from .record import RecordError, iter_records, replay_report
+
+EXIT_PIPE = 128 + 13  # SIGPIPE, as a shell reports a command whose reader closed the pipe
 
 
 def _human(rep: dict) -> str:
@@ -42,7 +45,7 @@ def answer_all(records: Iterable[object], out: IO[str], show: Callable[[dict], s
         rep = rec.to_json() if isinstance(rec, RecordError) else replay_report(rec)
         bad |= not rep["ok"]
         out.write(show(rep) + "\n")
-    out.flush()
+    out.flush()  # here, not at exit: a closed pipe must raise where it is handled
     return 1 if bad else 0
 
 
@@ -51,6 +54,15 @@ def _open(name: str) -> contextlib.AbstractContextManager[BinaryIO]:
     if name == "-":
         return contextlib.nullcontext(sys.stdin.buffer)
     return open(name, "rb")
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null, so that Python's flush at exit does not
+    report the closed pipe again."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def main(argv: list[str]) -> int:
@@ -69,6 +81,9 @@ def main(argv: list[str]) -> int:
     try:
         with opened as stream:
             return answer_all(iter_records(stream), sys.stdout, _as_json if args.json else _human)
+    except BrokenPipeError:  # e.g. `samloc replay F --json | head -2`: the reader has all it wants
+        _drop_stdout()
+        return EXIT_PIPE
     except OSError as exc:  # a read or write failing part way (a disk error, a full disk)
         print(f"samloc replay: stopped: {exc.strerror or exc}", file=sys.stderr)
         return 2

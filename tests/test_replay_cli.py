@@ -1,7 +1,7 @@
 """``samloc replay`` reading its input (PROTOCOL §2, §3): exact event shapes, results compared
 by type as well as value, JSON Lines split on ``\\n`` only with one answer per line (whatever
 the other lines hold), a pretty-printed record answered once however it is broken,
-and streaming in bounded memory.
+streaming in bounded memory, and a quiet exit when the output's reader leaves.
 """
 
 from __future__ import annotations
@@ -417,6 +417,30 @@ def test_a_large_input_runs_in_bounded_memory(tmp_path):
 
     grown = peak_kib(big) - peak_kib(small)
     assert grown < 30 * 1024, f"peak RSS grew by {grown} KiB for a {big.stat().st_size >> 20} MiB file"
+
+
+# ---- item 14: the output's reader leaves -------------------------------------------------------
+def test_a_closed_output_pipe_exits_quietly(tmp_path):
+    f = tmp_path / "many.jsonl"
+    f.write_bytes(b"\n".join(line(RECORDS[i % len(RECORDS)]) for i in range(3000)) + b"\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    p = subprocess.run(f"{sys.executable} -m sam_env.cli replay {f} --json | head -2; echo \"${{PIPESTATUS[0]}}\"",
+                       shell=True, executable="/bin/bash", capture_output=True, env=env, timeout=300)
+    out = p.stdout.decode().splitlines()
+    assert p.stderr == b"", p.stderr.decode()[-2000:]
+    assert len(out) == 3 and all(json.loads(x)["ok"] in (True, False) for x in out[:2])
+    assert out[2] == str(replay_cli.EXIT_PIPE)
+
+
+def test_a_closed_output_pipe_with_little_output_exits_quietly():
+    """The last answers sit in the output buffer when the reader leaves: the flush must not complain."""
+    r, w = os.pipe()
+    os.close(r)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-m", "sam_env.cli", "replay", "-", "--json"],
+                       input=line(RECORDS[0]), stdout=w, stderr=subprocess.PIPE, env=env, timeout=120)
+    os.close(w)
+    assert p.stderr == b"" and p.returncode == replay_cli.EXIT_PIPE
 
 
 # ---- exit codes and usage --------------------------------------------------------------------------
