@@ -27,7 +27,7 @@ class RecordError(ValueError):
         return {"ok": False, "error_at": self.error_at, "error": str(self)}
 
 
-MAX_MESSAGE = 300  # characters: messages echo values from the input, and a value may be huge
+MAX_MESSAGE = 1000  # characters: messages echo values from the input, and a value may be huge
 
 
 def _one_line(message: str) -> str:
@@ -104,7 +104,8 @@ def _check_result(game: Game, given: object) -> None:
     actual = res.to_json()
     for key in RESULT_FIELDS:
         if key in given and not same_json(given[key], actual[key]):
-            raise RecordError(f"result.{key} is {_show(given[key])} but the replay gives {_show(actual[key])}")
+            raise RecordError(f"result.{key} is {_show(given[key])}"
+                              f" but the replay gives {_show(actual[key])}")
 
 
 def same_json(a: object, b: object) -> bool:
@@ -114,7 +115,7 @@ def same_json(a: object, b: object) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(map(same_json, a, b))  # type: ignore[arg-type]
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())  # type: ignore[attr-defined]
+        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())  # type: ignore
     return a == b
 
 
@@ -134,7 +135,8 @@ def replay_report(record: object) -> dict[str, Any]:
 
 
 # ---- reading a file of records (PROTOCOL §2, §3) ----------------------------------------------
-MAX_RECORD_BYTES = 1 << 20  # a long real record is ~10 KB; a longer line (or spread record) is refused unread
+MAX_RECORD_BYTES = 1 << 20  # real records are a few KB; a longer line (or spread record) is refused unread
+_TOO_LONG = f"is over {MAX_RECORD_BYTES >> 20} MiB: no samloc/1 record is that long"
 _BOM = b"\xef\xbb\xbf"
 _JSON_SPACE = " \t\r"  # JSON's whitespace on a line (str.strip would also take U+2028, \x85, \x0c)
 
@@ -153,14 +155,15 @@ class _BadJSON(Exception):
     def __init__(self, what: str, *, syntax: str | None = None, lineno: int = 1, colno: int = 0,
                  wants_more: bool = False):
         super().__init__(what)
-        self.what, self.syntax, self.lineno, self.colno, self.wants_more = what, syntax, lineno, colno, wants_more
+        self.what, self.syntax, self.wants_more = what, syntax, wants_more
+        self.lineno, self.colno = lineno, colno
 
 
 def _no_constant(name: str) -> object:
     raise _BadJSON(f"is not valid JSON ({name} is not a JSON number)")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # Python's json takes NaN and Infinity; JSON does not
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # Python reads NaN and Infinity; JSON has none
 
 
 def _parse(text: str) -> object:
@@ -200,9 +203,6 @@ def _lines(stream: BinaryIO) -> Iterator[_Line]:
         if n == 1:
             raw = raw.removeprefix(_BOM)
         yield _decoded(n, raw)
-
-
-_TOO_LONG = f"is over {MAX_RECORD_BYTES >> 20} MiB: no samloc/1 record is that long"
 
 
 def _decoded(n: int, raw: bytes) -> _Line:
@@ -285,7 +285,7 @@ def _spread_record(first: _Line, first_bad: _BadJSON, lines: Iterator[_Line]) ->
     answered.
     """
     spread = _gather(first, lines)
-    if spread.problem is None and not any(not _blank(line) for line in spread.held[1:]):
+    if spread.problem is None and all(_blank(line) for line in spread.held[1:]):
         yield RecordError(f"line {first.n} {first_bad.what}")  # one line, cut short
     else:
         yield _spread_value(first.n, spread.held, spread.problem)
@@ -333,16 +333,10 @@ def _spread_value(n0: int, held: list[_Line], problem: tuple[int, _Line] | None)
     try:
         value = _parse(_joined(held[:end]))
     except _BadJSON as bad:
-        if problem is None or not bad.wants_more:
-            return _spread_error(n0, held[:end], bad)
-        value = None
-    if problem is None:
-        return value
-    head, line = f"the record that begins on line {n0}", problem[1]
-    if value is None:
-        return RecordError(f"{head}: line {line.n} {line.error}")
-    return RecordError(f"{head} is followed by more at line {line.n}: several records go one per line"
-                       " (JSON Lines)")
+        if problem is not None and bad.wants_more:  # good up to the line that cannot be part of it
+            return RecordError(f"the record that begins on line {n0}: line {problem[1].n} {problem[1].error}")
+        return _spread_error(n0, held[:end], bad)
+    return value if problem is None else _followed_by_more(n0, problem[1].n)
 
 
 def _joined(buf: list[_Line]) -> str:
@@ -359,9 +353,13 @@ def _spread_error(n0: int, buf: list[_Line], bad: _BadJSON) -> RecordError:
         return RecordError(f"{head} is cut short: its JSON has not ended by line {last}")
     at = n0 + bad.lineno - 1
     if bad.syntax == "Extra data":
-        return RecordError(f"{head} is followed by more at line {at}: several records go one per line"
-                           " (JSON Lines)")
+        return _followed_by_more(n0, at)
     return RecordError(f"{head} is not valid JSON ({_where(bad.syntax, bad.colno, at)})")
+
+
+def _followed_by_more(n0: int, at: int) -> RecordError:
+    return RecordError(f"the record that begins on line {n0} is followed by more at line {at}:"
+                       " several records go one per line (JSON Lines)")
 
 
 def parse_records(text: str | bytes) -> Iterator[object]:

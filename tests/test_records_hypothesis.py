@@ -294,7 +294,8 @@ def test_json_lines_answer_each_record_in_order(items):
             assert r == replay_report(x)
         else:  # Python writes NaN and Infinity, which JSON (so samloc/1) does not have
             assert r == {"ok": False, "error_at": None, "error": r["error"]}
-            assert r["error"].startswith(f"line {n} is not valid JSON (") and "is not a JSON number" in r["error"]
+            assert r["error"].startswith(f"line {n} is not valid JSON (")
+            assert "is not a JSON number" in r["error"]
     assert rc == (0 if all(r["ok"] for r in reps) else 1) and err == ""
 
 
