@@ -64,6 +64,31 @@ class Result:
 
 _MAX_EVENTS = 2000  # far above any real game; a longer record is refused
 
+# PROTOCOL §2 event shapes are exact: a field that means nothing for the kind is refused, not ignored.
+EVENT_FIELDS: dict[str, tuple[str, ...]] = {
+    "sam": ("seat", "type", "declare"),
+    "pass": ("seat", "type"),
+    "play": ("seat", "type", "cards"),
+}
+
+
+_ANY_EVENT_FIELD = frozenset(f for fields in EVENT_FIELDS.values() for f in fields)
+_KIND_FIELDS = {kind: frozenset(fields) for kind, fields in EVENT_FIELDS.items()}
+
+
+def check_event_fields(ev: Mapping[str, Any]) -> None:
+    """Refuse a field no event has, or one the event's kind does not have (a pass with cards)."""
+    typ = ev.get("type")
+    allowed = _KIND_FIELDS.get(typ) if isinstance(typ, str) else None
+    if allowed is not None and ev.keys() <= allowed:
+        return  # the usual case, kept cheap: a replay checks every event
+    extra = [k for k in ev if k not in _ANY_EVENT_FIELD]
+    if extra:
+        raise GameError(f"unknown event field {sorted(extra, key=str)[0]!r}")
+    if allowed is not None:
+        odd = next(k for k in ev if k not in allowed)
+        raise GameError(f"a {typ} event has no {odd!r} field (its fields are {', '.join(EVENT_FIELDS[typ])})")
+
 
 class Game:
     """One game of Sâm lốc.
@@ -323,11 +348,9 @@ class Game:
                 raise GameError(f"event {i}: {exc}") from None
 
     def _apply_event(self, ev: Mapping[str, Any]) -> dict[str, Any]:
-        if not isinstance(ev, Mapping):
+        if type(ev) is not dict and not isinstance(ev, Mapping):  # dict first: the ABC check is slow
             raise GameError("an event must be an object with seat and type")
-        extra = set(ev) - {"seat", "type", "declare", "cards"}
-        if extra:
-            raise GameError(f"unknown event field {sorted(extra)[0]!r}")
+        check_event_fields(ev)
         seat, typ = ev.get("seat"), ev.get("type")
         if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < self.players:
             raise GameError(f"seat must be a seat from 0 to {self.players - 1}, not {seat!r}")

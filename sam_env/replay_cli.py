@@ -1,12 +1,23 @@
-"""``samloc replay FILE [--json]`` (PROTOCOL §3)."""
+"""``samloc replay FILE [--json]`` (PROTOCOL §3).
+
+Records are read, replayed and answered one at a time, so memory stays bounded
+however large the file, and each record gets its own answer line whatever the
+others hold.  Exit 0: every record good; 1: a bad record; 2: a usage error (or
+the input cannot be read); 141 (like ``cat``): the reader of the output left.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from typing import IO, BinaryIO, Callable, Iterable
 
-from .record import RecordError, parse_records, replay_report
+from .record import RecordError, iter_records, replay_report
+
+EXIT_PIPE = 128 + 13  # SIGPIPE, as a shell reports a command whose reader closed the pipe
 
 
 def _human(rep: dict) -> str:
@@ -23,8 +34,39 @@ def _human(rep: dict) -> str:
             + " ".join(rep["legal"]))
 
 
+def _as_json(rep: dict) -> str:
+    return json.dumps(rep, ensure_ascii=False)
+
+
+def answer_all(records: Iterable[object], out: IO[str], show: Callable[[dict], str] = _as_json) -> int:
+    """Replay and answer each record as it comes (one output line each); the exit status."""
+    bad = False
+    for rec in records:
+        rep = rec.to_json() if isinstance(rec, RecordError) else replay_report(rec)
+        bad |= not rep["ok"]
+        out.write(show(rep) + "\n")
+    out.flush()  # here, not at exit: a closed pipe must raise where it is handled
+    return 1 if bad else 0
+
+
+def _open(name: str) -> contextlib.AbstractContextManager[BinaryIO]:
+    """The input as bytes (``-``: standard input, left open)."""
+    if name == "-":
+        return contextlib.nullcontext(sys.stdin.buffer)
+    return open(name, "rb")
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null, so that Python's flush at exit does not
+    report the closed pipe again."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="samloc replay", description=__doc__)
+    ap = argparse.ArgumentParser(prog="samloc replay", description=__doc__.split("\n\n")[0])
     ap.add_argument("file", help="a samloc/1 record, a JSON Lines file of records, or - for stdin")
     ap.add_argument("--json", action="store_true", help="print PROTOCOL §3 JSON, one line per record")
     try:
@@ -32,22 +74,16 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
-        if args.file == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(args.file, "rb") as f:
-                data = f.read()
+        opened = _open(args.file)
     except OSError as exc:
         print(f"samloc replay: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
-        records = list(parse_records(data.decode("utf-8-sig")))
-    except UnicodeDecodeError as exc:
-        records = [RecordError(f"the input is not UTF-8 text (byte {exc.start})")]
-    bad = False
-    out = sys.stdout
-    for rec in records:
-        rep = rec.to_json() if isinstance(rec, RecordError) else replay_report(rec)
-        bad |= not rep["ok"]
-        out.write((json.dumps(rep, ensure_ascii=False) if args.json else _human(rep)) + "\n")
-    return 1 if bad else 0
+        with opened as stream:
+            return answer_all(iter_records(stream), sys.stdout, _as_json if args.json else _human)
+    except BrokenPipeError:  # e.g. `samloc replay F --json | head -2`: the reader has all it wants
+        _drop_stdout()
+        return EXIT_PIPE
+    except OSError as exc:  # a read or write failing part way (a disk error, a full disk)
+        print(f"samloc replay: stopped: {exc.strerror or exc}", file=sys.stderr)
+        return 2
