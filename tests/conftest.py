@@ -8,7 +8,11 @@ games.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -102,6 +106,28 @@ def shuffle_hidden(state: np.ndarray, seat: int, seed: int = 0) -> np.ndarray:
         for _ in range(st[core.O_SIZE + s]):
             st[core.O_HAND + s * nr + pool.pop()] += 1
     return st
+
+
+@contextmanager
+def live_server(app: Any) -> Iterator[str]:
+    """``app`` under a real uvicorn on a free loopback port (a thread); yields its base URL."""
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    t0 = time.time()
+    while not server.started:
+        assert time.time() - t0 < 60 and thread.is_alive(), "the test server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 @pytest.fixture(scope="session")

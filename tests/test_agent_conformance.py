@@ -11,9 +11,6 @@ module fixture, every list from a fresh agent of the same seed); one test per pr
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -22,7 +19,7 @@ import pytest
 
 from agents import make_agent
 from agents.base import Agent
-from conftest import play_positions, shuffle_hidden
+from conftest import live_server, play_positions, shuffle_hidden
 from sam_env.cards import cards_str
 from sam_env.game import Game
 
@@ -45,24 +42,10 @@ KINDS: dict[str, tuple[str, int, Path | None]] = {
 @pytest.fixture(scope="module")
 def live_url() -> Iterator[str]:
     """``samloc serve --agent heuristic`` (its app, under uvicorn) on a free loopback port."""
-    import uvicorn
-
     from agents.server import create_app
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app("heuristic"), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    t0 = time.time()
-    while not server.started:
-        assert time.time() - t0 < 60 and thread.is_alive(), "the test server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with live_server(create_app("heuristic")) as url:
+        yield url
 
 
 def _spec(kind: str, request: pytest.FixtureRequest) -> str:

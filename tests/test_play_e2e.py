@@ -17,13 +17,12 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import socket
-import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+
+from conftest import live_server
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -37,7 +36,6 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM) and not os.environ.
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     import torch
-    import uvicorn
 
     from agents.nets.checkpoint import save_checkpoint
     from agents.nets.policy import build_net
@@ -49,20 +47,8 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     net = save_checkpoint(tmp_path_factory.mktemp("bot") / "tiny", build_net(16, 1, "obs"), {
         "name": "tiny", "tables": [{"rules": "s666pg", "players": 3}], "obs_version": OBS_VERSION,
         "action_table_version": ACTION_TABLE_VERSION})
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app([str(net), "heuristic"]), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    t0 = time.time()
-    while not server.started:
-        assert time.time() - t0 < 60 and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with live_server(create_app([str(net), "heuristic"])) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
