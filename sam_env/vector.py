@@ -1,12 +1,12 @@
 """Batched environments on the compiled engine: the trainer's self-play batch
 and the opponent-driven games behind the Gymnasium envs.
 
-Seeding (the same everywhere, Gymnasium's convention): game ``g`` of a batch
-reset with ``seed`` draws its deals from the splitmix stream
-``SeedSequence(seed + g)`` word 0, so it deals exactly the games of a single
-env reset with ``seed + g``.  Word 1 is a second stream for everything else
-random in an opponent env (the learning seat, random opponents, replaced
-illegal actions), so opponents never shift the deals.
+Seeding (:mod:`sam_env.seeding`, Gymnasium's convention): game ``g`` of a
+batch reset with ``seed`` plays the deals of seed ``seed + g``, so it deals
+exactly the games of a single env reset with ``seed + g``.  Word 1 of that
+seed is a second stream for everything else random in an opponent env (the
+learning seat, random opponents, replaced illegal actions), so opponents
+never shift the deals.
 
 This module imports neither torch nor gymnasium.
 """
@@ -26,23 +26,9 @@ from .cards import HAND_SIZE
 from .core import O_N, O_PHASE, O_SCORE, O_TO_ACT, PH_OVER, PH_SAM
 from .obs import OBS_SIZE, encode_mask_batch, encode_row
 from .rules import RuleSet
+from .seeding import fresh_seed, seed_streams
 
 __all__ = ["SelfPlayBatch", "OpponentGames", "IllegalActionError", "bench_env", "seed_streams"]
-
-
-def seed_streams(seed: int, count: int, words: int = 1) -> np.ndarray:
-    """``uint64[words * count]``: word ``w`` of game ``g`` at ``w * count + g``, from ``SeedSequence(seed + g)``."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
-    out = np.empty(words * count, dtype=np.uint64)
-    for g in range(count):
-        out[g::count] = np.random.SeedSequence(int(seed) + g).generate_state(words, dtype=np.uint64)
-    return out
-
-
-def fresh_seed() -> int:
-    """A random seed from the OS, for ``reset(seed=None)`` on a never-seeded env."""
-    return int(np.random.SeedSequence().entropy % (2 ** 63))
 
 
 # ---- kernels ---------------------------------------------------------------------
