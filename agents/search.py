@@ -192,7 +192,7 @@ class SearchAgent(Agent):
     def __init__(self, policy: PolicyAgent, candidates: int = DEFAULTS["candidates"],
                  worlds: int = DEFAULTS["worlds"], horizon: int = DEFAULTS["horizon"],
                  critic: int = DEFAULTS["critic"], *, belief: BeliefNet | None = None,
-                 reward_scale: float = 20.0, seed: int = 0, chunk: int = 8192, bf16: bool | None = None) -> None:
+                 reward_scale: float = obs_mod.LA_SCALE, seed: int = 0, chunk: int = 8192, bf16: bool | None = None) -> None:
         for key, val, low in (("candidates", candidates, 2), ("worlds", worlds, 1), ("horizon", horizon, -1),
                               ("critic", critic, 0)):
             if isinstance(val, bool) or not isinstance(val, int) or val < low:
@@ -360,5 +360,5 @@ def load_search_agent(path: str | Path, settings: str = "", seed: int = 0) -> Se
     if required and want and belief is None:
         raise ValueError(f"{path} has no belief network ({path}/belief.safetensors; "
                          "make one with samloc belief), or search it with belief=0")
-    scale = float(((policy.metadata.get("config") or {}).get("env") or {}).get("reward_scale", 20.0))
+    scale = float(((policy.metadata.get("config") or {}).get("env") or {}).get("reward_scale", obs_mod.LA_SCALE))
     return SearchAgent(policy, **spec, belief=belief, reward_scale=scale, seed=seed)
