@@ -25,11 +25,8 @@ from .actions import (ACT_COUNTS, ACT_KIND, ACT_LEN, ACT_NCARDS, ACT_RANK, DQUAD
                       K_DQUAD, K_PAIR, K_QUAD, K_SINGLE, K_STRAIGHT, MAX_STRAIGHT,
                       MIN_STRAIGHT, NO_SAM, NUM_ACTIONS, NUM_POSITIONS, PASS, POS_RANK, QUAD0,
                       SAM, SINGLE0, STRAIGHT0)
-from .cards import HAND_SIZE as HAND
-from .cards import NUM_RANKS as NR
-from .cards import RANK_2 as R2
-from .cards import NUM_CARDS, RANK_K, RANK_T
-from .seeding import rng_below, rng_next  # noqa: F401  (the engine's streams; re-exported)
+from .cards import HAND_SIZE as HAND, NUM_CARDS, NUM_RANKS as NR, RANK_2 as R2, RANK_K, RANK_T
+from .seeding import rng_below  # the engine's random streams (also core.rng_below for kernels elsewhere)
 
 MAX_PLAYERS = 5
 

@@ -52,15 +52,17 @@ def fingerprint(folders: Iterable[Path]) -> str:
 
 def cache_dirs(folder: Path) -> list[tuple[Path, bool]]:
     """``(dir, numba's first choice)`` for each place numba may cache kernels of ``folder``."""
-    from numba.core import config
-    from numba.core.caching import _CacheLocator
-    from numba.misc.appdirs import AppDirs
-
+    in_tree = folder / "__pycache__"
+    try:  # numba's own locators: NUMBA_CACHE_DIR, else in tree, else the user-wide cache
+        from numba.core import config
+        from numba.core.caching import _CacheLocator
+        from numba.misc.appdirs import AppDirs
+    except ImportError:  # a numba without them: the in-tree cache at least
+        return [(in_tree, True)]
     sub = _CacheLocator.get_suitable_cache_subpath(str(folder / "x.py"))
-    if config.CACHE_DIR:  # NUMBA_CACHE_DIR
+    if config.CACHE_DIR:
         return [(Path(config.CACHE_DIR) / sub, True)]
-    return [(folder / "__pycache__", True),
-            (Path(AppDirs(appname="numba", appauthor=False).user_cache_dir) / sub, False)]
+    return [(in_tree, True), (Path(AppDirs(appname="numba", appauthor=False).user_cache_dir) / sub, False)]
 
 
 def _write_atomic(path: Path, text: str) -> None:

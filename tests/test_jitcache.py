@@ -34,14 +34,16 @@ def _package(root: Path, name: str, refresh: str | None, src: str | None = None)
     (pkg / "b.py").write_text(KERNEL.format(src=src or name))
 
 
-def _env(root: Path) -> dict[str, str]:
+def _env(root: Path, cache_dir: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_DISABLE_JIT")}
     env["PYTHONPATH"] = os.pathsep.join([str(root), str(REPO)])
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = str(cache_dir)
     return env
 
 
-def _value(root: Path, name: str) -> int:
-    out = subprocess.run([sys.executable, "-c", f"from {name}.b import f; print(f())"], env=_env(root),
+def _value(root: Path, name: str, cache_dir: Path | None = None) -> int:
+    out = subprocess.run([sys.executable, "-c", f"from {name}.b import f; print(f())"], env=_env(root, cache_dir),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return int(out.stdout)
@@ -61,6 +63,15 @@ def test_a_changed_constant_reaches_kernels_in_other_files(tmp_path):
     assert _value(tmp_path, "user") == 2         # its own files are unchanged; what it uses is not
     stamp = tmp_path / "fresh" / "__pycache__" / "numba-sources.sha256"
     assert len(stamp.read_text().strip()) == 64
+
+
+def test_numba_cache_dir_is_kept_in_step_too(tmp_path):
+    cache = tmp_path / "numba-cache"
+    _package(tmp_path, "fresh", "")
+    assert _value(tmp_path, "fresh", cache) == 1
+    assert list(cache.rglob("*.nbi")) and not list((tmp_path / "fresh").glob("__pycache__/*.nbi"))
+    (tmp_path / "fresh" / "a.py").write_text("K = 5\n")
+    assert _value(tmp_path, "fresh", cache) == 5
 
 
 def test_many_processes_starting_at_once_after_an_edit(tmp_path):
