@@ -4,9 +4,13 @@
 | "http://host:port", seed=0)``.  Evaluation lives in :mod:`agents.evaluate`.
 """
 
-from .base import Agent
-from .heuristic import HeuristicAgent
-from .random_agent import RandomAgent
-from .registry import make_agent
+from sam_env import jitcache
+
+jitcache.refresh(__name__, uses=("sam_env",))  # its kernels compile sam_env's in
+
+from .base import Agent  # noqa: E402
+from .heuristic import HeuristicAgent  # noqa: E402
+from .random_agent import RandomAgent  # noqa: E402
+from .registry import make_agent  # noqa: E402
 
 __all__ = ["Agent", "HeuristicAgent", "RandomAgent", "make_agent"]

@@ -6,7 +6,9 @@ the cards alone decide cancels out: averaged over the rotations, a deal the
 agents cannot influence scores exactly 0.  The unit of the confidence
 interval is therefore the deal (the mean of its rotations), not the game.
 
-Deals that end at once in an instant win need no decision and are skipped
+The deals are those of ``seed`` in order (:mod:`sam_env.seeding`: the games
+``SamLoc-v0`` reset with that seed deals, one per episode).  Deals that end at
+once in an instant win need no decision and are skipped
 (their duplicate score is 0 by construction); ``instant_deals_skipped`` counts
 them.  Games run through the batched engine when both agents have
 ``act_batch``, else one decision at a time through :class:`Game`; either way
@@ -29,7 +31,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from numba import njit
 
-from sam_env import core
+from sam_env import core, seeding
 from sam_env.actions import NUM_ACTIONS, move_str
 from sam_env.cards import HAND_SIZE
 from sam_env.game import Game, GameError
@@ -47,30 +49,7 @@ class IllegalMoveError(RuntimeError):
     """An agent chose a move the rules do not allow."""
 
 
-# ---- deals and the batched engine loop ------------------------------------------------
-@njit(cache=True)
-def _make_deals(rng, ru, n, count, hands, openers):
-    """``count`` seeded deals that need a decision; returns the instant-win deals skipped."""
-    st = np.zeros(core.STATE_SIZE, dtype=np.int32)
-    h = np.zeros((core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
-    skipped = 0
-    d = 0
-    while d < count:
-        core.deal(rng, 0, n, h)
-        if ru[core.R_LOWEST_OPENER] != 0:
-            op = core.lowest_card_seat(h, n)
-        else:
-            op = core.rng_below(rng, 0, n)
-        core.start_game(st, ru, h, n, op, 0)
-        if st[core.O_PHASE] == core.PH_OVER:
-            skipped += 1
-            continue
-        hands[d] = h
-        openers[d] = op
-        d += 1
-    return skipped
-
-
+# ---- the batched engine loop -----------------------------------------------------------
 @njit(cache=True)
 def _start_rotations(states, ru, hands, openers, n):
     for g in range(states.shape[0]):
@@ -245,7 +224,7 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
     ru = rs.to_array()
     hands = np.zeros((deals, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
     openers = np.zeros(deals, dtype=np.int64)
-    skipped = int(_make_deals(core.new_rng(seed, 1), ru, n, deals, hands, openers))
+    skipped = int(core.playable_deals(seeding.stream(seed), 0, ru, n, hands, openers))
     fast = a.batched and b.batched
     parts = []
     records: list[dict[str, Any]] = []

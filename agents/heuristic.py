@@ -41,11 +41,11 @@ from sam_env.core import (NR, O_DECLARER, O_HAND, O_LAST, O_N, O_NDEC, O_PHASE, 
                           O_TO_ACT, O_TOP, PH_SAM, R2, R_ACE_LOW, R_CHOP_QUAD, R_CHOP_TWO, R_CONG,
                           R_DQUAD, R_FINISH_TWO_FORBIDDEN, R_QUAD_CHOPS_TWO, R_QUAD_LEFT,
                           R_SAM_FAIL, R_SAM_WIN, R_TWO_LEFT)
+from sam_env.cards import RANK_A as RA
 from sam_env.game import Game
+from sam_env.seeding import GOLDEN_U64, MIX1_U64, MIX2_U64
 
 from .base import Agent, check_seat
-
-RA = 11  # rank index of the ace
 
 # ---- parameters ----------------------------------------------------------------------
 #: One row per parameter: (name, default, what it weighs).  The kernels read a float
@@ -488,12 +488,14 @@ def _sam_threshold(ru, prm):
 @njit(cache=True)
 def _salt(st, seat, seed):
     """A per-decision random seed from public facts + own hand: the same
-    decision gets the same randomness however games are batched."""
-    z = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seat + 1)
+    decision gets the same randomness however games are batched.  Its fold
+    (splitmix64's constants, a lighter mix than ``seeding.mix64``) stays as it
+    is so the heuristic keeps playing exactly the games it always has."""
+    z = np.uint64(seed) * GOLDEN_U64 + np.uint64(seat + 1)
     for r in range(NR):
-        z = (z ^ np.uint64(st[O_HAND + seat * NR + r] + 7 * r)) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ np.uint64(st[O_HAND + seat * NR + r] + 7 * r)) * MIX1_U64
         z ^= z >> np.uint64(29)
-    z ^= np.uint64(st[O_NDEC]) * np.uint64(0x94D049BB133111EB)
+    z ^= np.uint64(st[O_NDEC]) * MIX2_U64
     return z
 
 

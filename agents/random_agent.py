@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sam_env import core
+from sam_env import core, seeding
 from sam_env.actions import NO_SAM, NUM_ACTIONS, SAM
 from sam_env.game import Game
 
@@ -55,7 +55,7 @@ class RandomAgent(Agent):
             raise ValueError(f"sam_prob must be between 0 and 1, not {sam_prob!r}")
         self.sam_prob = float(sam_prob)
         self.name = {0.0: "random", 0.5: "random:uniform"}.get(self.sam_prob, f"random:{sam_prob}")
-        self._rng = core.new_rng(self.seed, 1)
+        self._rng = seeding.stream(self.seed)
         self._ppm = int(round(self.sam_prob * 1_000_000))
 
     def act(self, game: Game, seat: int) -> int:

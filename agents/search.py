@@ -37,6 +37,7 @@ from sam_env import core
 from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
+from sam_env.seeding import GOLDEN_U64, mix64
 
 from .base import Agent, check_seat
 from .nets.belief import BeliefNet, load_belief
@@ -50,22 +51,15 @@ DEFAULTS = {"candidates": 10, "worlds": 64, "horizon": 2, "critic": 50, "belief"
 
 
 @njit(cache=True)
-def _mix(z):
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-@njit(cache=True)
 def _salt(st, seat, seed):
     """A seed from the seat's own knowledge, so batching never changes a choice."""
-    z = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seat + 1)
+    z = np.uint64(seed) * GOLDEN_U64 + np.uint64(seat + 1)
     for r in range(NR):
-        z = _mix(z ^ np.uint64(st[core.O_HAND + seat * NR + r] + 5 * r + 1))
+        z = mix64(z ^ np.uint64(st[core.O_HAND + seat * NR + r] + 5 * r + 1))
     for s in range(st[core.O_N]):
         for r in range(NR):
-            z = _mix(z ^ np.uint64(st[core.O_PLAYED + s * NR + r] * 131 + s * 13 + r))
-    return _mix(z ^ np.uint64(st[core.O_NDEC]))
+            z = mix64(z ^ np.uint64(st[core.O_PLAYED + s * NR + r] * 131 + s * 13 + r))
+    return mix64(z ^ np.uint64(st[core.O_NDEC]))
 
 
 @njit(cache=True)
@@ -88,7 +82,7 @@ def _deal_believed(st, st0, seat, n, pool, m, share, room, room0, wts, z):
         for d in range(room.shape[0]):
             wts[d] = share[d, r] * m / room0[d] * room[d] + 1e-12 if room[d] > 0 else 0.0
             tot += wts[d]
-        z = _mix(z + np.uint64(0x9E3779B97F4A7C15))
+        z = mix64(z + GOLDEN_U64)
         x = (np.float64(z >> np.uint64(11)) + 0.5) / 9007199254740992.0 * tot
         d = 0
         acc = wts[0]
@@ -138,7 +132,7 @@ def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief)
         for w in range(worlds):
             # Fisher-Yates over the unseen cards, then deal them in seat order
             for j in range(m - 1, 0, -1):
-                z = _mix(z + np.uint64(0x9E3779B97F4A7C15))
+                z = mix64(z + GOLDEN_U64)
                 t = np.int64(z % np.uint64(j + 1))
                 pool[j], pool[t] = pool[t], pool[j]
             base = k
@@ -198,7 +192,7 @@ class SearchAgent(Agent):
     def __init__(self, policy: PolicyAgent, candidates: int = DEFAULTS["candidates"],
                  worlds: int = DEFAULTS["worlds"], horizon: int = DEFAULTS["horizon"],
                  critic: int = DEFAULTS["critic"], *, belief: BeliefNet | None = None,
-                 reward_scale: float = 20.0, seed: int = 0, chunk: int = 8192, bf16: bool | None = None) -> None:
+                 reward_scale: float = obs_mod.LA_SCALE, seed: int = 0, chunk: int = 8192, bf16: bool | None = None) -> None:
         for key, val, low in (("candidates", candidates, 2), ("worlds", worlds, 1), ("horizon", horizon, -1),
                               ("critic", critic, 0)):
             if isinstance(val, bool) or not isinstance(val, int) or val < low:

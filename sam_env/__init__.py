@@ -1,5 +1,9 @@
 """sam_env: the Sâm lốc rules engine (RULES.md), its records (PROTOCOL.md) and environments."""
 
+from . import jitcache
+
+jitcache.refresh(__name__)  # before any kernel loads: numba's caches must match these sources
+
 from .actions import ACTION_NAMES, ACTION_TABLE_VERSION, NUM_ACTIONS, move_str, parse_move
 from .rules import PRESET_NAMES, RuleSet, RulesError
 

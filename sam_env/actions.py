@@ -42,7 +42,7 @@ MIN_STRAIGHT, MAX_STRAIGHT = 3, 10
 NUM_POSITIONS = 14  # straight positions 1 … 14
 
 # Straight position → rank index.  Position 0 is unused.
-POS_RANK = np.array([-1, RANK_A, RANK_2] + list(range(0, 11)) + [RANK_A], dtype=np.int64)
+POS_RANK = np.array([-1, RANK_A, RANK_2] + list(range(RANK_A)) + [RANK_A], dtype=np.int64)
 
 
 def _build() -> tuple[np.ndarray, ...]:

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import core
+from . import core, seeding
 from .actions import NUM_ACTIONS
 from .cards import HAND_SIZE
 from .rules import RuleSet
@@ -26,9 +26,10 @@ class IllegalActionError(ValueError):
 class GameBatch:
     """``num_games`` games, each restarted with a fresh seeded deal when it ends.
 
-    ``seed`` fixes every deal and opener: the same seed gives the same games.
-    Deals that are instant wins need no decision and are skipped
-    (``instant_deals`` counts them).
+    Game ``g`` of a batch reset with ``seed`` plays the deals of seed
+    ``seed + g`` one after another (:mod:`sam_env.seeding`); deals that are
+    instant wins need no decision and are skipped (``instant_deals`` counts
+    them).
     """
 
     def __init__(self, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
@@ -49,7 +50,7 @@ class GameBatch:
         self.reset(seed)
 
     def reset(self, seed: int) -> None:
-        self.rng = core.new_rng(seed, self.num_games)
+        self.rng = seeding.seed_streams(seed, self.num_games)
         self.instant_deals = int(core.batch_reset(self.states, self.ru, self.rng, self.players, self.hands))
 
     @property
@@ -91,12 +92,16 @@ class GameBatch:
 def play_random(rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
                 games: int = 10_000, seed: int = 0, batch: int = 1024,
                 no_sam: bool = True) -> dict[str, int]:
-    """Play ``games`` uniformly random games through the batched engine (the benchmark's work)."""
+    """Play ``games`` uniformly random games through the batched engine (the benchmark's work).
+
+    Slot ``g`` of the batch starts on deal 0 of seed ``seed + g``; its random
+    moves draw from the same stream, so its later deals are its own.
+    """
     rs = RuleSet.parse(rules)
     rs.check_players(players)
     batch = max(1, min(batch, games))
     states = core.new_states(batch)
     hands = np.zeros((batch, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
-    rng = core.new_rng(seed, batch)
+    rng = seeding.seed_streams(seed, batch)
     g, d, illegal = core.batch_play_random(states, rs.to_array(), rng, players, hands, games, no_sam)
     return {"games": int(g), "decisions": int(d), "illegal": int(illegal)}

@@ -1,7 +1,8 @@
-"""``samloc bench``: engine throughput on one core, uniformly random legal play.
+"""``samloc bench``: engine and environment throughput on one core, uniformly random legal play.
 
 Every seat answers ``no_sam``, then picks uniformly among its legal moves;
 every move is checked for legality.  The last output line is JSON.
+(``--agent`` benchmarks are the agents package's: :mod:`agents.bench`.)
 """
 
 from __future__ import annotations
@@ -11,12 +12,18 @@ import json
 import os
 import sys
 import time
+from typing import Any, Callable
 
+import numpy as np
+
+from .actions import NO_SAM
 from .batch import play_random
 from .rules import RuleSet, RulesError
+from .seeding import seed_streams
+from .vector import SelfPlayBatch, random_from_masks
 
 
-def bench_engine(rules: str, players: int, games: int, seed: int, batch: int) -> dict:
+def bench_engine(rules: str, players: int, games: int, seed: int, batch: int) -> dict[str, Any]:
     play_random(rules, players, games=min(games, 200), seed=seed + 1, batch=batch)  # compile / warm up
     t0 = time.perf_counter()
     out = play_random(rules, players, games=games, seed=seed, batch=batch)
@@ -27,18 +34,68 @@ def bench_engine(rules: str, players: int, games: int, seed: int, batch: int) ->
             "decisions_per_s": round(out["decisions"] / dt), "games_per_s": round(out["games"] / dt)}
 
 
-def bench_agent(spec: str, rules: str, players: int, deals: int, seed: int) -> dict:
-    """Agent-only matches through the evaluation harness (duplicate deals, batched engine)."""
-    from agents.evaluate import evaluate
-    evaluate(spec, spec, rules, players, 20, seed=seed + 1)  # compile / warm up
-    t0, c0 = time.perf_counter(), time.process_time()
-    r = evaluate(spec, spec, rules, players, deals, seed=seed)
-    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"agent": spec, "games": r["games"], "seconds": round(dt, 4), "games_per_s": round(r["games"] / dt),
-            "games_per_cpu_s": round(r["games"] / cpu)}
+def bench_env(rules: str, players: int, num_envs: int, steps: int, seed: int) -> dict[str, Any]:
+    """Agent steps per second with random legal actions (``no_sam`` to every Sâm
+    question, as ``samloc bench``), observations and masks built.
+
+    ``num_envs > 1``: the :class:`SelfPlayBatch` (steps = games × batch steps).
+    ``num_envs == 1``: one Gymnasium ``SamLoc-v0`` (learning seat vs random
+    opponents; steps = ``env.step`` calls).
+    """
+    if num_envs < 1 or steps < 1:
+        raise ValueError("--num-envs and --steps must be positive")
+    if num_envs == 1:
+        return _bench_single(rules, players, steps, seed)
+    sp = SelfPlayBatch(rules, players, num_envs, seed=seed)
+    rng = seed_streams(seed + 1_000_003, num_envs)
+    acts = np.zeros(num_envs, dtype=np.int64)
+    for _ in range(20):  # compile and warm up
+        random_from_masks(sp.masks, rng, acts)
+        sp.step(acts)
+    iters = max(1, steps // num_envs)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        random_from_masks(sp.masks, rng, acts)
+        sp.step(acts)
+    dt = time.perf_counter() - t0
+    total = iters * num_envs
+    return {"num_envs": num_envs, "steps": total, "seconds": round(dt, 4), "steps_per_s": round(total / dt)}
 
 
-def main(argv: list[str]) -> int:
+def _bench_single(rules: str, players: int, steps: int, seed: int) -> dict[str, Any]:
+    import gymnasium
+
+    from . import gym_env  # noqa: F401  (registers SamLoc-v0)
+    env = gymnasium.make("SamLoc-v0", rules=rules, players=players)
+    obs, info = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(200):  # warm up
+        a = int(rng.choice(np.flatnonzero(obs["action_mask"])))
+        obs, r, term, trunc, info = env.step(a)
+        if term:
+            obs, info = env.reset()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        mask = obs["action_mask"]
+        if mask[NO_SAM]:
+            a = NO_SAM
+        else:
+            legal = np.flatnonzero(mask)
+            a = int(legal[rng.integers(len(legal))])
+        obs, r, term, trunc, info = env.step(a)
+        if term:
+            obs, info = env.reset()
+    dt = time.perf_counter() - t0
+    env.close()
+    return {"num_envs": 1, "steps": steps, "seconds": round(dt, 4), "steps_per_s": round(steps / dt)}
+
+
+AgentBench = Callable[[str, str, int, int, int], dict]
+
+
+def main(argv: list[str], agent_bench: AgentBench | None = None) -> int:
+    """The command; ``--agent`` runs ``agent_bench`` (``agents.bench.bench_agent``, which
+    :func:`agents.bench.main` passes; otherwise reached through :mod:`sam_env.upward`)."""
     ap = argparse.ArgumentParser(prog="samloc bench", description=__doc__)
     ap.add_argument("--rules", default="hoi_quan_bai", help="preset name (default hoi_quan_bai)")
     ap.add_argument("--players", type=int, default=4)
@@ -63,9 +120,10 @@ def main(argv: list[str]) -> int:
         if args.games < 1 or args.batch < 1:
             raise RulesError("--games and --batch must be positive")
         if args.agent:
-            res = bench_agent(args.agent, args.rules, args.players, args.games, args.seed)
+            if agent_bench is None:
+                from .upward import bench_agent as agent_bench
+            res = agent_bench(args.agent, args.rules, args.players, args.games, args.seed)
         elif args.env:
-            from .vector import bench_env
             steps = args.steps if args.steps is not None else (200_000 if args.num_envs == 1 else 2_000_000)
             res = bench_env(args.rules, args.players, args.num_envs, steps, args.seed)
         else:

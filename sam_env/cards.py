@@ -15,8 +15,10 @@ SUITS = "csdh"  # ♣ ♠ ♦ ♥, in tie-break order
 NUM_RANKS = 13
 NUM_CARDS = 52
 HAND_SIZE = 10
+RANK_T = 7   # the 10
+RANK_K = 10
 RANK_A = 11
-RANK_2 = 12
+RANK_2 = 12  # the heo
 
 _SUIT_ALIASES = {"c": 0, "s": 1, "d": 2, "h": 3, "♣": 0, "♠": 1, "♦": 2, "♥": 3,
                  "♧": 0, "♤": 1, "♢": 2, "♡": 3}

@@ -25,11 +25,10 @@ from .actions import (ACT_COUNTS, ACT_KIND, ACT_LEN, ACT_NCARDS, ACT_RANK, DQUAD
                       K_DQUAD, K_PAIR, K_QUAD, K_SINGLE, K_STRAIGHT, MAX_STRAIGHT,
                       MIN_STRAIGHT, NO_SAM, NUM_ACTIONS, NUM_POSITIONS, PASS, POS_RANK, QUAD0,
                       SAM, SINGLE0, STRAIGHT0)
+from .cards import HAND_SIZE as HAND, NUM_CARDS, NUM_RANKS as NR, RANK_2 as R2, RANK_K, RANK_T
+from .seeding import rng_below  # the engine's random streams (also core.rng_below for kernels elsewhere)
 
 MAX_PLAYERS = 5
-NR = 13
-R2 = 12  # rank index of the 2 (heo)
-HAND = 10
 
 # ---- rule-set array layout ---------------------------------------------------
 (R_MAX_PLAYERS, R_ACE_LOW, R_QUAD_CHOPS_TWO, R_DQUAD, R_PASSED_CHOP, R_FINISH_TWO_FORBIDDEN,
@@ -617,14 +616,10 @@ def instant_pattern(cards, ru):
             p += counts[r] // 2
         if p >= 5:
             return P_FIVE_PAIRS
-    if mask & (1 << P_POOR) and counts[7] + counts[8] + counts[9] + counts[10] == 0:
+    if mask & (1 << P_POOR) and counts[RANK_T:RANK_K + 1].sum() == 0:  # no 10, J, Q or K
         return P_POOR
-    if mask & (1 << P_RICH):
-        s = 0
-        for r in range(7):
-            s += counts[r]
-        if s == 0:
-            return P_RICH
+    if mask & (1 << P_RICH) and counts[:RANK_T].sum() == 0:  # no 3-9
+        return P_RICH
     return -1
 
 
@@ -668,28 +663,12 @@ def start_game(st, ru, hands, n, opener, hidden):
     st[O_PHASE] = PH_SAM if ru[R_SAM_DECL] != 0 else PH_PLAY
 
 
-# ---- seeded randomness and batches ------------------------------------------------
-@njit(cache=True)
-def rng_next(rng, i):
-    """splitmix64 step of stream ``i``: a uint64, reproducible on every platform."""
-    rng[i] += np.uint64(0x9E3779B97F4A7C15)
-    z = rng[i]
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-@njit(cache=True)
-def rng_below(rng, i, k):
-    """Uniform integer in [0, k)."""
-    return np.int64(rng_next(rng, i) % np.uint64(k))
-
-
+# ---- seeded deals and batches (the convention: sam_env.seeding) --------------------
 @njit(cache=True)
 def deal(rng, i, n, hands):
     """Shuffle a deck with stream ``i`` and deal 10 cards to each of ``n`` seats."""
-    deck = np.arange(52)
-    for j in range(51, 0, -1):
+    deck = np.arange(NUM_CARDS)
+    for j in range(NUM_CARDS - 1, 0, -1):
         k = rng_below(rng, i, j + 1)
         deck[j], deck[k] = deck[k], deck[j]
     for s in range(n):
@@ -708,14 +687,18 @@ def lowest_card_seat(hands, n):
 
 
 @njit(cache=True)
-def new_random_game(st, ru, rng, i, n, hands):
-    """Deal a fresh game into ``st`` from stream ``i``; the opener is drawn too."""
+def random_deal(rng, i, ru, n, hands):
+    """The next deal of stream ``i`` into ``hands``; returns its opener (drawn, or the lowest card)."""
     deal(rng, i, n, hands)
     if ru[R_LOWEST_OPENER] != 0:
-        opener = lowest_card_seat(hands, n)
-    else:
-        opener = rng_below(rng, i, n)
-    start_game(st, ru, hands, n, opener, 0)
+        return lowest_card_seat(hands, n)
+    return rng_below(rng, i, n)
+
+
+@njit(cache=True)
+def new_random_game(st, ru, rng, i, n, hands):
+    """Deal a fresh game into ``st`` from stream ``i``."""
+    start_game(st, ru, hands, n, random_deal(rng, i, ru, n, hands), 0)
 
 
 @njit(cache=True)
@@ -726,6 +709,18 @@ def new_playable_game(st, ru, rng, i, n, hands):
     while st[O_PHASE] == PH_OVER:
         skipped += 1
         new_random_game(st, ru, rng, i, n, hands)
+    return skipped
+
+
+@njit(cache=True)
+def playable_deals(rng, i, ru, n, hands, openers):
+    """``hands[d]`` and ``openers[d]``: the next ``len(hands)`` deals of stream ``i`` that need a
+    decision (``samloc eval``'s deals); returns the instant-win deals skipped."""
+    st = np.zeros(STATE_SIZE, dtype=np.int32)
+    skipped = 0
+    for d in range(hands.shape[0]):
+        skipped += new_playable_game(st, ru, rng, i, n, hands[d])
+        openers[d] = st[O_OPENER]
     return skipped
 
 
@@ -819,12 +814,6 @@ def batch_play_random(states, ru, rng, n, hands, n_games, no_sam):
             if st[O_PHASE] == PH_OVER:
                 games += 1
     return games, decisions, illegal
-
-
-def new_rng(seed: int, streams: int) -> np.ndarray:
-    """Independent splitmix64 streams for ``streams`` games from one seed."""
-    ss = np.random.SeedSequence(seed)
-    return ss.generate_state(streams, dtype=np.uint64)
 
 
 def new_states(count: int) -> np.ndarray:

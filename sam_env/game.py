@@ -8,24 +8,23 @@ needs them), the list of events, and error messages a person understands.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import core
+from . import core, seeding
 from .actions import (ACT_COUNTS, ACT_KIND, ACTION_NAMES, NO_SAM, NUM_ACTIONS, PASS, SAM,
                       action_from_counts, move_str, parse_move)
-from .cards import (HAND_SIZE, CardError, card_str, cards_str, parse_card, parse_cards,
-                    rank_counts)
+from .cards import (HAND_SIZE, NUM_CARDS, NUM_RANKS, CardError, card_str, cards_str, parse_card,
+                    parse_cards, rank_counts)
 from .rules import INSTANT_PATTERNS, RuleSet
 
 
 def cards_for(held: Iterable[int], action: int) -> list[int]:
     """The cards a play gives up: the lowest suits of each rank it needs (suits never matter)."""
     out: list[int] = []
-    for r in range(13):
+    for r in range(NUM_RANKS):
         need = int(ACT_COUNTS[action, r])
         if need:
             out += sorted(c for c in held if c // 4 == r)[:need]
@@ -127,20 +126,22 @@ class Game:
     # ---- construction ------------------------------------------------------
     @classmethod
     def new(cls, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
-            seed: int | None = None, opener: int | None = None) -> "Game":
-        """A shuffled deal from ``seed``; the opener is random (or the lowest card)."""
+            seed: int | None = None, opener: int | None = None, deal: int = 0) -> "Game":
+        """Deal ``deal`` of ``seed`` (:mod:`sam_env.seeding`): the cards and opener that the
+        batches, the envs and ``samloc eval`` deal for that seed.  It may be an instant win,
+        already over.  ``seed=None`` draws a seed from the OS; ``opener`` replaces the dealt one.
+        """
         rs = RuleSet.parse(rules)
         rs.check_players(players)
-        rng = random.Random(seed)
-        deck = list(range(52))
-        rng.shuffle(deck)
-        hands = [sorted(deck[s * HAND_SIZE:(s + 1) * HAND_SIZE]) for s in range(players)]
-        if opener is None:
-            if rs.first_opener == "lowest_card":
-                opener = min(range(players), key=lambda s: min(hands[s]))
-            else:
-                opener = rng.randrange(players)
-        return cls(rs, players, hands, opener)
+        if isinstance(deal, bool) or not isinstance(deal, int) or deal < 0:
+            raise ValueError(f"deal must be a non-negative integer, not {deal!r}")
+        rng = seeding.stream(seeding.fresh_seed() if seed is None else seed)
+        ru = rs.to_array()
+        arr = np.zeros((core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
+        for _ in range(deal + 1):
+            dealt = int(core.random_deal(rng, 0, ru, players, arr))
+        hands = [sorted(int(c) for c in arr[s]) for s in range(players)]
+        return cls(rs, players, hands, dealt if opener is None else opener)
 
     @classmethod
     def from_deal(cls, rules: RuleSet | str | Mapping[str, Any], hands: Sequence[Sequence[str | int]],
@@ -155,7 +156,7 @@ class Game:
         for s, h in enumerate(hands):
             if not isinstance(h, (list, tuple)):
                 raise GameError(f"hand of seat {s} must be a list of cards")
-            cards = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 52 else parse_card(c)
+            cards = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < NUM_CARDS else parse_card(c)
                      for c in h]
             if len(cards) != HAND_SIZE:
                 raise GameError(f"seat {s} holds {len(cards)} cards; a hand has {HAND_SIZE}")
@@ -184,7 +185,7 @@ class Game:
         if not isinstance(hand, (list, tuple)):
             raise GameError("hand must be a list of cards")
         try:
-            now = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 52 else parse_card(c)
+            now = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < NUM_CARDS else parse_card(c)
                    for c in hand]
         except CardError as exc:
             raise GameError(f"hand: {exc}") from None

@@ -13,7 +13,7 @@ the observer, slot 1 plays next, slot ``n - 1`` is tay trên.  Slots
 ``r >= n`` stay zero.  Rank counts use a thermometer code: four cells per
 rank, cell ``k`` is 1 when the count is more than ``k``.  "one-hot R" below is
 a one-hot over relative seats (all zero for "nobody").  Amounts of lá are
-divided by 20 and clipped to [0, 10] (scores: [-10, 10]).
+divided by ``LA_SCALE`` = 20 and clipped to [0, 10] (scores: [-10, 10]).
 
 =====  ========================  ====  ==============================================
 start  name                      size  contents
@@ -62,28 +62,36 @@ from numba import njit
 
 from . import core
 from .actions import ACT_COUNTS, ACT_KIND, ACT_RANK, K_SINGLE, NUM_ACTIONS
-from .core import (MAX_PLAYERS, NR, O_CHAIN_FROM, O_CHAIN_TO, O_CHAIN_VAL, O_DECLARER, O_HAND,
-                   O_HIST, O_LAST, O_N, O_NDEC, O_OPENER, O_PASSED, O_PHASE, O_PLAYED, O_SCORE,
-                   O_SIZE, O_TO_ACT, O_TOP, O_TOP_CHOP, HIST)
+from .core import (HAND, MAX_PLAYERS, NR, O_CHAIN_FROM, O_CHAIN_TO, O_CHAIN_VAL, O_DECLARER,
+                   O_HAND, O_HIST, O_LAST, O_N, O_NDEC, O_OPENER, O_PASSED, O_PHASE, O_PLAYED,
+                   O_SCORE, O_SIZE, O_TO_ACT, O_TOP, O_TOP_CHOP, HIST)
+from .rules import INSTANT_PATTERNS
 
 OBS_VERSION = 1
 
+#: Lá per unit of value: the observation's amounts, the trainer's reward scale
+#: (``training.config.EnvConfig.reward_scale``) and the search's values in lá.
+LA_SCALE = 20.0
+AMOUNT_CLIP = 10.0
+_LA = f"/{LA_SCALE:g}"   # the suffix of a rule feature that is an amount of lá ("/20")
+
 HIST_ENTRY = 28
+# The rules block, one cell per name in this order ("x=v": parameter x is v;
+# "x/20": the amount x in lá / LA_SCALE); the kernel writes each at its RF_* offset.
 RULE_FEATURES = (
     "ace_low_straights", "quad_chops_single_two", "double_quad_chops_pair_two", "passed_can_chop",
     "finish_with_two=forbidden", "bao_mot=enforce",
-    "instant:dragon", "instant:four_twos", "instant:same_color", "instant:three_triples",
-    "instant:five_pairs", "instant:poor_hand", "instant:rich_hand",
-    "sam_declaration", "cong defined", "cong/20", "two_left/20", "quad_left/20", "chop_two/20",
-    "chop_quad/20", "sam_win/20", "sam_fail/20", "sam_fail_to_blocker", "sam_success_den",
-    "instant_win/20", "instant_win_adds_penalties", "first_opener=lowest_card", "max_players/5",
-    "hand size/10",
+    *(f"instant:{p}" for p in INSTANT_PATTERNS),
+    "sam_declaration", "cong defined", "cong" + _LA, "two_left" + _LA, "quad_left" + _LA,
+    "chop_two" + _LA, "chop_quad" + _LA, "sam_win" + _LA, "sam_fail" + _LA, "sam_fail_to_blocker",
+    "sam_success_den", "instant_win" + _LA, "instant_win_adds_penalties", "first_opener=lowest_card",
+    f"max_players/{MAX_PLAYERS}", f"hand size/{HAND}",
 )
 
 # (name, size) in order; the offsets below are derived from this table.
 SECTIONS = (
     ("hand", NR * 4), ("unseen", NR * 4), ("played", MAX_PLAYERS * NR * 4),
-    ("cards_left", MAX_PLAYERS * 11), ("bao_1", MAX_PLAYERS), ("present", MAX_PLAYERS),
+    ("cards_left", MAX_PLAYERS * (HAND + 1)), ("bao_1", MAX_PLAYERS), ("present", MAX_PLAYERS),
     ("passed", MAX_PLAYERS), ("to_act", MAX_PLAYERS), ("opener", MAX_PLAYERS), ("phase", 3),
     ("declarer", 1 + MAX_PLAYERS), ("top_kind", 7), ("top_rank", 15), ("top_cards", NR),
     ("top_by", MAX_PLAYERS), ("top_chop", 1), ("chain", 2 + 2 * MAX_PLAYERS),
@@ -129,9 +137,36 @@ F_HIST = OFFSETS["history"]
 F_RULES = OFFSETS["rules"]
 F_PLAYERS = OFFSETS["players"]
 
-LA_SCALE = 20.0  # lá per unit: observations, values and rewards divide amounts by it
-AMOUNT_SCALE = LA_SCALE
-AMOUNT_CLIP = 10.0
+
+def rule_offset(name: str) -> int:
+    """Where rule feature ``name`` (one of ``RULE_FEATURES``) sits in the vector."""
+    return F_RULES + RULE_FEATURES.index(name)
+
+
+RF_ACE_LOW = rule_offset("ace_low_straights")
+RF_QUAD_CHOPS_TWO = rule_offset("quad_chops_single_two")
+RF_DQUAD = rule_offset("double_quad_chops_pair_two")
+RF_PASSED_CHOP = rule_offset("passed_can_chop")
+RF_FINISH_TWO_FORBIDDEN = rule_offset("finish_with_two=forbidden")
+RF_BAO_ENFORCE = rule_offset("bao_mot=enforce")
+RF_INSTANT = rule_offset("instant:" + INSTANT_PATTERNS[0])  # pattern p (bit p of the mask) at RF_INSTANT + p
+RF_SAM_DECL = rule_offset("sam_declaration")
+RF_CONG_DEFINED = rule_offset("cong defined")
+RF_CONG = rule_offset("cong" + _LA)
+RF_TWO_LEFT = rule_offset("two_left" + _LA)
+RF_QUAD_LEFT = rule_offset("quad_left" + _LA)
+RF_CHOP_TWO = rule_offset("chop_two" + _LA)
+RF_CHOP_QUAD = rule_offset("chop_quad" + _LA)
+RF_SAM_WIN = rule_offset("sam_win" + _LA)
+RF_SAM_FAIL = rule_offset("sam_fail" + _LA)
+RF_SAM_FAIL_BLOCKER = rule_offset("sam_fail_to_blocker")
+RF_SAM_DEN = rule_offset("sam_success_den")
+RF_INSTANT_WIN = rule_offset("instant_win" + _LA)
+RF_INSTANT_ADDS = rule_offset("instant_win_adds_penalties")
+RF_LOWEST_OPENER = rule_offset("first_opener=lowest_card")
+RF_MAX_PLAYERS = rule_offset(f"max_players/{MAX_PLAYERS}")
+RF_HAND_SIZE = rule_offset(f"hand size/{HAND}")
+N_INSTANT = len(INSTANT_PATTERNS)
 
 
 def obs_bounds() -> tuple[np.ndarray, np.ndarray]:
@@ -142,7 +177,7 @@ def obs_bounds() -> tuple[np.ndarray, np.ndarray]:
     low[F_SCORES:F_SCORES + MAX_PLAYERS] = -AMOUNT_CLIP
     high[F_SCORES:F_SCORES + MAX_PLAYERS] = AMOUNT_CLIP
     for i, name in enumerate(RULE_FEATURES):
-        if name.endswith("/20"):
+        if name.endswith(_LA):
             high[F_RULES + i] = AMOUNT_CLIP
     return low, high
 
@@ -156,7 +191,7 @@ def _therm(out, at, count):
 
 @njit(cache=True, inline="always")
 def _amount(v):
-    x = v / AMOUNT_SCALE
+    x = v / LA_SCALE
     if x > AMOUNT_CLIP:
         return AMOUNT_CLIP
     if x < -AMOUNT_CLIP:
@@ -190,7 +225,7 @@ def encode_row(st, ru, seat, out):
     for s in range(n):
         r = _rel(s, seat, n)
         size = st[O_SIZE + s]
-        out[F_LEFT + r * 11 + size] = 1.0
+        out[F_LEFT + r * (HAND + 1) + size] = 1.0
         if size == 1:
             out[F_BAO + r] = 1.0
         out[F_PRESENT + r] = 1.0
@@ -245,33 +280,32 @@ def encode_row(st, ru, seat, out):
             if c:
                 out[at + 15 + r] = c * 0.25
     # rule parameters and player count
-    at = F_RULES
-    out[at + 0] = 1.0 if ru[core.R_ACE_LOW] else 0.0
-    out[at + 1] = 1.0 if ru[core.R_QUAD_CHOPS_TWO] else 0.0
-    out[at + 2] = 1.0 if ru[core.R_DQUAD] else 0.0
-    out[at + 3] = 1.0 if ru[core.R_PASSED_CHOP] else 0.0
-    out[at + 4] = 1.0 if ru[core.R_FINISH_TWO_FORBIDDEN] else 0.0
-    out[at + 5] = 1.0 if ru[core.R_BAO_ENFORCE] else 0.0
+    out[RF_ACE_LOW] = 1.0 if ru[core.R_ACE_LOW] else 0.0
+    out[RF_QUAD_CHOPS_TWO] = 1.0 if ru[core.R_QUAD_CHOPS_TWO] else 0.0
+    out[RF_DQUAD] = 1.0 if ru[core.R_DQUAD] else 0.0
+    out[RF_PASSED_CHOP] = 1.0 if ru[core.R_PASSED_CHOP] else 0.0
+    out[RF_FINISH_TWO_FORBIDDEN] = 1.0 if ru[core.R_FINISH_TWO_FORBIDDEN] else 0.0
+    out[RF_BAO_ENFORCE] = 1.0 if ru[core.R_BAO_ENFORCE] else 0.0
     m = ru[core.R_INSTANT_MASK]
-    for p in range(7):
-        out[at + 6 + p] = 1.0 if (m >> p) & 1 else 0.0
-    out[at + 13] = 1.0 if ru[core.R_SAM_DECL] else 0.0
+    for p in range(N_INSTANT):
+        out[RF_INSTANT + p] = 1.0 if (m >> p) & 1 else 0.0
+    out[RF_SAM_DECL] = 1.0 if ru[core.R_SAM_DECL] else 0.0
     if ru[core.R_CONG] >= 0:
-        out[at + 14] = 1.0
-        out[at + 15] = _amount(ru[core.R_CONG])
-    out[at + 16] = _amount(ru[core.R_TWO_LEFT])
-    out[at + 17] = _amount(ru[core.R_QUAD_LEFT])
-    out[at + 18] = _amount(ru[core.R_CHOP_TWO])
-    out[at + 19] = _amount(ru[core.R_CHOP_QUAD])
-    out[at + 20] = _amount(ru[core.R_SAM_WIN])
-    out[at + 21] = _amount(ru[core.R_SAM_FAIL])
-    out[at + 22] = 1.0 if ru[core.R_SAM_FAIL_BLOCKER] else 0.0
-    out[at + 23] = 1.0 if ru[core.R_SAM_DEN] else 0.0
-    out[at + 24] = _amount(ru[core.R_INSTANT_WIN])
-    out[at + 25] = 1.0 if ru[core.R_INSTANT_ADDS] else 0.0
-    out[at + 26] = 1.0 if ru[core.R_LOWEST_OPENER] else 0.0
-    out[at + 27] = ru[core.R_MAX_PLAYERS] / 5.0
-    out[at + 28] = 1.0  # hand size 10 / 10: room for other deal sizes
+        out[RF_CONG_DEFINED] = 1.0
+        out[RF_CONG] = _amount(ru[core.R_CONG])
+    out[RF_TWO_LEFT] = _amount(ru[core.R_TWO_LEFT])
+    out[RF_QUAD_LEFT] = _amount(ru[core.R_QUAD_LEFT])
+    out[RF_CHOP_TWO] = _amount(ru[core.R_CHOP_TWO])
+    out[RF_CHOP_QUAD] = _amount(ru[core.R_CHOP_QUAD])
+    out[RF_SAM_WIN] = _amount(ru[core.R_SAM_WIN])
+    out[RF_SAM_FAIL] = _amount(ru[core.R_SAM_FAIL])
+    out[RF_SAM_FAIL_BLOCKER] = 1.0 if ru[core.R_SAM_FAIL_BLOCKER] else 0.0
+    out[RF_SAM_DEN] = 1.0 if ru[core.R_SAM_DEN] else 0.0
+    out[RF_INSTANT_WIN] = _amount(ru[core.R_INSTANT_WIN])
+    out[RF_INSTANT_ADDS] = 1.0 if ru[core.R_INSTANT_ADDS] else 0.0
+    out[RF_LOWEST_OPENER] = 1.0 if ru[core.R_LOWEST_OPENER] else 0.0
+    out[RF_MAX_PLAYERS] = ru[core.R_MAX_PLAYERS] / MAX_PLAYERS
+    out[RF_HAND_SIZE] = 1.0  # HAND cards dealt / HAND: room for other deal sizes
     out[F_PLAYERS + n - 2] = 1.0
 
 
@@ -371,3 +405,8 @@ def encode_full(game, seat: int) -> np.ndarray:
 def describe(obs: np.ndarray) -> dict[str, np.ndarray]:
     """Split a vector into its named sections (for debugging and docs)."""
     return {name: obs[OFFSETS[name]:OFFSETS[name] + size] for name, size in SECTIONS}
+
+
+def describe_rules(obs: np.ndarray) -> dict[str, float]:
+    """The rules block by feature name (``RULE_FEATURES``)."""
+    return {name: float(obs[F_RULES + i]) for i, name in enumerate(RULE_FEATURES)}

@@ -34,7 +34,7 @@ from .cards import HAND_SIZE
 from .gym_env import _check_scale, observation_space, render_text
 from .obs import OBS_SIZE, OBS_VERSION, encode_row
 from .rules import RuleSet
-from .vector import fresh_seed, seed_streams
+from .seeding import fresh_seed, seed_streams
 
 
 def env(**kwargs: Any) -> AECEnv:

@@ -1,19 +1,18 @@
 """Batched environments on the compiled engine: the trainer's self-play batch
 and the opponent-driven games behind the Gymnasium envs.
 
-Seeding (the same everywhere, Gymnasium's convention): game ``g`` of a batch
-reset with ``seed`` draws its deals from the splitmix stream
-``SeedSequence(seed + g)`` word 0, so it deals exactly the games of a single
-env reset with ``seed + g``.  Word 1 is a second stream for everything else
-random in an opponent env (the learning seat, random opponents, replaced
-illegal actions), so opponents never shift the deals.
+Seeding (:mod:`sam_env.seeding`, Gymnasium's convention): game ``g`` of a
+batch reset with ``seed`` plays the deals of seed ``seed + g``, so it deals
+exactly the games of a single env reset with ``seed + g``.  Word 1 of that
+seed is a second stream for everything else random in an opponent env (the
+learning seat, random opponents, replaced illegal actions), so opponents
+never shift the deals.
 
 This module imports neither torch nor gymnasium.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -26,23 +25,9 @@ from .cards import HAND_SIZE
 from .core import O_N, O_PHASE, O_SCORE, O_TO_ACT, PH_OVER, PH_SAM
 from .obs import OBS_SIZE, encode_mask_batch, encode_row
 from .rules import RuleSet
+from .seeding import fresh_seed, seed_streams
 
-__all__ = ["SelfPlayBatch", "OpponentGames", "IllegalActionError", "bench_env", "seed_streams"]
-
-
-def seed_streams(seed: int, count: int, words: int = 1) -> np.ndarray:
-    """``uint64[words * count]``: word ``w`` of game ``g`` at ``w * count + g``, from ``SeedSequence(seed + g)``."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
-    out = np.empty(words * count, dtype=np.uint64)
-    for g in range(count):
-        out[g::count] = np.random.SeedSequence(int(seed) + g).generate_state(words, dtype=np.uint64)
-    return out
-
-
-def fresh_seed() -> int:
-    """A random seed from the OS, for ``reset(seed=None)`` on a never-seeded env."""
-    return int(np.random.SeedSequence().entropy % (2 ** 63))
+__all__ = ["SelfPlayBatch", "OpponentGames", "IllegalActionError", "seed_streams"]
 
 
 # ---- kernels ---------------------------------------------------------------------
@@ -327,11 +312,8 @@ class _Opponent:
             self.kind = "random"
             self.sam_ok = spec == "random:uniform"
         elif isinstance(spec, str):
-            try:
-                from agents import make_agent  # the agents package builds named agents
-            except ImportError as exc:
-                raise ValueError(f"opponent {spec!r}: named agents need the agents package ({exc})") from None
-            self.__init__(make_agent(spec))
+            from .upward import named_agent  # the one place the engine reaches up to agents
+            self.__init__(named_agent(spec))
             return
         elif hasattr(spec, "act_batch") and getattr(spec, "batched", True):
             self.kind = "batch"
@@ -556,60 +538,3 @@ class OpponentGames:
         for a in log[len(game.events):]:
             game.apply(a)
         return game
-
-
-# ---- benchmark -----------------------------------------------------------------------------
-def bench_env(rules: str, players: int, num_envs: int, steps: int, seed: int) -> dict[str, Any]:
-    """Agent steps per second with random legal actions (``no_sam`` to every Sâm
-    question, as ``samloc bench``), observations and masks built.
-
-    ``num_envs > 1``: the :class:`SelfPlayBatch` (steps = games × batch steps).
-    ``num_envs == 1``: one Gymnasium ``SamLoc-v0`` (learning seat vs random
-    opponents; steps = ``env.step`` calls).
-    """
-    if num_envs < 1 or steps < 1:
-        raise ValueError("--num-envs and --steps must be positive")
-    if num_envs == 1:
-        return _bench_single(rules, players, steps, seed)
-    sp = SelfPlayBatch(rules, players, num_envs, seed=seed)
-    rng = seed_streams(seed + 1_000_003, num_envs)
-    acts = np.zeros(num_envs, dtype=np.int64)
-    for _ in range(20):  # compile and warm up
-        random_from_masks(sp.masks, rng, acts)
-        sp.step(acts)
-    iters = max(1, steps // num_envs)
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        random_from_masks(sp.masks, rng, acts)
-        sp.step(acts)
-    dt = time.perf_counter() - t0
-    total = iters * num_envs
-    return {"num_envs": num_envs, "steps": total, "seconds": round(dt, 4), "steps_per_s": round(total / dt)}
-
-
-def _bench_single(rules: str, players: int, steps: int, seed: int) -> dict[str, Any]:
-    import gymnasium
-
-    from . import gym_env  # noqa: F401  (registers SamLoc-v0)
-    env = gymnasium.make("SamLoc-v0", rules=rules, players=players)
-    obs, info = env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    for _ in range(200):  # warm up
-        a = int(rng.choice(np.flatnonzero(obs["action_mask"])))
-        obs, r, term, trunc, info = env.step(a)
-        if term:
-            obs, info = env.reset()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        mask = obs["action_mask"]
-        if mask[NO_SAM]:
-            a = NO_SAM
-        else:
-            legal = np.flatnonzero(mask)
-            a = int(legal[rng.integers(len(legal))])
-        obs, r, term, trunc, info = env.step(a)
-        if term:
-            obs, info = env.reset()
-    dt = time.perf_counter() - t0
-    env.close()
-    return {"num_envs": 1, "steps": steps, "seconds": round(dt, 4), "steps_per_s": round(steps / dt)}

@@ -16,12 +16,13 @@ from gymnasium.utils.env_checker import check_env
 from sam_env import core
 from sam_env.actions import NO_SAM, NUM_ACTIONS, SAM
 from sam_env.batch import IllegalActionError
+from sam_env.bench import bench_env
 from sam_env.cards import card_str
 from sam_env.game import Game
 from sam_env.gym_env import SamLocEnv, SamLocVectorEnv
 from sam_env.obs import OBS_SIZE
 from sam_env.rules import RuleSet
-from sam_env.vector import OpponentGames, SelfPlayBatch, bench_env
+from sam_env.vector import OpponentGames, SelfPlayBatch
 
 PZ_HEURISTIC_WARNINGS = (  # PettingZoo warns so for every Dict-observation env it does not list by name
     "Observation space for each agent probably should be", "Observation is not a NumPy array",

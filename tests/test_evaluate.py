@@ -171,8 +171,11 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
     assert fast["score_hist"] == slow["score_hist"] and fast["mean_score"] == slow["mean_score"]
 
 
-def test_bench_agent_reports_heuristic_match_throughput(capsys):
-    from sam_env.bench import main as bench_main
+@pytest.mark.parametrize("command", ["agents.bench", "sam_env.bench"])
+def test_bench_agent_reports_heuristic_match_throughput(command, capsys):
+    """``agents.bench.main`` (what the samloc command calls) and, until then, ``sam_env.bench.main``."""
+    import importlib
+    bench_main = importlib.import_module(command).main
     assert bench_main(["--agent", "heuristic", "--games", "30", "--players", "3", "--json"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(last) == {"agent", "games", "seconds", "games_per_s", "games_per_cpu_s"}

@@ -16,12 +16,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("sam_env", "agents", "training", "samloc")  # each may import only those before it
 #: The engine's one upward reference: a named opponent ("heuristic") for the environments.
-UPWARD = {"sam_env/opponents.py": {"agents"}}
+UPWARD = {"sam_env/upward.py": {"agents"}}
 #: Third-party packages a layer must not import, and the modules exempt from that.
 FORBIDDEN = {
     "sam_env": ({"torch", "ray", "onnxruntime", "fastapi", "gymnasium", "pettingzoo"},
                 {"sam_env/gym_env.py": {"gymnasium"}, "sam_env/pettingzoo_env.py": {"gymnasium", "pettingzoo"},
-                 "sam_env/envs.py": {"gymnasium"}}),
+                 "sam_env/envs.py": {"gymnasium"},
+                 "sam_env/bench.py": {"gymnasium"}}),  # `samloc bench --env --num-envs 1` times one SamLoc-v0
     "agents": ({"ray", "gymnasium", "pettingzoo"}, {}),
 }
 
@@ -71,6 +72,16 @@ def test_a_forbidden_import_is_caught(tmp_path: Path, monkeypatch: pytest.Monkey
     (fake / "x.py").write_text("def f():\n    from training.trainer import Trainer\n    from . import core\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert _imports(fake / "x.py") == {"training", "sam_env"}
+
+
+def test_importing_the_engine_loads_no_upper_layer() -> None:
+    """Every engine module but the environments imports without agents, training, torch or gymnasium."""
+    names = [p.stem for p in sorted((ROOT / "sam_env").glob("*.py"))
+             if p.name not in ("envs.py", "gym_env.py", "pettingzoo_env.py", "__init__.py")]
+    code = (f"import sys; import {', '.join('sam_env.' + n for n in names)};"
+            "bad = [m for m in ('agents', 'training', 'torch', 'gymnasium', 'pettingzoo') if m in sys.modules];"
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_serving_and_replay_load_no_torch() -> None:

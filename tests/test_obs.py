@@ -260,3 +260,52 @@ def test_rule_parameters_tell_presets_apart():
         g = Game.new(name, 4, seed=0)
         vecs[name] = obs.describe(obs.encode(g, 0))["rules"].tobytes()
     assert len(set(vecs.values())) == len(PRESET_NAMES)
+
+
+def _rule_reference(rs: RuleSet) -> dict[str, float]:
+    """Each rule feature computed from its name alone: ``x`` a flag, ``x=v`` a choice,
+    ``instant:p`` an enabled pattern, ``x/20`` an amount of lá over LA_SCALE (clipped)."""
+    out = {}
+    for name in obs.RULE_FEATURES:
+        if name.startswith("instant:"):
+            v = name.split(":")[1] in rs.instant_wins
+        elif name == "cong defined":
+            v = rs.cong is not None
+        elif name == "hand size/10":
+            v = 1.0
+        elif "=" in name:
+            key, want = name.split("=")
+            v = getattr(rs, key) == want
+        elif "/" in name:
+            key, div = name.split("/")
+            v = min((getattr(rs, key) or 0) / float(div), obs.AMOUNT_CLIP)
+        else:
+            v = bool(getattr(rs, name))
+        out[name] = float(np.float32(v))
+    return out
+
+
+def test_each_rule_feature_lands_at_its_named_offset():
+    """Every cell of the rules block holds the parameter its name says, for rule sets that change
+    each parameter in turn; the kernel's RF_* offsets are the names' places."""
+    base = {"preset": "hoi_quan_bai"}
+    changes = [{}, {"ace_low_straights": False}, {"quad_chops_single_two": False},
+               {"double_quad_chops_pair_two": True}, {"passed_can_chop": False},
+               {"finish_with_two": "forbidden"}, {"bao_mot": "enforce"}, {"instant_wins": ["poor_hand"]},
+               {"instant_wins": ["rich_hand", "dragon", "four_twos"]}, {"sam_declaration": False},
+               {"cong": None}, {"cong": 7}, {"two_left": 3}, {"quad_left": 9}, {"chop_two": 300},
+               {"chop_quad": 11}, {"sam_win": 13}, {"sam_fail": 17}, {"sam_fail_to_blocker": True},
+               {"sam_success_den": True}, {"instant_win": None}, {"instant_win": 30},
+               {"instant_win_adds_penalties": True}, {"first_opener": "lowest_card"}, {"max_players": 3}]
+    seen = set()
+    for change in changes:
+        rs = RuleSet.parse(base | change)
+        got = obs.describe_rules(obs.encode(Game.from_deal(rs, [list(range(10)), list(range(10, 20))]), 0))
+        assert got == _rule_reference(rs), change
+        seen.add(tuple(got.values()))
+    assert len(seen) == len(changes)  # every change moved some cell
+    for i, name in enumerate(obs.RULE_FEATURES):
+        assert obs.rule_offset(name) == obs.F_RULES + i
+    offsets = [v for k, v in vars(obs).items() if k.startswith("RF_")]
+    assert sorted(offsets) == [obs.F_RULES + i for i in range(len(obs.RULE_FEATURES))
+                               if not 1 <= i - (obs.RF_INSTANT - obs.F_RULES) < obs.N_INSTANT]

@@ -16,6 +16,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from sam_env.obs import LA_SCALE
+
 
 class ConfigError(ValueError):
     """A training config that cannot be used, with the reason in one line."""
@@ -44,7 +46,7 @@ class EnvConfig:
     tables: list[TableConfig] = field(default_factory=list)
     """Tables trained on, when rules x players is not enough (mixed player ranges, house rules);
     when given, it replaces env.rules and env.players."""
-    reward_scale: float = 20.0
+    reward_scale: float = LA_SCALE
     """Lá are divided by this before the learner sees them (keeps values near 1)."""
 
 
