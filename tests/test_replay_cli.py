@@ -61,7 +61,7 @@ def line(rec: object) -> bytes:
 
 def run_samloc(*argv: str, stdin: bytes = b"", timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "sam_env.cli", "replay", *argv], input=stdin,
+    return subprocess.run([sys.executable, "-m", "samloc", "replay", *argv], input=stdin,
                           capture_output=True, timeout=timeout, env=env)
 
 
@@ -407,7 +407,7 @@ def test_a_large_input_runs_in_bounded_memory(tmp_path):
     with open(big, "wb") as f:
         for _ in range(20):
             f.write(rec * ((1 << 20) // len(rec)))
-    code = ("import resource, sys; from sam_env.cli import main;"
+    code = ("import resource, sys; from samloc.cli import main;"
             " rc = main(['replay', sys.argv[1], '--json']); sys.stdout.flush();"
             " print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
 
@@ -426,7 +426,7 @@ def test_a_closed_output_pipe_exits_quietly(tmp_path):
     f = tmp_path / "many.jsonl"
     f.write_bytes(b"\n".join(line(RECORDS[i % len(RECORDS)]) for i in range(3000)) + b"\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    cmd = f"{sys.executable} -m sam_env.cli replay {f} --json | head -2; echo \"${{PIPESTATUS[0]}}\""
+    cmd = f"{sys.executable} -m samloc replay {f} --json | head -2; echo \"${{PIPESTATUS[0]}}\""
     p = subprocess.run(cmd, shell=True, executable="/bin/bash", capture_output=True, env=env, timeout=300)
     out = p.stdout.decode().splitlines()
     assert p.stderr == b"", p.stderr.decode()[-2000:]
@@ -439,7 +439,7 @@ def test_a_closed_output_pipe_with_little_output_exits_quietly():
     r, w = os.pipe()
     os.close(r)
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, "-m", "sam_env.cli", "replay", "-", "--json"],
+    p = subprocess.run([sys.executable, "-m", "samloc", "replay", "-", "--json"],
                        input=line(RECORDS[0]), stdout=w, stderr=subprocess.PIPE, env=env, timeout=120)
     os.close(w)
     assert p.stderr == b"" and p.returncode == replay_cli.EXIT_PIPE
