@@ -52,7 +52,7 @@ bench learner_cluster --learner --config cluster --device "$DEVICE" --updates "$
 run=$(mktemp -d)/run
 step "train: standard, learner.device=$DEVICE, $TRAIN_MINUTES minutes"
 samloc train --config configs/standard.yaml --run-dir "$run" learner.device="$DEVICE" max_minutes="$TRAIN_MINUTES" \
-  eval.every_updates=0 eval.final_deals=0 belief.deals=0 checkpoint.export_to= display=plain >> "$log" 2>&1
+  eval.every_updates=0 eval.final_deals=0 belief.deals=0 "checkpoint.export_to=''" display=plain >> "$log" 2>&1
 "$PYTHON" - "$run" "$out/train_summary.json" <<'EOF'
 import json, sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

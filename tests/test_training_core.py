@@ -380,11 +380,12 @@ def test_the_queue_bounds_the_policy_lag_and_counts_what_it_drops() -> None:
     def roll(version: int, n: int = 10) -> dict:
         return {"version": version, "batch": {"act": np.zeros(n)}}
 
-    q = RolloutQueue(maxlen=3, max_lag=2)
-    assert [q.put(roll(v)) for v in (0, 1, 2, 3)] == [0, 0, 0, 1]  # full: the oldest (version 0) goes
-    assert q.take(updates=3, decisions=35) == ([], 0)              # 30 decisions held, none too old
-    got, dropped = q.take(updates=4, decisions=15)                  # version 1 is 3 updates behind: dropped
-    assert dropped == 1 and [r["version"] for r in got] == [2, 3] and len(q) == 0
+    q = RolloutQueue(max_lag=2)
+    for v in (0, 1, 2, 3):
+        q.put(roll(v))
+    assert q.take(updates=2, decisions=45) == ([], 0)   # 40 decisions held, none too old
+    got, dropped = q.take(updates=4, decisions=15)       # versions 0 and 1 lag 4 and 3 updates: dropped
+    assert dropped == 2 and [r["version"] for r in got] == [2, 3] and len(q) == 0
     q.put(roll(4, n=30))
     got, dropped = q.take(updates=4, decisions=15)
     assert dropped == 0 and [r["version"] for r in got] == [4]

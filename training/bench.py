@@ -40,6 +40,9 @@ def record(cfg: TrainConfig, decisions: int, seed: int = 0) -> tuple[dict[str, n
     from . import compact
     from .rollout import RolloutEngine
 
+    import torch
+
+    torch.manual_seed(seed)  # the same games on every run, so two benches learn from the same data
     eng = RolloutEngine(cfg, 0, seed)
     parts, n, t0 = [], 0, time.perf_counter()
     stats = {"games": 0, "decisions": 0, "learner_decisions": 0}
@@ -96,24 +99,26 @@ def bench_rollout(cfg: TrainConfig, rollouts: int) -> dict[str, Any]:
     from . import compact
     from .rollout import RolloutEngine
 
+    torch.manual_seed(0)
     eng = RolloutEngine(cfg, 0, seed=0)
     eng.rollout()  # compiles the kernels on a first run, warms up
     stats = {"games": 0, "decisions": 0, "learner_decisions": 0}
-    shipped = expanded = 0
+    shipped = 0
     t0 = time.perf_counter()
     for _ in range(rollouts):
         out = eng.rollout()
         for k in stats:
             stats[k] += out["stats"][k]
         shipped += compact.nbytes(out["batch"])
-        expanded += sum(v.nbytes for v in compact.expand(compact.to_device(out["batch"], torch.device("cpu"))).values())
     secs = time.perf_counter() - t0
     n = stats["learner_decisions"]
+    last = compact.expand(compact.to_device(out["batch"], torch.device("cpu")))  # the float32 batch it replaces
+    expanded = sum(v.nbytes for v in last.values()) / len(out["batch"]["act"])
     return {"bench": "rollout", "config": cfg.name, "envs_per_worker": cfg.rollout.envs_per_worker,
             "steps_per_rollout": cfg.rollout.steps_per_rollout, "rollouts": rollouts, "seconds": round(secs, 2),
             "decisions_per_s": round(stats["decisions"] / secs), "learner_decisions_per_s": round(n / secs),
             "games_per_s": round(stats["games"] / secs, 1), "learner_share": round(n / stats["decisions"], 4),
-            "bytes_per_decision": round(shipped / n, 1), "float32_bytes_per_decision": round(expanded / n, 1)}
+            "bytes_per_decision": round(shipped / n, 1), "float32_bytes_per_decision": round(expanded, 1)}
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

@@ -135,7 +135,8 @@ class LearnerConfig:
     """Updates a rollout may lag behind the weights that learn from it; older rollouts are dropped and
     counted (charts/dropped_rollouts)."""
     queue_rollouts: int = 0
-    """Rollouts that may wait for the learner (0: 4 per worker); when full, the oldest is dropped."""
+    """Rollouts in flight on the workers or waiting for the learner, at most (0: 2 per worker); a worker
+    that delivers into a full queue waits for room (at least num_workers)."""
     correct_from_lag: int = 3
     """Rollouts at least this many updates old are learned with truncated importance weights towards the
     learner's current policy (decoupled PPO with V-trace's truncation, see docs/training.md); younger
@@ -333,6 +334,8 @@ def validate(cfg: TrainConfig) -> None:
     need(le.max_policy_lag >= 0 and le.queue_rollouts >= 0 and le.correct_from_lag >= 0,
          "learner.max_policy_lag, queue_rollouts and correct_from_lag must be >= 0")
     need(le.is_clip > 0, "learner.is_clip must be positive")
+    need(le.queue_rollouts == 0 or le.queue_rollouts >= ro.num_workers,
+         "learner.queue_rollouts must be 0 (2 per worker) or at least rollout.num_workers")
     ev = cfg.eval
     need(ev.every_updates >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
          "eval.every_updates >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")

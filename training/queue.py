@@ -1,11 +1,12 @@
-"""Rollouts waiting for the learner: a bounded queue that never hands out data older than it may be.
+"""Rollouts waiting for the learner, never handed out older than they may be.
 
 Workers deliver whenever they finish; the learner takes a batch when it is
-free.  The queue holds at most ``maxlen`` rollouts (when full, the oldest is
-dropped: a learner that slow would find it too old anyway), and a rollout
-made with weights more than ``max_lag`` updates behind the learner's is
-dropped when the learner takes its next batch.  Both are counted, never
-silent: the trainer logs them as ``charts/dropped_rollouts``.
+free.  A rollout made with weights more than ``max_lag`` updates behind the
+learner's is dropped when the learner takes its next batch, and counted
+(the trainer logs ``charts/dropped_rollouts``): the learner never trains on
+stale data unknowingly.  The queue's bound is the trainer's: it asks a
+worker again only while fewer than ``learner.queue_rollouts`` rollouts are
+in flight or waiting here.
 """
 
 from __future__ import annotations
@@ -17,21 +18,19 @@ from typing import Any
 class RolloutQueue:
     """Rollouts (``{"batch", "stats", "version"}``, ``version`` = the updates behind their weights), oldest first."""
 
-    def __init__(self, maxlen: int, max_lag: int):
+    def __init__(self, max_lag: int):
         self.items: deque[dict[str, Any]] = deque()
-        self.maxlen, self.max_lag = maxlen, max_lag
+        self.max_lag = max_lag
 
     def __len__(self) -> int:
         return len(self.items)
 
-    def put(self, rollout: dict[str, Any]) -> int:
-        """Add a rollout; returns how many were dropped to make room (0 or 1)."""
-        dropped = 0
-        if len(self.items) >= self.maxlen:
-            self.items.popleft()
-            dropped = 1
+    def put(self, rollout: dict[str, Any]) -> None:
         self.items.append(rollout)
-        return dropped
+
+    def decisions(self) -> int:
+        """Learner decisions waiting."""
+        return sum(len(r["batch"]["act"]) for r in self.items)
 
     def take(self, updates: int, decisions: int) -> tuple[list[dict[str, Any]], int]:
         """``(rollouts, dropped)``: the oldest rollouts holding at least ``decisions`` learner decisions
@@ -40,7 +39,7 @@ class RolloutQueue:
         fresh = [r for r in self.items if updates - r["version"] <= self.max_lag]
         dropped = len(self.items) - len(fresh)
         self.items = deque(fresh)
-        if sum(len(r["batch"]["act"]) for r in fresh) < decisions:
+        if self.decisions() < decisions:
             return [], dropped
         out, n = [], 0
         while n < decisions:

@@ -4,10 +4,13 @@ Pipelining: as soon as a worker's rollout arrives, the worker gets the next
 request (with the newest weights, one ``ray.put`` per update), so generation
 on the workers overlaps the PPO update here; the trainer collects between
 the update's gradient steps too, so a worker never waits for a long update.
-Arrived rollouts wait in a bounded queue (``learner.queue_rollouts``, the
-oldest dropped when full); an update takes them oldest first, and drops
-those more than ``learner.max_policy_lag`` updates behind (both counted in
-``charts/dropped_rollouts``; the lag is ``losses/policy_lag``).
+Arrived rollouts wait in a queue; an update takes them oldest first and
+drops those more than ``learner.max_policy_lag`` updates behind (counted in
+``charts/dropped_rollouts``; the lag is ``losses/policy_lag``).  The queue
+is bounded: a worker is asked again only while fewer than
+``learner.queue_rollouts`` rollouts are in flight or waiting, else it waits
+for room, so workers only wait for a learner that is that far behind, and
+never burn CPU on data that would be thrown away.
 
 The learner runs in this process, on ``learner.device``; a CUDA learner
 first asks Ray for a GPU on this node (a placement group), so on a cluster
@@ -244,7 +247,8 @@ class Trainer:
             with s.display:
                 while not s.stop_reason:
                     self._resubmit_restarted()
-                    self._collect(timeout=0.5)
+                    ready = s.queue.decisions() >= self.cfg.ppo.batch_decisions  # then wait for nothing
+                    self._collect(timeout=0 if ready else 0.5)
                     batches = self._take()
                     if batches:
                         self._update(batches)
@@ -295,9 +299,9 @@ class Trainer:
         self.pending: dict[Any, tuple[int, int]] = {}
         self.consumed: set[int] = set()
         self.failures_by_worker = [0] * len(self.actors)
-        queue = RolloutQueue(cfg.learner.queue_rollouts or 4 * len(self.actors), cfg.learner.max_policy_lag)
         self.session = _Session(workers=len(self.actors), wall0=self.c.wall_s, eval_fn=_evaluate_remote_fn(),
-                                display=_Display(cfg, self), queue=queue)
+                                display=_Display(cfg, self), queue=RolloutQueue(cfg.learner.max_policy_lag),
+                                capacity=cfg.learner.queue_rollouts or 2 * len(self.actors))
         for w in range(len(self.actors)):
             self._submit(w)
 
@@ -407,7 +411,7 @@ class Trainer:
         s = self.session
         for w in [w for w, t in s.retry_at.items() if time.perf_counter() >= t]:
             del s.retry_at[w]
-            self._submit(w)
+            self._ask(w)
 
     def _collect(self, timeout: float) -> None:
         """Queue the rollouts that arrived (waiting up to ``timeout`` for the first); each worker that
@@ -431,11 +435,27 @@ class Trainer:
                 self._worker_failed(w, req, exc)
                 continue
             self.session.recovering[w] = False
-            self._submit(w)
+            self._ask(w)
             if req in self.consumed:  # impossible by construction; kept as a guard
                 raise TrainError(f"rollout {req} arrived twice")
             self.consumed.add(req)
-            self.c.dropped_rollouts += s.queue.put(out)
+            s.queue.put(out)
+
+    def _ask(self, w: int) -> None:
+        """Ask worker ``w`` again if the queue has room (rollouts in flight and waiting) or the learner
+        still lacks a batch, else let it wait."""
+        s = self.session
+        if len(self.pending) + len(s.queue) < s.capacity or s.queue.decisions() < self.cfg.ppo.batch_decisions:
+            self._submit(w)
+        else:
+            s.waiting.append(w)
+
+    def _unpark(self) -> None:
+        """The queue has room again: ask the workers that were waiting for it."""
+        s = self.session
+        waiting, s.waiting = s.waiting, []
+        for w in waiting:
+            self._ask(w)
 
     def _between_steps(self) -> None:
         """Run between the update's gradient steps: keep the workers busy."""
@@ -446,6 +466,8 @@ class Trainer:
         """The next update's rollouts, once the queue holds ``ppo.batch_decisions`` fresh enough ones."""
         batches, dropped = self.session.queue.take(self.c.updates, self.cfg.ppo.batch_decisions)
         self.c.dropped_rollouts += dropped
+        if batches or dropped:
+            self._unpark()
         return batches
 
     def _worker_failed(self, w: int, req: int, exc: Exception) -> None:
@@ -614,6 +636,8 @@ class _Session:
     eval_fn: Any
     display: "_Display"
     queue: RolloutQueue           # arrived rollouts waiting for the learner
+    capacity: int                 # rollouts in flight or waiting, at most
+    waiting: list[int] = field(default_factory=list)  # workers waiting for room in the queue
     t0: float = field(default_factory=time.perf_counter)
     last_log: float = field(default_factory=time.perf_counter)
     rate: "_Rate" = field(default_factory=lambda: _Rate())
