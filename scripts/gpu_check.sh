@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU figures of docs/training.md ("Sizing a cluster run") in one go, in under 10 minutes:
-# one worker's rollout bench, the learner benches (standard fp32, bf16 and a 16,384 minibatch;
-# cluster's 512x4) and a 5-minute `samloc train --config configs/standard.yaml` with the learner
+# one worker's rollout bench, the learner benches (standard: fp32, bf16, and minibatches of 16,384 in
+# a batch of 65,536; cluster's 512x4) and a 5-minute `samloc train --config configs/standard.yaml` with the learner
 # on the GPU.  Installs nothing: it needs a Python with requirements.txt and a CUDA build of torch
 # (PYTHON=..., default .venv/bin/python, else python3).
 #
@@ -32,7 +32,7 @@ step() { echo "== $(date +%T) $*" | tee -a "$log"; }
 step "device"
 { nvidia-smi || true
   "$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
-  nproc; } > "$out/device.txt" 2>&1
+  echo "cpus $(getconf _NPROCESSORS_ONLN)"; } > "$out/device.txt" 2>&1
 
 bench() {  # NAME ARGS...: one bench, its JSON line to OUT_DIR/bench_NAME.json
   local name=$1; shift
@@ -45,8 +45,10 @@ bench rollout --rollout --config standard --rollouts 3   # compiles the engine's
 bench learner_standard --learner --config standard --device "$DEVICE" --updates "$BENCH_UPDATES" "${batch[@]}"
 bench learner_standard_bf16 --learner --config standard --device "$DEVICE" --precision bf16 \
   --updates "$BENCH_UPDATES" "${batch[@]}"
+big=(--batch-decisions 65536)   # room for four minibatches of 16,384
+[ -n "$BENCH_BATCH" ] && big=("${batch[@]}")
 bench learner_standard_mb16384 --learner --config standard --device "$DEVICE" --minibatch 16384 \
-  --updates "$BENCH_UPDATES" "${batch[@]}"
+  --updates "$BENCH_UPDATES" "${big[@]}"
 bench learner_cluster --learner --config cluster --device "$DEVICE" --updates "$BENCH_UPDATES" "${batch[@]}"
 
 run=$(mktemp -d)/run

@@ -385,10 +385,12 @@ def test_the_queue_bounds_the_policy_lag_and_counts_what_it_drops() -> None:
         q.put(roll(v))
     assert q.take(updates=2, decisions=45) == ([], 0)   # 40 decisions held, none too old
     got, dropped = q.take(updates=4, decisions=15)       # versions 0 and 1 lag 4 and 3 updates: dropped
-    assert dropped == 2 and [r["version"] for r in got] == [2, 3] and len(q) == 0
-    q.put(roll(4, n=30))
-    got, dropped = q.take(updates=4, decisions=15)
-    assert dropped == 0 and [r["version"] for r in got] == [4]
+    assert dropped == 2 and [r["version"] for r in got] == [2, 3] and len(q) == 0  # the rest, all of it
+    q.put(roll(4, n=10))
+    assert q.take(updates=4, decisions=15) == ([], 0) and len(q) == 1  # not a batch yet: it waits
+    q.put(roll(5, n=10))
+    got, dropped = q.take(updates=5, decisions=15)
+    assert dropped == 0 and [r["version"] for r in got] == [4, 5]
 
 
 def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:

@@ -109,7 +109,8 @@ class PPOConfig:
     minibatch: int = 4096
     """Decisions per gradient step."""
     batch_decisions: int = 16384
-    """Learner decisions gathered before one update (rollouts are taken whole)."""
+    """Learner decisions gathered before one update (rollouts are taken whole; an update takes every
+    rollout waiting, at most learner.queue_rollouts of them)."""
     ent_coef: float = 0.01
     """Entropy bonus."""
     sam_lesson_coef: float = 0.5
@@ -135,8 +136,9 @@ class LearnerConfig:
     """Updates a rollout may lag behind the weights that learn from it; older rollouts are dropped and
     counted (charts/dropped_rollouts)."""
     queue_rollouts: int = 0
-    """Rollouts in flight on the workers or waiting for the learner, at most (0: 2 per worker); a worker
-    that delivers into a full queue waits for room (at least num_workers)."""
+    """Rollouts in flight on the workers or waiting for the learner, at most (0: one per worker plus one);
+    a worker that delivers into a full queue waits for room (at least num_workers).  More room lets the
+    workers run further ahead of a slow learner, and the data it learns from grows older."""
     correct_from_lag: int = 3
     """Rollouts at least this many updates old are learned with truncated importance weights towards the
     learner's current policy (decoupled PPO with V-trace's truncation, see docs/training.md); younger
@@ -335,7 +337,7 @@ def validate(cfg: TrainConfig) -> None:
          "learner.max_policy_lag, queue_rollouts and correct_from_lag must be >= 0")
     need(le.is_clip > 0, "learner.is_clip must be positive")
     need(le.queue_rollouts == 0 or le.queue_rollouts >= ro.num_workers,
-         "learner.queue_rollouts must be 0 (2 per worker) or at least rollout.num_workers")
+         "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
     ev = cfg.eval
     need(ev.every_updates >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
          "eval.every_updates >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")

@@ -33,16 +33,14 @@ class RolloutQueue:
         return sum(len(r["batch"]["act"]) for r in self.items)
 
     def take(self, updates: int, decisions: int) -> tuple[list[dict[str, Any]], int]:
-        """``(rollouts, dropped)``: the oldest rollouts holding at least ``decisions`` learner decisions
-        (none while the queue holds fewer), for a learner that has made ``updates`` updates; first every
-        rollout lagging more than ``max_lag`` updates is dropped and counted."""
-        fresh = [r for r in self.items if updates - r["version"] <= self.max_lag]
+        """``(rollouts, dropped)``: every waiting rollout, once they hold at least ``decisions`` learner
+        decisions (none before), for a learner that has made ``updates`` updates; first every rollout lagging
+        more than ``max_lag`` updates is dropped and counted.  Taking all (the queue is bounded) keeps
+        nothing waiting to grow older."""
+        fresh = deque(r for r in self.items if updates - r["version"] <= self.max_lag)
         dropped = len(self.items) - len(fresh)
-        self.items = deque(fresh)
+        self.items = fresh
         if self.decisions() < decisions:
             return [], dropped
-        out, n = [], 0
-        while n < decisions:
-            out.append(self.items.popleft())
-            n += len(out[-1]["batch"]["act"])
+        out, self.items = list(self.items), deque()
         return out, dropped

@@ -4,8 +4,8 @@ Pipelining: as soon as a worker's rollout arrives, the worker gets the next
 request (with the newest weights, one ``ray.put`` per update), so generation
 on the workers overlaps the PPO update here; the trainer collects between
 the update's gradient steps too, so a worker never waits for a long update.
-Arrived rollouts wait in a queue; an update takes them oldest first and
-drops those more than ``learner.max_policy_lag`` updates behind (counted in
+Arrived rollouts wait in a queue; an update takes all of them once they
+hold ``ppo.batch_decisions``, and drops those more than ``learner.max_policy_lag`` updates behind (counted in
 ``charts/dropped_rollouts``; the lag is ``losses/policy_lag``).  The queue
 is bounded: a worker is asked again only while fewer than
 ``learner.queue_rollouts`` rollouts are in flight or waiting, else it waits
@@ -301,7 +301,7 @@ class Trainer:
         self.failures_by_worker = [0] * len(self.actors)
         self.session = _Session(workers=len(self.actors), wall0=self.c.wall_s, eval_fn=_evaluate_remote_fn(),
                                 display=_Display(cfg, self), queue=RolloutQueue(cfg.learner.max_policy_lag),
-                                capacity=cfg.learner.queue_rollouts or 2 * len(self.actors))
+                                capacity=cfg.learner.queue_rollouts or len(self.actors) + 1)
         for w in range(len(self.actors)):
             self._submit(w)
 
@@ -463,7 +463,7 @@ class Trainer:
         self._collect(timeout=0)
 
     def _take(self) -> list[dict[str, Any]]:
-        """The next update's rollouts, once the queue holds ``ppo.batch_decisions`` fresh enough ones."""
+        """The next update's rollouts: every fresh one queued, once they hold ``ppo.batch_decisions``."""
         batches, dropped = self.session.queue.take(self.c.updates, self.cfg.ppo.batch_decisions)
         self.c.dropped_rollouts += dropped
         if batches or dropped:
