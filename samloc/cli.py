@@ -15,7 +15,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("sam_env.replay_cli", "replay samloc/1 records and report results or legal moves"),
     "rules": ("sam_env.rules_cli", "list the rule presets, or show one as YAML"),
-    "bench": ("sam_env.bench", "measure engine (and environment) throughput"),
+    "bench": ("sam_env.bench", "measure engine (and environment) throughput; --learner, --rollout: training's"),
     "demo": ("sam_env.demo", "simulate random games, write their records and replay them"),
     "eval": ("agents.evaluate", "duplicate-deal evaluation of an agent against opponents"),
     "train": ("training.cli", "self-play training on Ray"),
@@ -23,6 +23,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("agents.export", "export a checkpoint's policy to ONNX"),
     "serve": ("agents.server", "serve a bot over HTTP (PROTOCOL §4) with a page to play it"),
 }
+
+
+#: ``samloc bench`` options that measure training (training/bench.py); the engine's bench takes the rest.
+TRAINING_BENCH = ("--learner", "--rollout")
+
+
+def _module(name: str, args: list[str]) -> str:
+    if name == "bench" and any(a in TRAINING_BENCH for a in args):
+        return "training.bench"
+    return SUBCOMMANDS[name][0]
 
 
 def _usage() -> str:
@@ -41,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"samloc: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module_name = SUBCOMMANDS[name][0]
+    module_name = _module(name, args[1:])
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

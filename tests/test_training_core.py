@@ -18,10 +18,16 @@ from agents.nets import checkpoint as ckpt
 from agents.nets import format as ckfmt
 from training.config import ConfigError, TrainConfig, load_config
 from agents.nets.policy import MASK_LOGIT, PolicyNet
+from training import compact
 from training.rollout import MAX_SEATS, RolloutEngine, compute_gae, record_step
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parent.parent
+
+
+def expanded(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A rollout's packed batch as the learner sees it (numpy, for the assertions)."""
+    return {k: v.numpy() for k, v in compact.expand(compact.to_device(batch, torch.device("cpu"))).items()}
 
 
 # ---- config -------------------------------------------------------------------------------
@@ -62,12 +68,28 @@ def test_overrides_apply_with_types() -> None:
     (["env.tables=[{rules: online, players: [3]}, {rules: online, players: [3, 4]}]"], "listed twice"),
     (["env.tables=[{rules: online, players: [3], weight: 0}]"], "weight must be positive"),
     (["init_from=nowhere"], "init_from"),
+    (["seed=99999999999999999999999"], "seed"),
+    (["rollout.num_workers=100000"], "num_workers"),
+    (["rollout.envs_per_worker=1e9"], "envs_per_worker"),
+    (["rollout.envs_per_worker=1000000000"], "envs_per_worker"),
+    (["ppo.lr=1e999"], "ppo.lr"),
+    (["ppo.batch_decisions=100000000"], "batch_decisions"),
+    (["learner.device=tpu"], "learner.device"),
+    (["learner.precision=fp8"], "learner.precision"),
 ])
 def test_bad_configs_are_refused_in_one_line(overrides: list[str], words: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_config("quick", overrides)
     msg = str(err.value)
     assert words in msg and "\n" not in msg
+
+
+def test_a_config_that_is_a_yaml_list_is_refused_in_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "list.yaml"
+    f.write_text("- name: quick\n- seed: 1\n")
+    r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", str(f)],
+                       capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a list" in r.stderr, r.stderr
 
 
 def test_cli_usage_error_exit_2() -> None:
@@ -141,7 +163,7 @@ def test_rollout_credits_every_final_score() -> None:
                                 "rollout.opponent_fraction=0", "ppo.gamma=1.0", "ppo.gae_lambda=1.0"])
     eng = RolloutEngine(cfg, 0, seed=3)
     res = eng.rollout()
-    st, out = res["stats"], res["batch"]
+    st, out = res["stats"], expanded(res["batch"])
     assert st["decisions"] == 16 * 64 == st["learner_decisions"] == len(out["act"])
     assert st["games"] > 10
     assert np.isfinite(out["adv"]).all() and np.isfinite(out["ret"]).all()
@@ -260,7 +282,7 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
 
     cfg = load_config("quick", ["rollout.envs_per_worker=64", "rollout.steps_per_rollout=24",
                                 "rollout.opponent_fraction=0", "ppo.sam_lesson_coef=1.0"])
-    out = RolloutEngine(cfg, 0, seed=5).rollout()["batch"]
+    out = expanded(RolloutEngine(cfg, 0, seed=5).rollout()["batch"])
     teach, mask = out["teach"], out["mask"]
     sam_phase = mask[:, SAM] > 0
     assert (teach[sam_phase] >= 0).all()
@@ -272,8 +294,8 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
     g = Game.new("hoi_quan_bai", 4, seed=11)
     h = HeuristicAgent(seed=0)
     assert h.act(g, g.to_act) in (SAM, NO_SAM)
-    off = RolloutEngine(load_config("quick", ["rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
-                                              "ppo.sam_lesson_coef=0"]), 0, seed=5).rollout()["batch"]
+    off = expanded(RolloutEngine(load_config("quick", ["rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
+                                                      "ppo.sam_lesson_coef=0"]), 0, seed=5).rollout()["batch"])
     assert (off["teach"] == -1).all()
 
 
@@ -292,8 +314,10 @@ def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
     batch = {"obs": rng.standard_normal((n, OBS_SIZE)).astype(np.float32), "mask": mask,
              "act": np.full(n, NO_SAM), "logp": np.full(n, np.log(0.5), dtype=np.float32),
              "val": np.zeros(n, np.float32), "adv": np.zeros(n, np.float32), "ret": np.zeros(n, np.float32),
-             "hid": np.zeros((n, net.critic_size), np.uint8), "teach": np.full(n, SAM, np.int16)}
-    obs, m = torch.from_numpy(batch["obs"]), torch.from_numpy(mask)
+             "hid": np.zeros((n, net.critic_size), np.uint8), "teach": np.full(n, SAM, np.int16),
+             "lag": np.zeros(n, np.int64)}
+    batch = {k: torch.from_numpy(v) for k, v in batch.items()}
+    obs, m = batch["obs"], batch["mask"]
 
     def p_sam() -> float:
         with torch.no_grad():
@@ -302,5 +326,104 @@ def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
     before = p_sam()
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     for _ in range(20):
-        losses = ppo_update(net, opt, batch, cfg.ppo, torch.Generator().manual_seed(0))
+        losses = ppo_update(net, opt, batch, cfg.ppo, cfg.learner, torch.Generator().manual_seed(0))
     assert before < 0.1 and p_sam() > 0.5 and losses["sam_lesson"] > 0
+
+
+# ---- the learner: devices, checkpoints, the queue between workers and learner ----------------------------
+def test_cuda_is_refused_in_one_line_without_it() -> None:
+    from training.learner import DeviceError, resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert resolve_device("auto") == torch.device("cpu")
+    for spec in ("cuda", "cuda:1"):
+        with pytest.raises(DeviceError, match="no CUDA") as err:
+            resolve_device(spec)
+        assert "\n" not in str(err.value)
+    r = subprocess.run([sys.executable, "-m", "samloc", "bench", "--learner", "--device", "cuda", "--json"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "learner.device=cuda" in r.stderr, r.stderr
+
+
+def _recorded(cfg: TrainConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    return RolloutEngine(cfg, 0, seed).rollout()["batch"]
+
+
+def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
+    """The optimizer state is written as CPU tensors, and a restored learner moves it with the network
+    (to the "meta" device here: any device but the CPU takes the same path as CUDA)."""
+    from training.learner import Learner
+
+    cfg = load_config("quick", ["model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+                                "ppo.minibatch=64", "ppo.epochs=1"])
+    batch = _recorded(cfg)
+    torch.manual_seed(0)
+    a = Learner(cfg)
+    a.update([batch], [0], torch.Generator().manual_seed(1))
+    st = a.state()
+    tensors = {f"opt.{i}.{k}": v for i, s in st["state"].items() for k, v in s.items()}
+    p = ckpt.save_checkpoint(tmp_path / "c", a.net, {"updates": 1}, tensors, {"param_groups": st["param_groups"]})
+    loaded, state = ckpt.load_trainer_state(p)
+    assert all(v.device.type == "cpu" for v in loaded.values())
+
+    def restored() -> Learner:
+        b = Learner(cfg)
+        b.net.load_state_dict(ckpt.load_checkpoint(p)[0].state_dict())
+        opt: dict = {"state": {}, "param_groups": state["param_groups"]}
+        for key, v in loaded.items():
+            _, i, k = key.split(".", 2)
+            opt["state"].setdefault(int(i), {})[k] = v
+        b.opt.load_state_dict(opt)
+        return b
+
+    moved = restored()
+    moved.to(torch.device("meta"))
+    assert all(q.device.type == "meta" for q in moved.net.parameters())
+    moments = [v for s in moved.opt.state.values() for k, v in s.items() if k != "step"]
+    assert moments and all(v.device.type == "meta" for v in moments)
+    b = restored()
+    b.to(torch.device("cpu"))
+    la = a.update([batch], [0], torch.Generator().manual_seed(2))
+    lb = b.update([batch], [0], torch.Generator().manual_seed(2))
+    assert la == lb  # the resumed learner continues exactly
+
+
+def test_the_queue_bounds_the_policy_lag_and_counts_what_it_drops() -> None:
+    from training.queue import RolloutQueue
+
+    def roll(version: int, n: int = 10) -> dict:
+        return {"version": version, "batch": {"act": np.zeros(n)}}
+
+    q = RolloutQueue(max_lag=2)
+    for v in (0, 1, 2, 3):
+        q.put(roll(v))
+    assert q.take(updates=2, decisions=45) == ([], 0)   # 40 decisions held, none too old
+    got, dropped = q.take(updates=4, decisions=15)       # versions 0 and 1 lag 4 and 3 updates: dropped
+    assert dropped == 2 and [r["version"] for r in got] == [2, 3] and len(q) == 0  # the rest, all of it
+    q.put(roll(4, n=10))
+    assert q.take(updates=4, decisions=15) == ([], 0) and len(q) == 1  # not a batch yet: it waits
+    q.put(roll(5, n=10))
+    got, dropped = q.take(updates=5, decisions=15)
+    assert dropped == 0 and [r["version"] for r in got] == [4, 5]
+
+
+def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
+    """Rows at least correct_from_lag old are weighted by min(rho_bar, proximal / behaviour); younger rows,
+    and every row when none is that old, give plain PPO."""
+    from training.learner import Learner
+
+    cfg = load_config("quick", ["model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+                                "ppo.minibatch=64", "ppo.epochs=1", "learner.correct_from_lag=3",
+                                "learner.is_clip=1.0"])
+    batch = _recorded(cfg)
+    batch["logp"] = batch["logp"] - 1.0  # a behaviour policy far from the learner's
+    runs = {}
+    for lag in (0, 2, 3):
+        torch.manual_seed(0)
+        runs[lag] = Learner(cfg).update([batch], [lag], torch.Generator().manual_seed(1))
+    assert runs[0] == runs[2] and runs[0]["stale_fraction"] == 0 and runs[0]["is_weight"] == 1
+    stale = runs[3]
+    assert stale["stale_fraction"] == 1 and stale["is_weight"] == pytest.approx(1.0)  # e^+1 truncated at 1
+    assert stale["approx_kl"] < runs[0]["approx_kl"]  # the clip is centred on the learner's own policy

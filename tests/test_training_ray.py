@@ -1,7 +1,11 @@
-"""The whole training pipeline on Ray, at a tiny scale: smoke run, worker death, kill + resume, two nodes."""
+"""The whole training pipeline on Ray, at a tiny scale: smoke run, worker death, kill + resume, two nodes,
+placement (workers that do not fit, a GPU that is not there), the policy lag bound, a private local Ray,
+and one-line errors for a read-only run folder and a full disk."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import signal
@@ -9,13 +13,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
 from agents.nets import checkpoint as ckpt
 from agents.nets import format as ckfmt
 from training.config import load_config
-from training.trainer import Trainer
+from training.trainer import TrainError, Trainer
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["rollout.num_workers=1", "model.hidden=32", "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
@@ -86,8 +91,8 @@ def test_a_killed_worker_is_restarted_and_nothing_is_counted_twice(tmp_path: Pat
     summary = tr.run()
     assert len(killed) == 2
     assert summary["worker_failures"] >= 2 and summary["decisions_trained"] >= 12000
-    # every consumed rollout has its own request id, and the counters add up exactly
-    assert summary["rollouts"] == len(tr.consumed)
+    # every arrived rollout has its own request id, and was learned from, dropped, or is still queued
+    assert summary["rollouts"] + summary["dropped_rollouts"] + len(tr.session.queue) == len(tr.consumed)
     assert max(tr.consumed) < tr.c.next_request
 
 
@@ -127,22 +132,189 @@ def test_kill_and_resume_loses_at_most_one_checkpoint_interval(tmp_path: Path) -
     assert prev_meta.resumes == () and meta.resumes == ("samloc train --resume RUN",)
 
 
-def test_two_node_cluster_through_ray_address(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """Two nodes of one CPU each, no GPU, reached through an address like a real cluster."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1})
+    c = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1, "num_gpus": 0})
     try:
-        cluster.add_node(num_cpus=1)
-        cluster.wait_for_nodes()
-        cfg = load_config("quick", [*TINY, "total_decisions=4000", "rollout.num_workers=2",
-                                    "rollout.cpus_per_worker=1"])
-        tr = Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=lambda m: None)
-        summary = tr.run()
-        nodes = {w["node_id"] for w in summary["workers"]}
-        assert len(nodes) == 2, summary["workers"]
-        assert summary["decisions_trained"] >= 4000 and summary["worker_failures"] == 0
+        c.add_node(num_cpus=1, num_gpus=0)
+        c.wait_for_nodes()
+        yield c
     finally:
-        cluster.shutdown()
+        c.shutdown()
+
+
+def test_two_node_cluster_through_ray_address(tmp_path: Path, cluster: Any) -> None:
+    cfg = load_config("quick", [*TINY, "total_decisions=4000", "rollout.num_workers=2", "rollout.cpus_per_worker=1"])
+    tr = Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=lambda m: None)
+    summary = tr.run()
+    nodes = {w["node_id"] for w in summary["workers"]}
+    assert len(nodes) == 2, summary["workers"]
+    assert summary["decisions_trained"] >= 4000 and summary["worker_failures"] == 0
+
+
+def test_a_cuda_learner_on_a_cluster_without_gpus_fails_at_once_in_one_line(tmp_path: Path, cluster: Any) -> None:
+    cfg = load_config("quick", [*TINY, "learner.device=cuda"])
+    t0 = time.perf_counter()
+    with pytest.raises(TrainError) as err:
+        Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=lambda m: None).run()
+    msg = str(err.value)
+    assert "learner.device=cuda" in msg and "no GPU" in msg and "\n" not in msg, msg
+    assert time.perf_counter() - t0 < 60  # refused, not waited on
+
+
+def test_workers_ray_cannot_place_are_reported_then_refused(tmp_path: Path, cluster: Any) -> None:
+    """Three one-CPU workers on a two-CPU cluster: said within seconds, an error after place_timeout_s."""
+    cfg = load_config("quick", [*TINY, "rollout.num_workers=3", "rollout.cpus_per_worker=1",
+                                "rollout.place_timeout_s=8"])
+    msgs: list[str] = []
+    with pytest.raises(TrainError, match="not started after .* giving up") as err:
+        Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=msgs.append).run()
+    assert "\n" not in str(err.value)
+    assert any("need 3 CPUs, Ray has 2" in m for m in msgs), msgs
+    assert any("not started after" in m and "CPUs free" in m for m in msgs), msgs
+
+
+def test_more_workers_than_the_embedded_ray_has_cpus_are_refused_up_front(tmp_path: Path) -> None:
+    workers = max(2, os.cpu_count() or 2) + 1  # the embedded Ray has max(2, cpu_count) CPUs
+    r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "--run-dir", str(tmp_path / "r"),
+                        *TINY, f"rollout.num_workers={workers}"], capture_output=True, text=True, cwd=REPO,
+                       timeout=240)
+    assert r.returncode == 1, r.stderr[-2000:]
+    err = r.stderr.strip()
+    assert err.startswith("samloc train:") and len(err.splitlines()) == 1, err
+    assert f"rollout.num_workers={workers}" in err and "CPUs" in err
+
+
+def test_the_policy_lag_is_bounded_logged_and_what_is_too_old_dropped(tmp_path: Path) -> None:
+    """max_policy_lag=0: only rollouts made with the newest weights are learned from; the rest are dropped
+    and counted."""
+    cfg = load_config("quick", [*TINY, "total_decisions=3000", "learner.max_policy_lag=0"])
+    summary = Trainer(cfg, tmp_path / "run", log=lambda m: None).run()
+    assert summary["decisions_trained"] >= 3000 and summary["dropped_rollouts"] > 0
+    tags = _scalars(tmp_path / "run")
+    assert tags["losses/policy_lag_max"] and max(tags["losses/policy_lag_max"]) == 0
+    assert max(tags["charts/dropped_rollouts"]) == summary["dropped_rollouts"]
+
+
+def _listening(pids: set[int]) -> list[tuple[str, int]]:
+    """(address, port) of every listening TCP socket held by these processes, from /proc."""
+    inodes: set[int] = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(int(link[8:-1]))
+        except OSError:
+            continue
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and int(f[9]) in inodes:  # state LISTEN
+                addr, port = f[1].split(":")
+                out.append((addr, int(port, 16)))
+    return out
+
+
+def _descendants(roots: set[int]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(p))
+    out, todo = set(), list(roots)
+    while todo:
+        p = todo.pop()
+        out.add(p)
+        todo += children.get(p, [])
+    return out
+
+
+LOOPBACK = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}  # 127.0.0.1, ::1
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc (Linux)")
+def test_the_embedded_ray_listens_on_loopback_only(tmp_path: Path) -> None:
+    seen: list[tuple[str, int]] = []
+    others = _descendants({os.getpid()}) - {os.getpid()}  # another Ray's processes (this module's cluster)
+
+    def look(tr: Trainer) -> None:
+        if tr.c.updates == 3:
+            seen.extend(_listening(_descendants({os.getpid()}) - _descendants(others)))
+
+    cfg = load_config("quick", [*TINY, "total_decisions=1500"])
+    Trainer(cfg, tmp_path / "run", log=lambda m: None, on_update=look).run()
+    assert len(seen) >= 4, seen  # the driver, GCS, raylet, the worker: each serves gRPC
+    assert all(addr in LOOPBACK for addr, _ in seen), seen
+
+
+def _without_root_overrides() -> None:
+    """In the child: root loses the capabilities that ignore file permissions (a plain user has none)."""
+    if os.geteuid() == 0:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for cap in (1, 2, 3):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, dropped before exec
+            if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _train(args: list[str], **kw: Any) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "samloc", "train", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=300, **kw)
+
+
+def test_a_read_only_run_folder_is_one_line_for_a_new_run_and_a_resume(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert _train(["--config", "quick", "--run-dir", str(run), *TINY, "total_decisions=400"]).returncode == 0
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    try:
+        for p in (parent, run, run / "checkpoints"):
+            p.chmod(0o555)
+        for args in (["--config", "quick", "--run-dir", str(parent / "new"), *TINY],
+                     ["--resume", str(run), "total_decisions=800"]):
+            r = _train(args, preexec_fn=_without_root_overrides)
+            err = r.stderr.strip().splitlines()  # a resume says first where it resumed from
+            assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+            assert err[-1].startswith("samloc train: cannot write the run folder") and "Permission denied" in err[-1]
+    finally:
+        for p in (parent, run, run / "checkpoints"):
+            p.chmod(0o755)
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_good_one_stays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from agents.nets import checkpoint as ckpt_mod
+    from training.cli import main
+
+    real = ckpt_mod.save_file
+    calls = {"n": 0}
+
+    def fill_up(tensors: Any, path: str, *a: Any, **kw: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] > 4:  # two checkpoints (weights + trainer state each), then the disk is full
+            with open(path, "wb") as f:
+                f.write(b"x" * 100)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        real(tensors, path, *a, **kw)
+
+    monkeypatch.setattr(ckpt_mod, "save_file", fill_up)
+    run = tmp_path / "run"
+    rc = main(["--config", "quick", "--run-dir", str(run), *TINY, "checkpoint.every_updates=5",
+               "total_decisions=10000000"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1, err
+    assert "No space left on device" in err and "the last good one stays" in err, err
+    good = ckfmt.list_checkpoints(run)
+    assert [p.name for p in good] == ["ckpt_00000005", "ckpt_00000010"] and good[-1].name in err
+    ckfmt.verify(good[-1], trainer=True)
+    assert not [p for p in (run / "checkpoints").iterdir() if ".tmp" in p.name]  # the half-written one is gone
 
 
 def test_house_rules_train_and_serve(tmp_path: Path) -> None:

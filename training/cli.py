@@ -32,7 +32,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", help="a YAML config (configs/quick.yaml, standard, cluster) or its name")
     ap.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest good checkpoint")
-    ap.add_argument("--ray-address", help="join this Ray cluster (default: start Ray embedded here)")
+    ap.add_argument("--ray-address", help="join this Ray cluster (default: start Ray embedded here, on 127.0.0.1"
+                                          " only; docs/training.md says what to secure on a cluster)")
+    ap.add_argument("--dashboard", action="store_true",
+                    help="start Ray's dashboard with the embedded Ray (on 127.0.0.1:8265)")
     ap.add_argument("--run-dir", help="write the run here instead of runs/<name>__<seed>__<time>/")
     ap.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. ppo.lr=1e-4")
     return ap.parse_args(argv)
@@ -106,7 +109,8 @@ def main(argv: list[str]) -> int:
             return 2
     t0 = time.time()
     try:
-        trainer = Trainer(cfg, run_dir, resume=bool(args.resume), ray_address=args.ray_address, command=command)
+        trainer = Trainer(cfg, run_dir, resume=bool(args.resume), ray_address=args.ray_address, command=command,
+                          dashboard=args.dashboard)
         print(f"samloc train: run folder {run_dir}  (tensorboard --logdir {run_dir.parent})", flush=True)
         summary = trainer.run()
         report = None
@@ -142,6 +146,10 @@ def main(argv: list[str]) -> int:
         write_json_atomic(run_dir / "summary.json", summary)
     except (TrainError, CheckpointError, ConfigError) as exc:
         print(f"samloc train: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a folder that cannot be written, a full disk: the reason, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"samloc train: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     if belief_error:
         print(f"samloc train: {belief_error}", file=sys.stderr)

@@ -9,6 +9,8 @@ ranges and names.  Every mistake is reported as one :class:`ConfigError` line.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,7 +85,11 @@ class RolloutConfig:
     max_restarts: int = 5
     """How often Ray restarts a rollout actor that died (-1: without limit)."""
     cpus_per_worker: float = 1.0
-    """CPUs Ray reserves per worker (fractions let workers share a small machine)."""
+    """CPUs Ray reserves per worker (fractions let workers share a small machine); the workers must fit
+    in the CPUs Ray has (an embedded Ray refuses at once, a cluster waits up to place_timeout_s)."""
+    place_timeout_s: float = 300.0
+    """Seconds to wait for Ray to start every worker (a cluster's nodes may still be joining) before
+    giving up with the reason; the wait is reported every few seconds (0: wait without limit)."""
 
 
 @dataclass
@@ -105,7 +111,8 @@ class PPOConfig:
     minibatch: int = 4096
     """Decisions per gradient step."""
     batch_decisions: int = 16384
-    """Learner decisions gathered before one update (rollouts are taken whole)."""
+    """Learner decisions gathered before one update (rollouts are taken whole; an update takes every
+    rollout waiting, at most learner.queue_rollouts of them)."""
     ent_coef: float = 0.01
     """Entropy bonus."""
     sam_lesson_coef: float = 0.5
@@ -115,6 +122,31 @@ class PPOConfig:
     """Value loss weight."""
     max_grad_norm: float = 0.5
     """Gradient clipping."""
+
+
+@dataclass
+class LearnerConfig:
+    """Where and how the PPO update runs, and how old the data it learns from may be."""
+
+    device: str = "auto"
+    """Torch device of the network, the optimizer and the update: auto (CUDA when present, else the CPU),
+    cpu, cuda or cuda:N.  A CUDA learner asks Ray for a GPU on the node samloc train runs on."""
+    precision: str = "fp32"
+    """fp32, or bf16: forward and loss under bfloat16 autocast (weights, optimizer and gradients stay
+    float32; its effect on the loss is measured in docs/training.md)."""
+    max_policy_lag: int = 8
+    """Updates a rollout may lag behind the weights that learn from it; older rollouts are dropped and
+    counted (charts/dropped_rollouts)."""
+    queue_rollouts: int = 0
+    """Rollouts in flight on the workers or waiting for the learner, at most (0: one per worker plus one);
+    a worker that delivers into a full queue waits for room (at least num_workers).  More room lets the
+    workers run further ahead of a slow learner, and the data it learns from grows older."""
+    correct_from_lag: int = 3
+    """Rollouts at least this many updates old are learned with truncated importance weights towards the
+    learner's current policy (decoupled PPO with V-trace's truncation, see docs/training.md); younger
+    ones with the plain PPO ratio against the behaviour policy."""
+    is_clip: float = 1.0
+    """Truncation of those importance weights (V-trace's rho-bar)."""
 
 
 @dataclass
@@ -183,6 +215,7 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     belief: BeliefConfig = field(default_factory=BeliefConfig)
@@ -202,9 +235,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not p.is_file():
             raise ConfigError(f"config file {str(path)!r} not found")
         try:
-            layers.append(OmegaConf.load(p))
+            loaded = OmegaConf.load(p)
         except Exception as exc:  # yaml errors carry several lines
             raise ConfigError(f"cannot read config {p}: {str(exc).splitlines()[0]}") from None
+        if not OmegaConf.is_dict(loaded):
+            raise ConfigError(f"config {p} must be a mapping of settings (name: ..., ppo: {{...}}), "
+                              f"not a {type(OmegaConf.to_container(loaded)).__name__}")
+        layers.append(loaded)
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.lr=1e-4)")
@@ -228,6 +265,25 @@ def _one_line(exc: Exception) -> str:
     return msg
 
 
+#: Upper bounds that keep a typo from asking for a machine nobody has (each message says why).
+MAX_WORKERS = 10_000
+MAX_ROLLOUT_DECISIONS = 1 << 20   # a worker holds ~4.5 KB per decision of its rollout: 4.7 GB
+MAX_BATCH_DECISIONS = 1 << 22     # the learner expands ~4.5 KB per decision of its batch: 19 GB
+DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
+def _non_finite(d: dict[str, Any], prefix: str = "") -> str:
+    """The first float setting that is inf or nan ('' when none)."""
+    for k, v in d.items():
+        if isinstance(v, dict):
+            bad = _non_finite(v, f"{prefix}{k}.")
+            if bad:
+                return bad
+        elif isinstance(v, float) and not math.isfinite(v):
+            return f"{prefix}{k}"
+    return ""
+
+
 def validate(cfg: TrainConfig) -> None:
     """Range and name checks that types alone cannot express."""
     from sam_env.rules import RuleSet, RulesError
@@ -236,9 +292,11 @@ def validate(cfg: TrainConfig) -> None:
         if not ok:
             raise ConfigError(msg)
 
+    bad = _non_finite(to_dict(cfg))
+    need(not bad, f"{bad} must be a finite number")
     need(bool(cfg.name) and all(c.isalnum() or c in "-_." for c in cfg.name),
          f"name must be letters, digits, '-', '_' or '.', not {cfg.name!r}")
-    need(cfg.seed >= 0, "seed must be >= 0")
+    need(0 <= cfg.seed < 2**63, "seed must be from 0 to 2**63 - 1")
     need(cfg.total_decisions > 0, "total_decisions must be positive")
     need(cfg.max_minutes >= 0, "max_minutes must be >= 0")
     need(cfg.display in ("auto", "rich", "plain", "none"), "display must be auto, rich, plain or none")
@@ -250,23 +308,38 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.model.hidden >= 8 and cfg.model.layers >= 1, "model.hidden must be >= 8 and model.layers >= 1")
     need(cfg.model.critic in ("full", "obs"), f"model.critic must be full or obs, not {cfg.model.critic!r}")
     ro = cfg.rollout
-    need(ro.num_workers >= 1, "rollout.num_workers must be at least 1")
+    need(1 <= ro.num_workers <= MAX_WORKERS, f"rollout.num_workers must be from 1 to {MAX_WORKERS:,}")
     need(ro.envs_per_worker >= len(tabs),
          "rollout.envs_per_worker must give every (rules, players) pair at least one game")
     need(ro.steps_per_rollout >= 1, "rollout.steps_per_rollout must be at least 1")
+    need(ro.envs_per_worker * ro.steps_per_rollout <= MAX_ROLLOUT_DECISIONS,
+         f"rollout.envs_per_worker x steps_per_rollout must be at most {MAX_ROLLOUT_DECISIONS:,} decisions"
+         f" (a worker holds ~4.5 KB per decision of its rollout)")
     need(0 <= ro.opponent_fraction <= 1 and 0 <= ro.heuristic_share <= 1,
          "rollout.opponent_fraction and rollout.heuristic_share must be in [0, 1]")
     need(ro.snapshot_every >= 1 and ro.pool_size >= 1, "rollout.snapshot_every and pool_size must be >= 1")
     need(ro.max_restarts >= -1, "rollout.max_restarts must be >= -1")
     need(ro.cpus_per_worker > 0, "rollout.cpus_per_worker must be positive")
+    need(ro.place_timeout_s >= 0, "rollout.place_timeout_s must be >= 0")
     pp = cfg.ppo
     need(pp.lr > 0, "ppo.lr must be positive")
     need(pp.sam_lesson_coef >= 0, "ppo.sam_lesson_coef must be >= 0")
     need(0 < pp.gamma <= 1 and 0 <= pp.gae_lambda <= 1, "ppo.gamma must be in (0, 1], ppo.gae_lambda in [0, 1]")
     need(pp.clip > 0 and pp.epochs >= 1 and pp.minibatch >= 1 and pp.batch_decisions >= 1,
          "ppo.clip, epochs, minibatch and batch_decisions must be positive")
+    need(pp.batch_decisions <= MAX_BATCH_DECISIONS,
+         f"ppo.batch_decisions must be at most {MAX_BATCH_DECISIONS:,} (the learner expands ~4.5 KB per decision)")
     need(pp.ent_coef >= 0 and pp.vf_coef >= 0 and pp.max_grad_norm > 0,
          "ppo.ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
+    le = cfg.learner
+    need(DEVICE_RE.fullmatch(le.device) is not None,
+         f"learner.device must be auto, cpu, cuda or cuda:N, not {le.device!r}")
+    need(le.precision in ("fp32", "bf16"), f"learner.precision must be fp32 or bf16, not {le.precision!r}")
+    need(le.max_policy_lag >= 0 and le.queue_rollouts >= 0 and le.correct_from_lag >= 0,
+         "learner.max_policy_lag, queue_rollouts and correct_from_lag must be >= 0")
+    need(le.is_clip > 0, "learner.is_clip must be positive")
+    need(le.queue_rollouts == 0 or le.queue_rollouts >= ro.num_workers,
+         "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
     ev = cfg.eval
     need(ev.every_updates >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
          "eval.every_updates >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")

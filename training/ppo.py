@@ -1,8 +1,18 @@
 """The learner's update: clipped PPO on masked logits.
 
-The data come with the behaviour policy's log-probabilities, so a batch
-generated one update earlier (the workers run while the learner trains) is
-still corrected by the importance ratio and held in by the clip.
+The data come with the behaviour policy's log-probabilities.  Rollouts a
+few updates old (the workers run while the learner trains) are corrected by
+the importance ratio against them and held in by the clip, as in PPO.  Rows
+at least ``learner.correct_from_lag`` updates old are learned with the
+decoupled objective of Hilton et al. (2021, "Batch size-invariance for
+policy optimization"): the clip is centred on the learner's policy at the
+start of the update (the proximal policy), and the objective is weighted by
+the importance weight proximal / behaviour truncated at ``learner.is_clip``,
+V-trace's rho-bar (Espeholt et al., 2018).  For the other rows both are the
+behaviour policy and the weight is 1: plain PPO.  The advantages stay the
+worker's (GAE under the behaviour policy's values); V-trace's c-traces
+would need the trajectories, which a flat batch no longer has, so the lag
+is bounded instead (``learner.max_policy_lag``).
 
 Two additions to plain PPO, both explained in docs/training.md:
 
@@ -18,53 +28,76 @@ Two additions to plain PPO, both explained in docs/training.md:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Callable
 
-import numpy as np
 import torch
 
 from agents.nets.policy import PolicyNet
 
-from .config import PPOConfig
+from .config import LearnerConfig, PPOConfig
 
 
-def concat_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Rollout batches (``RolloutEngine.rollout()["batch"]``, the one place their keys are written) as one."""
-    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+@torch.no_grad()
+def proximal_logp(net: PolicyNet, data: dict[str, torch.Tensor], stale: torch.Tensor, chunk: int,
+                  bf16: bool) -> torch.Tensor:
+    """Log-probabilities of the taken actions: the current policy's on ``stale`` rows, the behaviour's elsewhere."""
+    prox = data["logp"].clone()
+    rows = stale.nonzero().squeeze(-1)
+    for start in range(0, len(rows), chunk):
+        i = rows[start:start + chunk]
+        with torch.autocast(data["obs"].device.type, torch.bfloat16, enabled=bf16):
+            logits, _ = net(data["obs"][i], data["mask"][i])
+        prox[i] = torch.log_softmax(logits.float(), -1).gather(1, data["act"][i][:, None]).squeeze(-1)
+    return prox
 
 
-def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, batch: dict[str, np.ndarray], cfg: PPOConfig,
-               gen: torch.Generator) -> dict[str, float]:
-    """``cfg.epochs`` passes of minibatch PPO over ``batch``; returns mean losses and diagnostics."""
-    net.train()
-    t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in batch.items()}
-    n = t["obs"].shape[0]
+def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: PPOConfig,
+               lcfg: LearnerConfig, gen: torch.Generator,
+               between_steps: Callable[[], None] | None = None) -> dict[str, float]:
+    """``cfg.epochs`` passes of minibatch PPO over ``data`` (tensors on the network's device, from
+    ``compact.expand``, plus ``lag``: each row's policy lag in updates); returns mean losses and diagnostics.
+
+    ``between_steps`` runs after every gradient step (the trainer collects rollouts there, so workers
+    never wait for a long update).  ``gen`` is a CPU generator, so the minibatches are the same on any device.
+    """
+    device = data["obs"].device
+    bf16 = lcfg.precision == "bf16"
+    n = data["obs"].shape[0]
     mb = min(cfg.minibatch, n)
-    sums = {"policy": 0.0, "value": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0, "sam_lesson": 0.0}
+    net.eval()
+    stale = data["lag"] >= lcfg.correct_from_lag
+    prox = proximal_logp(net, data, stale, mb, bf16) if bool(stale.any()) else data["logp"]
+    is_weight = (prox - data["logp"]).exp().clamp(max=lcfg.is_clip)  # 1 on fresh rows
+    net.train()
+    names = ("policy", "value", "entropy", "approx_kl", "clipfrac", "sam_lesson")
+    sums = torch.zeros(len(names), device=device)
     steps = 0
     for _ in range(cfg.epochs):
-        perm = torch.randperm(n, generator=gen)
+        perm = torch.randperm(n, generator=gen).to(device)
         for start in range(0, n - mb + 1, mb):
             i = perm[start:start + mb]
-            logits, value, baseline = net.train_forward(t["obs"][i], t["mask"][i], t["hid"][i])
-            logp_all = torch.log_softmax(logits, dim=-1)
-            logp = logp_all.gather(1, t["act"][i][:, None]).squeeze(-1)
-            adv = t["adv"][i]
+            mask = data["mask"][i]
+            with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+                logits, value, baseline = net.train_forward(data["obs"][i], mask, data["hid"][i])
+            logp_all = torch.log_softmax(logits.float(), dim=-1)
+            value, baseline = value.float(), baseline.float()
+            logp = logp_all.gather(1, data["act"][i][:, None]).squeeze(-1)
+            adv = data["adv"][i]
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            log_ratio = logp - t["logp"][i]
+            log_ratio = logp - prox[i]
             ratio = log_ratio.exp()
-            pg = -torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv).mean()
-            ret = t["ret"][i]
+            pg = -(is_weight[i] * torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)).mean()
+            ret = data["ret"][i]
             v_loss = 0.5 * (value - ret).pow(2).mean()
             if net.critic is not None:
                 v_loss = v_loss + 0.5 * (baseline - ret).pow(2).mean()
             probs = logp_all.exp()
             # illegal actions have probability 0; their (huge negative) log-prob must not enter
-            entropy = -(probs * logp_all.masked_fill(t["mask"][i] <= 0, 0.0)).sum(-1).mean()
+            entropy = -(probs * logp_all.masked_fill(mask <= 0, 0.0)).sum(-1).mean()
             loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
-            teach = t["teach"][i]
+            teach = data["teach"][i]
             asked = teach >= 0
-            lesson = torch.zeros(())
+            lesson = torch.zeros((), device=device)
             if cfg.sam_lesson_coef > 0 and bool(asked.any()):
                 lesson = -logp_all[asked].gather(1, teach[asked].long()[:, None]).mean()
                 loss = loss + cfg.sam_lesson_coef * lesson
@@ -72,13 +105,14 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, batch: dict[str, np.n
             loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
             opt.step()
-            with torch.no_grad():
-                sums["policy"] += float(pg)
-                sums["value"] += float(v_loss)
-                sums["entropy"] += float(entropy)
-                sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
-                sums["clipfrac"] += float(((ratio - 1).abs() > cfg.clip).float().mean())
-                sums["sam_lesson"] += float(lesson)
+            with torch.no_grad():  # summed on the device: no host sync per step
+                sums += torch.stack([pg, v_loss, entropy, ((ratio - 1) - log_ratio).mean(),
+                                     ((ratio - 1).abs() > cfg.clip).float().mean(), lesson]).detach()
             steps += 1
+            if between_steps is not None:
+                between_steps()
     net.eval()
-    return {k: v / max(steps, 1) for k, v in sums.items()}
+    out = dict(zip(names, (sums / max(steps, 1)).tolist()))
+    out["stale_fraction"] = float(stale.float().mean())
+    out["is_weight"] = float(is_weight.mean())
+    return out

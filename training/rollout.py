@@ -4,7 +4,8 @@ Each seat's decisions in a game form its own sequence: the lá that move
 between two of a seat's decisions (chop money, the final settlement) are that
 seat's reward for the earlier one, and a seat's last decision of a game is
 terminal.  GAE runs over these sequences inside the worker, so the learner
-receives flat arrays (obs, mask, action, logp, value, advantage, return).
+receives flat arrays (obs, mask, action, logp, value, advantage, return),
+packed to about 290 bytes per decision (:mod:`training.compact`).
 A sequence still open when the rollout ends is bootstrapped with the value of
 that seat's view of the current state; its later rewards are not credited to
 anything else, so no reward is counted twice.
@@ -34,6 +35,7 @@ from sam_env.core import O_DECLARER
 from agents import make_agent
 from agents.nets.policy import PolicyNet, build_net
 
+from . import compact
 from .config import TrainConfig, training_tables
 
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch
@@ -212,13 +214,14 @@ class RolloutEngine:
 
     @torch.no_grad()
     def rollout(self) -> dict[str, Any]:
+        """``{"batch": packed learner decisions (training.compact), "stats": counts, "version": weights}``."""
         t0 = time.perf_counter()
         parts: list[dict[str, np.ndarray]] = []
         stats = {"games": 0, "decisions": 0, "learner_decisions": 0, "sam_declared": 0,
                  "vs_heuristic_sum": 0.0, "vs_heuristic_games": 0, "vs_pool_sum": 0.0, "vs_pool_games": 0}
         for st in self.streams:
             parts.append(self._rollout_stream(st, stats))
-        batch = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        batch = compact.concat(parts)
         stats["seconds"] = time.perf_counter() - t0
         return {"batch": batch, "stats": stats, "version": self.version}
 
@@ -293,10 +296,10 @@ class RolloutEngine:
         v = st.b_valid
         stats["decisions"] += T * N
         stats["learner_decisions"] += int(v.sum())
-        # the batch the learner trains on: one row per learner decision (training/ppo.py reads it by name)
-        return {"obs": st.b_obs[v], "mask": st.b_mask[v], "act": st.b_act[v], "logp": st.b_logp[v],
-                "val": st.b_val[v], "adv": adv[v], "ret": adv[v] + st.b_val[v], "hid": st.b_hid[v],
-                "teach": st.b_teach[v]}
+        # the batch the learner trains on: one row per learner decision, packed (compact.expand unpacks it)
+        return compact.pack(st.b_obs[v], st.b_mask[v], st.b_hid[v], st.b_act[v],
+                            {"logp": st.b_logp[v], "val": st.b_val[v], "adv": adv[v], "ret": adv[v] + st.b_val[v],
+                             "teach": st.b_teach[v]})
 
     def _opponents_act(self, st: _Stream, act: np.ndarray, rows: np.ndarray) -> None:
         opp = st.opp

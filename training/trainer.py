@@ -1,8 +1,21 @@
-"""The learner: drives the Ray rollout actors, updates the policy, evaluates, checkpoints, reports.
+"""The trainer: drives the Ray rollout actors, feeds the learner, evaluates, checkpoints, reports.
 
 Pipelining: as soon as a worker's rollout arrives, the worker gets the next
 request (with the newest weights, one ``ray.put`` per update), so generation
-on the workers overlaps the PPO update here.  Every request has a unique id;
+on the workers overlaps the PPO update here; the trainer collects between
+the update's gradient steps too, so a worker never waits for a long update.
+Arrived rollouts wait in a queue; an update takes all of them once they
+hold ``ppo.batch_decisions``, and drops those more than ``learner.max_policy_lag`` updates behind (counted in
+``charts/dropped_rollouts``; the lag is ``losses/policy_lag``).  The queue
+is bounded: a worker is asked again only while fewer than
+``learner.queue_rollouts`` rollouts are in flight or waiting, else it waits
+for room, so workers only wait for a learner that is that far behind, and
+never burn CPU on data that would be thrown away.
+
+The learner runs in this process, on ``learner.device``; a CUDA learner
+first asks Ray for a GPU on this node (a placement group), so on a cluster
+``samloc train`` runs on the GPU node and the workers go wherever Ray has
+CPUs.  An embedded Ray listens on 127.0.0.1 only.  Every request has a unique id;
 a rollout is counted once, when it is consumed, and a request lost with a
 dead worker (Ray restarts the actor, ``max_task_retries=0``) is simply asked
 again under a new id with a new seed, so nothing is counted twice.  While Ray
@@ -28,15 +41,15 @@ import numpy as np
 import torch
 
 from agents.nets import checkpoint as ckpt
-from agents.nets.format import latest_good
-from agents.nets.policy import build_net
+from agents.nets.format import latest_good, list_checkpoints
 from sam_env.actions import ACTION_TABLE_VERSION
 from sam_env.atomic import write_atomic, write_json_atomic
 from sam_env.obs import OBS_VERSION
 
 from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml, training_tables
-from .ppo import concat_batches, ppo_update
-from .rollout import _actor_class, weights_to_numpy
+from .learner import DeviceError, Learner, resolve_device, wants_cuda
+from .queue import RolloutQueue
+from .rollout import _actor_class
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,7 +87,8 @@ class Counters:
     games: int = 0
     decisions: int = 0            # every decision generated in consumed rollouts
     decisions_trained: int = 0    # learner decisions consumed by updates
-    rollouts: int = 0             # rollouts consumed
+    rollouts: int = 0             # rollouts learned from
+    dropped_rollouts: int = 0     # rollouts too old for the learner (queue full or past max_policy_lag)
     next_request: int = 0         # request ids handed out (never reused)
     worker_failures: int = 0
     sam_declared: int = 0
@@ -102,19 +116,19 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool = False, ray_address: str | None = None,
                  command: str | None = None, log: Callable[[str], None] | None = None,
-                 on_update: Callable[["Trainer"], None] | None = None):
+                 on_update: Callable[["Trainer"], None] | None = None, dashboard: bool = False):
         torch.set_num_threads(1)
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.ray_address = ray_address
+        self.dashboard = dashboard  # Ray's dashboard (embedded Ray: on 127.0.0.1), only when asked
         self.command = command or " ".join(shlex.quote(a) for a in sys.argv)
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.on_update = on_update  # called after every update (tests use it to inject faults)
         self.placement: list[dict[str, Any]] = []
         self.c = Counters()
         torch.manual_seed(cfg.seed)
-        self.net = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic).eval()
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.ppo.lr, eps=1e-5)
+        self.learner = Learner(cfg)  # on the CPU until _start has the device
         self.gen = torch.Generator().manual_seed(_mix(cfg.seed, 1))
         self.pool: deque[tuple[int, dict[str, np.ndarray]]] = deque(maxlen=cfg.rollout.pool_size)
         self.eval_history: list[dict[str, Any]] = []
@@ -124,16 +138,27 @@ class Trainer:
         # The command that started the run, and every --resume since: a resumed bot's
         # metadata still says how it was trained, not only how it was finished.
         self.first_command, self.resumes = self.command, []
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.gpu_reservation: Any = None
+        self.actors: list[Any] = []
+        self.started_ray = False
         if resume:
             self._restore()
         elif cfg.init_from:
             self._init_from(Path(cfg.init_from))
-        write_atomic(self.run_dir / "config.yaml", to_yaml(cfg))  # the resolved config
-        if not resume:
-            write_json_atomic(self.run_dir / "run.json", {
-                "git_commit": git_commit(), "command": self.command, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.run_dir / "config.yaml", to_yaml(cfg))  # the resolved config
+            if not resume:
+                write_json_atomic(self.run_dir / "run.json", {
+                    "git_commit": git_commit(), "command": self.command,
+                    "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                    "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
+        except OSError as exc:
+            raise TrainError(f"cannot write the run folder {self.run_dir}: {exc.strerror or exc}") from None
+
+    @property
+    def net(self) -> torch.nn.Module:
+        return self.learner.net
 
     # ---- checkpoints ------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
@@ -153,8 +178,9 @@ class Trainer:
         }
 
     def save(self) -> Path:
+        """A checkpoint of everything --resume needs, as CPU tensors; on a full disk the last good one stays."""
         tensors: dict[str, torch.Tensor] = {}
-        opt_state = self.opt.state_dict()
+        opt_state = self.learner.state()
         for idx, st in opt_state["state"].items():
             for k, v in st.items():
                 tensors[f"opt.{idx}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
@@ -165,8 +191,13 @@ class Trainer:
         tensors["rng.gen"] = self.gen.get_state()
         state = {"counters": vars(self.c) | {"snapshot_ids": [sid for sid, _ in self.pool]},
                  "param_groups": opt_state["param_groups"], "eval_history": self.eval_history}
-        path = ckpt.save_checkpoint(self.run_dir / "checkpoints" / f"ckpt_{self.c.updates:08d}", self.net,
-                                    self.metadata(), tensors, state)
+        name = f"ckpt_{self.c.updates:08d}"
+        try:
+            path = ckpt.save_checkpoint(self.run_dir / "checkpoints" / name, self.net, self.metadata(), tensors, state)
+        except OSError as exc:
+            good = list_checkpoints(self.run_dir)
+            raise TrainError(f"checkpoint {name} not written ({exc.strerror or exc}); the last good one stays: "
+                             f"{good[-1] if good else 'none yet'}") from None
         ckpt.prune(self.run_dir, self.cfg.checkpoint.keep)
         return path
 
@@ -195,9 +226,8 @@ class Trainer:
             if key.startswith("opt."):
                 _, idx, k = key.split(".", 2)
                 opt_state["state"].setdefault(int(idx), {})[k] = v
-        self.opt.load_state_dict(opt_state)
-        for g in self.opt.param_groups:
-            g["lr"] = self.cfg.ppo.lr
+        self.learner.opt.load_state_dict(opt_state)  # on the CPU; _start moves it to learner.device
+        self.learner.set_lr(self.cfg.ppo.lr)
         for sid in c.get("snapshot_ids", []):
             prefix = f"pool.{sid}."
             self.pool.append((sid, {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}))
@@ -211,18 +241,17 @@ class Trainer:
     # ---- the loop: start, then submit / collect / update / evaluate / checkpoint / log ----------
     def run(self) -> dict[str, Any]:
         """Train until ``total_decisions`` or ``max_minutes``; returns the run's summary."""
-        self._start()
-        s = self.session
         try:
+            self._start()
+            s = self.session
             with s.display:
                 while not s.stop_reason:
                     self._resubmit_restarted()
-                    for out in self._collect():
-                        s.buffer.append(out)
-                        s.buffered += len(out["batch"]["act"])
-                    if s.buffered >= self.cfg.ppo.batch_decisions:
-                        self._update(s.buffer)
-                        s.buffer, s.buffered = [], 0
+                    ready = s.queue.decisions() >= self.cfg.ppo.batch_decisions  # then wait for nothing
+                    self._collect(timeout=0 if ready else 0.5)
+                    batches = self._take()
+                    if batches:
+                        self._update(batches)
                         self._after_update()
                     self._poll_eval()
                     self._log()
@@ -240,21 +269,23 @@ class Trainer:
         return summary
 
     def _start(self) -> None:
-        """Ray (embedded, or the cluster at ``ray_address``), TensorBoard, the actors, the first requests."""
+        """Ray, the learner's device, TensorBoard, the actors, the first requests."""
         import ray
         from torch.utils.tensorboard import SummaryWriter
 
         cfg = self.cfg
-        started_ray = False
-        if not ray.is_initialized():
-            env = {"env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}
-            if self.ray_address:
-                ray.init(address=self.ray_address, runtime_env=env, log_to_driver=False, logging_level="error")
-            else:
-                ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, runtime_env=env,
-                         log_to_driver=False, logging_level="error")
-            started_ray = True
-        self.writer = SummaryWriter(str(self.run_dir), purge_step=self.c.decisions_trained or None)
+        self.started_ray = self._start_ray()
+        if wants_cuda(cfg.learner.device):
+            self._reserve_gpu()
+        try:
+            self.learner.to(resolve_device(cfg.learner.device))
+        except DeviceError as exc:
+            raise TrainError(str(exc)) from None
+        self._check_cpus()
+        try:
+            self.writer = SummaryWriter(str(self.run_dir), purge_step=self.c.decisions_trained or None)
+        except OSError as exc:
+            raise TrainError(f"cannot write the run folder {self.run_dir}: {exc.strerror or exc}") from None
         if self.c.updates == 0:
             self.writer.add_text("config", "```\n" + to_yaml(cfg) + "\n```", 0)
         Actor = _actor_class()
@@ -262,22 +293,117 @@ class Trainer:
         self.actors = [Actor.options(num_cpus=cfg.rollout.cpus_per_worker, max_restarts=cfg.rollout.max_restarts,
                                      max_task_retries=0, scheduling_strategy="SPREAD").remote(cfg_dict, w)
                        for w in range(cfg.rollout.num_workers)]
-        self.placement = ray.get([a.info.remote() for a in self.actors])
-        self.weights_ref = ray.put(weights_to_numpy(self.net))
+        self.placement = self._wait_placed()
+        self.weights_ref = ray.put(self.learner.weights())
         self.pool_refs = [(sid, ray.put(w)) for sid, w in self.pool]
         self.pending: dict[Any, tuple[int, int]] = {}
         self.consumed: set[int] = set()
         self.failures_by_worker = [0] * len(self.actors)
-        self.session = _Session(started_ray=started_ray, workers=len(self.actors), wall0=self.c.wall_s,
-                                eval_fn=_evaluate_remote_fn(), display=_Display(cfg, self))
+        self.session = _Session(workers=len(self.actors), wall0=self.c.wall_s, eval_fn=_evaluate_remote_fn(),
+                                display=_Display(cfg, self), queue=RolloutQueue(cfg.learner.max_policy_lag),
+                                capacity=cfg.learner.queue_rollouts or len(self.actors) + 1)
         for w in range(len(self.actors)):
             self._submit(w)
 
+    def _start_ray(self) -> bool:
+        """Join the cluster at ``ray_address``, or start an embedded Ray that listens on 127.0.0.1 only
+        (Ray has no authentication of its own: nobody else on the network may reach it).  False when
+        Ray was already running in this process."""
+        import ray
+        if ray.is_initialized():
+            return False
+        env = {"env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}
+        if self.ray_address:
+            ray.init(address=self.ray_address, runtime_env=env, log_to_driver=False, logging_level="error")
+            return True
+        from ray._private import ray_constants
+        # Ray binds every server to loopback alone when its node address is 127.0.0.1, and it keeps that
+        # address only where it offers no multi-node clusters: this switch (off on macOS and Windows).
+        clusters, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+        try:
+            ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=max(2, os.cpu_count() or 2),
+                     include_dashboard=self.dashboard, runtime_env=env, log_to_driver=False, logging_level="error")
+        finally:
+            ray_constants.ENABLE_RAY_CLUSTER = clusters
+        return True
+
+    def _reserve_gpu(self) -> None:
+        """Ask Ray for one GPU on this node (where the learner runs), so no other Ray work takes it;
+        refuse at once, in one line, when the node has none."""
+        import ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        spec = self.cfg.learner.device
+        node_id = ray.get_runtime_context().get_node_id()
+        node = next(n for n in ray.nodes() if n["NodeID"] == node_id)
+        ip = node["NodeManagerAddress"]
+        if node["Resources"].get("GPU", 0) < 1:
+            total = ray.cluster_resources().get("GPU", 0)
+            where = (f"the cluster's {total:g} GPU(s) are on other nodes: run samloc train on a GPU node" if total
+                     else "the Ray cluster has no GPU")
+            raise TrainError(f"learner.device={spec}: Ray has no GPU for the learner on this node ({ip}); {where}"
+                             f" (or use learner.device=cpu)")
+        pg = placement_group([{"GPU": 1, f"node:{ip}": 0.001}])
+        if not ray.wait([pg.ready()], timeout=10)[0]:
+            remove_placement_group(pg)
+            raise TrainError(f"learner.device={spec}: the GPU of this node ({ip}) is held by other Ray work")
+        self.gpu_reservation = pg
+
+    def _check_cpus(self) -> None:
+        """Workers that cannot fit: refused here at once (an embedded Ray never grows), said on a cluster."""
+        import ray
+        ro = self.cfg.rollout
+        need, have = ro.num_workers * ro.cpus_per_worker, ray.cluster_resources().get("CPU", 0)
+        if need <= have + 1e-9:
+            return
+        msg = (f"rollout.num_workers={ro.num_workers} x rollout.cpus_per_worker={ro.cpus_per_worker:g} need"
+               f" {need:g} CPUs, Ray has {have:g}")
+        if not self.ray_address:
+            fit = int(have // ro.cpus_per_worker)
+            raise TrainError(msg + f" (use rollout.num_workers={fit}" * (fit > 0) + " or rollout.cpus_per_worker="
+                             f"{int(have / ro.num_workers * 100) / 100:g})")
+        self.log(msg + "; waiting for more nodes to join (rollout.place_timeout_s)")
+
+    def _wait_placed(self) -> list[dict[str, Any]]:
+        """Every worker's process, once started; what Ray is waiting for is said every few seconds, and
+        after ``rollout.place_timeout_s`` it is an error."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        ro = self.cfg.rollout
+        pending = {a.info.remote(): w for w, a in enumerate(self.actors)}
+        info: dict[int, dict[str, Any]] = {}
+        t0 = time.perf_counter()
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=5.0)
+            for ref in ready:
+                w = pending.pop(ref)
+                try:
+                    info[w] = ray.get(ref)
+                except RayActorError as exc:
+                    raise TrainError(f"rollout worker {w} did not start: {str(exc).splitlines()[0]}") from None
+            if not pending:
+                break
+            waited, free = time.perf_counter() - t0, ray.available_resources().get("CPU", 0)
+            why = (f"Ray has {free:g} CPUs free, each asks for {ro.cpus_per_worker:g}" if free < ro.cpus_per_worker
+                   else "their processes are starting")
+            msg = f"{len(pending)} of {len(self.actors)} rollout workers not started after {waited:.0f} s ({why})"
+            if ro.place_timeout_s and waited >= ro.place_timeout_s:
+                raise TrainError(msg + "; giving up (rollout.place_timeout_s)")
+            self.log(msg)
+        return [info[w] for w in range(len(self.actors))]
+
     def _stop(self) -> None:
         import ray
+        if not ray.is_initialized():
+            return
         for a in self.actors:
             ray.kill(a, no_restart=True)
-        if self.session.started_ray:
+        if self.gpu_reservation is not None:
+            from ray.util.placement_group import remove_placement_group
+            remove_placement_group(self.gpu_reservation)
+            self.gpu_reservation = None
+        if self.started_ray:
             ray.shutdown()
 
     def _resubmit_restarted(self) -> None:
@@ -285,19 +411,22 @@ class Trainer:
         s = self.session
         for w in [w for w, t in s.retry_at.items() if time.perf_counter() >= t]:
             del s.retry_at[w]
-            self._submit(w)
+            self._ask(w)
 
-    def _collect(self) -> list[dict[str, Any]]:
-        """The rollouts that arrived (waiting up to half a second); each worker that delivered is asked
-        again at once, with the newest weights.  A failed request is dropped and asked again."""
+    def _collect(self, timeout: float) -> None:
+        """Queue the rollouts that arrived (waiting up to ``timeout`` for the first); each worker that
+        delivered is asked again at once, with the newest weights.  A failed request is dropped and asked
+        again.  When the queue is full its oldest rollout is dropped."""
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
+        s = self.session
         if not self.pending:
-            time.sleep(0.05)
-            return []
-        ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
-        outs = []
+            time.sleep(min(timeout, 0.05))
+            return
+        ready, rest = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
+        if ready and rest:
+            ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
         for ref in ready:
             w, req = self.pending.pop(ref)
             try:
@@ -306,12 +435,40 @@ class Trainer:
                 self._worker_failed(w, req, exc)
                 continue
             self.session.recovering[w] = False
-            self._submit(w)
+            self._ask(w)
             if req in self.consumed:  # impossible by construction; kept as a guard
                 raise TrainError(f"rollout {req} arrived twice")
             self.consumed.add(req)
-            outs.append(out)
-        return outs
+            s.queue.put(out)
+
+    def _ask(self, w: int) -> None:
+        """Ask worker ``w`` again if the queue has room (rollouts in flight and waiting) or the learner
+        still lacks a batch, else let it wait."""
+        s = self.session
+        if len(self.pending) + len(s.queue) < s.capacity or s.queue.decisions() < self.cfg.ppo.batch_decisions:
+            self._submit(w)
+        else:
+            s.waiting.append(w)
+
+    def _unpark(self) -> None:
+        """The queue has room again: ask the workers that were waiting for it."""
+        s = self.session
+        waiting, s.waiting = s.waiting, []
+        for w in waiting:
+            self._ask(w)
+
+    def _between_steps(self) -> None:
+        """Run between the update's gradient steps: keep the workers busy."""
+        self._resubmit_restarted()
+        self._collect(timeout=0)
+
+    def _take(self) -> list[dict[str, Any]]:
+        """The next update's rollouts: every fresh one queued, once they hold ``ppo.batch_decisions``."""
+        batches, dropped = self.session.queue.take(self.c.updates, self.cfg.ppo.batch_decisions)
+        self.c.dropped_rollouts += dropped
+        if batches or dropped:
+            self._unpark()
+        return batches
 
     def _worker_failed(self, w: int, req: int, exc: Exception) -> None:
         """Count one failure per actor restart (not one per retry while Ray restarts it)."""
@@ -379,21 +536,20 @@ class Trainer:
         self.pending[ref] = (w, req)
 
     def _update(self, batches: list[dict[str, Any]]) -> None:
-        """One PPO update on the buffered rollouts; new weights go out with the next requests."""
+        """One PPO update on these rollouts; new weights go out with the next requests."""
         import ray
         cfg = self.cfg
-        data = concat_batches([b["batch"] for b in batches])
         if cfg.ppo.anneal_lr:
-            frac = max(0.0, 1.0 - self.c.decisions_trained / cfg.total_decisions)
-            for g in self.opt.param_groups:
-                g["lr"] = cfg.ppo.lr * frac
+            self.learner.set_lr(cfg.ppo.lr * max(0.0, 1.0 - self.c.decisions_trained / cfg.total_decisions))
+        lags = [self.c.updates - b["version"] for b in batches]
         t0 = time.perf_counter()
-        self.losses = ppo_update(self.net, self.opt, data, cfg.ppo, self.gen)
+        self.losses = self.learner.update([b["batch"] for b in batches], lags, self.gen, self._between_steps)
         self.losses["update_s"] = time.perf_counter() - t0
-        self.losses["policy_lag"] = float(np.mean([self.c.updates - b["version"] for b in batches]))
-        self.weights_ref = ray.put(weights_to_numpy(self.net))
+        self.losses["policy_lag"] = float(np.mean(lags))
+        self.losses["policy_lag_max"] = float(max(lags))
+        self.weights_ref = ray.put(self.learner.weights())
         self.c.updates += 1
-        self.c.decisions_trained += len(data["act"])
+        self.c.decisions_trained += sum(len(b["batch"]["act"]) for b in batches)
         self.c.rollouts += len(batches)
         st = self.stats = {}
         for b in batches:
@@ -414,7 +570,7 @@ class Trainer:
 
     def _snapshot(self) -> None:
         import ray
-        w = weights_to_numpy(self.net)
+        w = self.learner.weights()
         self.pool.append((self.c.updates, w))
         refs = dict(self.pool_refs)
         refs[self.c.updates] = ray.put(w)
@@ -425,7 +581,7 @@ class Trainer:
         snap = self.pool[0][1] if self.pool else None
         at = {"updates": self.c.updates, "decisions_trained": self.c.decisions_trained, "games": self.c.games,
               "wall_s": round(self.c.wall_s, 1), "snapshot": self.pool[0][0] if self.pool else None}
-        ref = eval_fn.remote(weights_to_numpy(self.net), self.net.hparams(), list(cfg.eval.opponents), snap,
+        ref = eval_fn.remote(self.learner.weights(), self.net.hparams(), list(cfg.eval.opponents), snap,
                              eval_rules(cfg), eval_players(cfg), deals, _mix(cfg.seed, 7, self.c.updates))
         return ref, at
 
@@ -452,6 +608,7 @@ class Trainer:
         w.add_scalar("charts/decisions_trained", self.c.decisions_trained, step)
         w.add_scalar("charts/updates", self.c.updates, step)
         w.add_scalar("charts/worker_failures", self.c.worker_failures, step)
+        w.add_scalar("charts/dropped_rollouts", self.c.dropped_rollouts, step)
         r = rate.rates()
         if r:
             w.add_scalar("charts/decisions_per_s", r["trained_per_s"], step)
@@ -464,6 +621,7 @@ class Trainer:
         return {"run_dir": str(self.run_dir), "checkpoint": str(final), "stop_reason": reason,
                 "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
                 "decisions_trained": self.c.decisions_trained, "rollouts": self.c.rollouts,
+                "dropped_rollouts": self.c.dropped_rollouts, "device": str(self.learner.device),
                 "worker_failures": self.c.worker_failures, "wall_s": round(self.c.wall_s, 1),
                 "session_rates": r, "last_eval": self.last_eval,
                 "workers": [{"worker": p["worker"], "node_id": p["node_id"]} for p in self.placement]}
@@ -473,16 +631,16 @@ class Trainer:
 class _Session:
     """What one sitting of :meth:`Trainer.run` keeps between the phases of its loop."""
 
-    started_ray: bool
     workers: int
     wall0: float                  # training wall time of the earlier sittings
     eval_fn: Any
     display: "_Display"
+    queue: RolloutQueue           # arrived rollouts waiting for the learner
+    capacity: int                 # rollouts in flight or waiting, at most
+    waiting: list[int] = field(default_factory=list)  # workers waiting for room in the queue
     t0: float = field(default_factory=time.perf_counter)
     last_log: float = field(default_factory=time.perf_counter)
     rate: "_Rate" = field(default_factory=lambda: _Rate())
-    buffer: list[dict[str, Any]] = field(default_factory=list)
-    buffered: int = 0
     eval_ref: Any = None          # (ObjectRef, when) of the periodic evaluation in flight
     retry_at: dict[int, float] = field(default_factory=dict)  # worker -> when to ask again (actor restarting)
     recovering: list[bool] = field(default_factory=list)      # a failure seen, no rollout since

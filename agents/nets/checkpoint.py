@@ -30,33 +30,38 @@ __all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", 
 def save_checkpoint(ckpt_dir: str | Path, net: PolicyNet, metadata: dict[str, Any],
                     trainer_tensors: dict[str, torch.Tensor] | None = None,
                     trainer_state: dict[str, Any] | None = None) -> Path:
-    """Write a checkpoint folder atomically (temp folder, then rename); returns its path."""
+    """Write a checkpoint folder atomically (temp folder, then rename); returns its path.  On an error
+    (a full disk) the temporary folder is removed and the error raised."""
     ckpt_dir = Path(ckpt_dir)
     ckpt_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = ckpt_dir.with_name(ckpt_dir.name + f".tmp{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    save_file({k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}, str(tmp / MODEL_FILE))
-    files = [MODEL_FILE]
-    if trainer_tensors is not None:
-        save_file({k: v.detach().cpu().contiguous() for k, v in trainer_tensors.items()},
-                  str(tmp / TRAINER_TENSORS))
-        files.append(TRAINER_TENSORS)
-    if trainer_state is not None:
-        with open(tmp / TRAINER_JSON, "w", encoding="utf-8") as f:
-            json.dump(trainer_state, f)
-        files.append(TRAINER_JSON)
-    meta = dict(metadata)
-    meta["format"] = FORMAT
-    meta["model"] = net.hparams()
-    meta["sha256"] = {name: file_sha256(tmp / name) for name in files}
-    CheckpointMeta.from_json(meta, str(ckpt_dir))  # what is written must read back
-    with open(tmp / META_FILE, "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=2)
-    for name in files + [META_FILE]:
-        with open(tmp / name, "rb") as f:
-            os.fsync(f.fileno())
+    try:
+        save_file({k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}, str(tmp / MODEL_FILE))
+        files = [MODEL_FILE]
+        if trainer_tensors is not None:
+            save_file({k: v.detach().cpu().contiguous() for k, v in trainer_tensors.items()},
+                      str(tmp / TRAINER_TENSORS))
+            files.append(TRAINER_TENSORS)
+        if trainer_state is not None:
+            with open(tmp / TRAINER_JSON, "w", encoding="utf-8") as f:
+                json.dump(trainer_state, f)
+            files.append(TRAINER_JSON)
+        meta = dict(metadata)
+        meta["format"] = FORMAT
+        meta["model"] = net.hparams()
+        meta["sha256"] = {name: file_sha256(tmp / name) for name in files}
+        CheckpointMeta.from_json(meta, str(ckpt_dir))  # what is written must read back
+        with open(tmp / META_FILE, "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2)
+        for name in files + [META_FILE]:
+            with open(tmp / name, "rb") as f:
+                os.fsync(f.fileno())
+    except BaseException:  # a full disk, say: free what was written; the previous checkpoints stay as they were
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return replace_dir(tmp, ckpt_dir)  # the same step written again (a resumed run) is replaced
 
 

@@ -1,0 +1,162 @@
+"""What a rollout worker ships per learner decision, packed, and its expansion on the learner's device.
+
+A float32 observation is 993 x 4 bytes, yet almost all its cells are 0 or 1
+and the rest are small integers over a fixed denominator.  From the layout
+table of ``sam_env.obs``:
+
+==========  =====  =============================================  ===========================
+cells       count  what                                           shipped as
+==========  =====  =============================================  ===========================
+0/1           756  thermometers, one-hots, flags                  one bit each, in place
+quarters      221  rank counts / 4 (top_cards, history cards)     3 bits: the lowest in place
+amounts        14  lá / 20 clipped to ±10 (chain value, scores,   int16 of lá
+                   the rules' amounts)
+progress        1  decisions / 100                                uint8 numerator
+fifths          1  max_players / 5                                uint8 numerator
+==========  =====  =============================================  ===========================
+
+"In place" means one bit per observation cell in the cells' own order, so
+the learner expands the whole vector with one unpacking and then writes the
+237 other cells; their values come from float32 tables made with the
+encoder's own arithmetic (a float64 quotient rounded to float32), so what the
+learner learns from is, bit for bit, what the worker encoded
+(``tests/test_compact.py`` checks it over random states of every preset).
+The mask and the hidden hands (0/1) go as bits, the action as uint8: 289
+bytes per decision with the full critic, instead of 4,459 as float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from sam_env.actions import NUM_ACTIONS
+from sam_env.core import HIST, MAX_PLAYERS, NR
+from sam_env.obs import (F_CHAIN, F_HIST, F_PROGRESS, F_RULES, F_SCORES, F_TOP_CARDS, FULL_EXTRA, HIST_ENTRY,
+                         OBS_SIZE, OBS_VERSION, RULE_FEATURES)
+
+#: The observation layout described here; another one must be described again.
+PACKED_OBS_VERSION = 1
+_PLAIN = ("logp", "val", "adv", "ret", "teach")  # shipped as they are
+
+
+@dataclass(frozen=True)
+class Coded:
+    """Observation cells whose value is ``code / denom`` for an integer code from ``lo`` to ``hi``."""
+
+    name: str
+    cols: np.ndarray
+    denom: int
+    lo: int
+    hi: int
+    dtype: type
+
+    def table(self) -> np.ndarray:
+        """Every value a code stands for, computed as the encoder computes it."""
+        return (np.arange(self.lo, self.hi + 1, dtype=np.float64) / self.denom).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which observation cells are not plain bits, from ``sam_env.obs``'s offsets."""
+
+    quarters: np.ndarray          # rank counts / 4: codes 0..4
+    coded: tuple[Coded, ...]      # shipped as integers
+    other: np.ndarray             # every cell whose in-place bit is not its value
+
+
+@lru_cache(maxsize=1)
+def layout() -> Layout:
+    if OBS_VERSION != PACKED_OBS_VERSION:
+        raise RuntimeError(f"training/compact.py describes observation version {PACKED_OBS_VERSION}, "
+                           f"sam_env.obs is at {OBS_VERSION}: describe its cells again")
+    quarters = [F_TOP_CARDS + r for r in range(NR)]
+    quarters += [F_HIST + j * HIST_ENTRY + 15 + r for j in range(HIST) for r in range(NR)]
+    amounts = [F_CHAIN, *range(F_SCORES, F_SCORES + MAX_PLAYERS)]
+    amounts += [F_RULES + i for i, name in enumerate(RULE_FEATURES) if name.endswith("/20")]
+    coded = (Coded("amounts", np.array(amounts), 20, -200, 200, np.int16),
+             Coded("progress", np.array([F_PROGRESS]), 100, 0, 100, np.uint8),
+             Coded("fifths", np.array([F_RULES + RULE_FEATURES.index("max_players/5")]), 5, 0, 5, np.uint8))
+    other = np.sort(np.concatenate([quarters, *(c.cols for c in coded)]))
+    assert len(set(other.tolist())) == len(other), "a cell is described twice"
+    return Layout(np.array(quarters), coded, other)
+
+
+# ---- on the worker: numpy ------------------------------------------------------------------
+def pack(obs: np.ndarray, mask: np.ndarray, hid: np.ndarray, act: np.ndarray,
+         plain: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The learner decisions a worker ships: ``obs`` float32 ``[n, OBS_SIZE]``, ``mask`` ``[n, NUM_ACTIONS]``
+    and ``hid`` ``[n, FULL_EXTRA or 0]`` (0/1), ``act`` ``[n]``, and ``plain`` (logp, val, adv, ret, teach) as is."""
+    lay = layout()
+    bits = obs != 0
+    q = np.rint(np.take(obs, lay.quarters, axis=1) * 4).astype(np.uint8)
+    bits[:, lay.other] = False
+    bits[:, lay.quarters] = (q & 1).astype(bool)
+    out = {"obs_bits": np.packbits(bits, axis=-1),
+           "obs_quarters": np.packbits(np.stack([(q >> 1) & 1, (q >> 2) & 1], axis=1), axis=-1)}
+    for c in lay.coded:
+        out[f"obs_{c.name}"] = np.rint(np.take(obs, c.cols, axis=1) * c.denom).astype(c.dtype)
+    out["mask"] = np.packbits(mask != 0, axis=-1)
+    out["hid"] = np.packbits(hid != 0, axis=-1)
+    out["act"] = act.astype(np.uint8)
+    out.update({k: plain[k] for k in _PLAIN})
+    return out
+
+
+def nbytes(packed: dict[str, np.ndarray]) -> int:
+    return sum(v.nbytes for v in packed.values())
+
+
+def concat(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Packed batches as one (what one update learns from)."""
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+# ---- on the learner: torch, on its device ----------------------------------------------------
+def to_device(packed: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    """The packed arrays on ``device``: through pinned memory with asynchronous copies on CUDA."""
+    out = {}
+    for k, v in packed.items():
+        t = torch.from_numpy(np.ascontiguousarray(v))
+        if device.type == "cuda":
+            t = t.pin_memory().to(device, non_blocking=True)
+        out[k] = t
+    return out
+
+
+def _unpack_bits(x: torch.Tensor, count: int) -> torch.Tensor:
+    """``np.unpackbits`` along the last axis (most significant bit first), cut to ``count``."""
+    shifts = torch.arange(7, -1, -1, dtype=torch.uint8, device=x.device)
+    return ((x.unsqueeze(-1) >> shifts) & 1).flatten(-2)[..., :count]
+
+
+@lru_cache(maxsize=8)
+def _on(device: torch.device) -> tuple[torch.Tensor, tuple[tuple[torch.Tensor, torch.Tensor], ...]]:
+    """The layout's index arrays and value tables on ``device``."""
+    lay = layout()
+    return (torch.from_numpy(lay.quarters).to(device),
+            tuple((torch.from_numpy(c.cols).to(device), torch.from_numpy(c.table()).to(device)) for c in lay.coded))
+
+
+def expand(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The training batch from packed tensors, on their device: obs float32, mask int8, hid uint8,
+    act int64, and logp, val, adv, ret, teach as shipped."""
+    device = packed["act"].device
+    quarters, coded = _on(device)
+    bits = _unpack_bits(packed["obs_bits"], OBS_SIZE)
+    high = _unpack_bits(packed["obs_quarters"], len(quarters))
+    counts = bits.index_select(1, quarters) | (high[:, 0] << 1) | (high[:, 1] << 2)
+    obs = bits.to(torch.float32)
+    obs.index_copy_(1, quarters, counts.to(torch.float32) * 0.25)  # exact: small integers times 2**-2
+    for c, (cols, table) in zip(layout().coded, coded):
+        obs.index_copy_(1, cols, table[packed[f"obs_{c.name}"].to(torch.int64) - c.lo])
+    hid_size = FULL_EXTRA if packed["hid"].shape[1] else 0  # no critic: no hands
+    out = {"obs": obs,
+           "mask": _unpack_bits(packed["mask"], NUM_ACTIONS).to(torch.int8),
+           "hid": _unpack_bits(packed["hid"], hid_size).to(torch.uint8),
+           "act": packed["act"].to(torch.int64)}
+    out.update({k: packed[k] for k in _PLAIN})
+    return out
