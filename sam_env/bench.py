@@ -95,7 +95,7 @@ AgentBench = Callable[[str, str, int, int, int], dict]
 
 def main(argv: list[str], agent_bench: AgentBench | None = None) -> int:
     """The command; ``--agent`` runs ``agent_bench`` (``agents.bench.bench_agent``, which
-    :func:`agents.bench.main` passes; otherwise reached through :mod:`sam_env.upward`)."""
+    :func:`agents.bench.main` passes: ``samloc bench --agent`` goes there)."""
     ap = argparse.ArgumentParser(prog="samloc bench", description=__doc__)
     ap.add_argument("--rules", default="hoi_quan_bai", help="preset name (default hoi_quan_bai)")
     ap.add_argument("--players", type=int, default=4)
@@ -121,7 +121,7 @@ def main(argv: list[str], agent_bench: AgentBench | None = None) -> int:
             raise RulesError("--games and --batch must be positive")
         if args.agent:
             if agent_bench is None:
-                from .upward import bench_agent as agent_bench
+                raise ValueError("agent benchmarks are the agents package's: run samloc bench --agent")
             res = agent_bench(args.agent, args.rules, args.players, args.games, args.seed)
         elif args.env:
             steps = args.steps if args.steps is not None else (200_000 if args.num_envs == 1 else 2_000_000)

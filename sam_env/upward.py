@@ -1,14 +1,11 @@
 """The engine's only references up the layers (training → agents → sam_env).
 
 ``sam_env`` never imports ``agents`` or ``training``, except here, lazily, for
-two conveniences that users reach through the engine:
+one convenience that users reach through the engine: **named opponents**,
+``gymnasium.make("SamLoc-v0", opponents="heuristic")`` takes an agent spec,
+and only the agents package can build one.
 
-- **named opponents**: ``gymnasium.make("SamLoc-v0", opponents="heuristic")``
-  takes an agent spec, and only the agents package can build one;
-- **``samloc bench --agent``**: until the ``samloc`` command sends it to
-  :func:`agents.bench.main` itself (then :func:`bench_agent` goes).
-
-Both import at call time, so importing any ``sam_env`` module never imports
+It imports at call time, so importing any ``sam_env`` module never imports
 ``agents``; a test keeps every other module of the package from doing so.
 """
 
@@ -24,9 +21,3 @@ def named_agent(spec: str) -> Any:
     except ImportError as exc:
         raise ValueError(f"opponent {spec!r}: named agents need the agents package ({exc})") from None
     return make_agent(spec)
-
-
-def bench_agent(spec: str, rules: str, players: int, deals: int, seed: int) -> dict[str, Any]:
-    """``agents.bench.bench_agent``: match throughput of an agent against itself."""
-    from agents.bench import bench_agent as bench
-    return bench(spec, rules, players, deals, seed)

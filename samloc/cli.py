@@ -15,7 +15,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("sam_env.replay_cli", "replay samloc/1 records and report results or legal moves"),
     "rules": ("sam_env.rules_cli", "list the rule presets, or show one as YAML"),
-    "bench": ("sam_env.bench", "measure engine (and environment) throughput; --learner, --rollout: training's"),
+    "bench": ("sam_env.bench", "throughput: engine, environments; --agent matches; --learner, --rollout training"),
     "demo": ("sam_env.demo", "simulate random games, write their records and replay them"),
     "eval": ("agents.evaluate", "duplicate-deal evaluation of an agent against opponents"),
     "train": ("training.cli", "self-play training on Ray"),
@@ -25,13 +25,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-#: ``samloc bench`` options that measure training (training/bench.py); the engine's bench takes the rest.
-TRAINING_BENCH = ("--learner", "--rollout")
+#: ``samloc bench`` options measured by the layer above the engine's (``sam_env.bench`` takes the rest).
+BENCH_BY_OPTION = {"--learner": "training.bench", "--rollout": "training.bench", "--agent": "agents.bench"}
 
 
 def _module(name: str, args: list[str]) -> str:
-    if name == "bench" and any(a in TRAINING_BENCH for a in args):
-        return "training.bench"
+    if name == "bench":
+        for a in args:
+            opt = a.split("=", 1)[0]
+            if opt in BENCH_BY_OPTION:
+                return BENCH_BY_OPTION[opt]
     return SUBCOMMANDS[name][0]
 
 

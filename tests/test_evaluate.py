@@ -171,12 +171,12 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
     assert fast["score_hist"] == slow["score_hist"] and fast["mean_score"] == slow["mean_score"]
 
 
-@pytest.mark.parametrize("command", ["agents.bench", "sam_env.bench"])
-def test_bench_agent_reports_heuristic_match_throughput(command, capsys):
-    """``agents.bench.main`` (what the samloc command calls) and, until then, ``sam_env.bench.main``."""
-    import importlib
-    bench_main = importlib.import_module(command).main
-    assert bench_main(["--agent", "heuristic", "--games", "30", "--players", "3", "--json"]) == 0
+def test_bench_agent_reports_heuristic_match_throughput(capsys):
+    """``samloc bench --agent`` goes to the agents package (``agents.bench.main``)."""
+    from samloc.cli import _module, main
+    assert _module("bench", ["--agent=heuristic"]) == "agents.bench" == _module("bench", ["--agent", "x"])
+    assert _module("bench", ["--env"]) == "sam_env.bench" and _module("bench", ["--learner"]) == "training.bench"
+    assert main(["bench", "--agent", "heuristic", "--games", "30", "--players", "3", "--json"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(last) == {"agent", "games", "seconds", "games_per_s", "games_per_cpu_s"}
     assert last["agent"] == "heuristic" and 0 < last["games"] <= 90 and last["games"] % 3 == 0

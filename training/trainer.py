@@ -45,6 +45,7 @@ from agents.nets.format import latest_good, list_checkpoints
 from sam_env.actions import ACTION_TABLE_VERSION
 from sam_env.atomic import write_atomic, write_json_atomic
 from sam_env.obs import OBS_VERSION
+from sam_env.seeding import mix
 
 from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml, training_tables
 from .learner import DeviceError, Learner, resolve_device, wants_cuda
@@ -68,15 +69,6 @@ def git_commit() -> str:
         return commit + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-
-
-def _mix(*xs: int) -> int:
-    """A 63-bit seed from integers (splitmix-style), stable across runs and platforms."""
-    h = 0x9E3779B97F4A7C15
-    for x in xs:
-        h = (h ^ (int(x) & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
-        h ^= h >> 31
-    return h & 0x7FFFFFFFFFFFFFFF
 
 
 @dataclass
@@ -129,7 +121,7 @@ class Trainer:
         self.c = Counters()
         torch.manual_seed(cfg.seed)
         self.learner = Learner(cfg)  # on the CPU until _start has the device
-        self.gen = torch.Generator().manual_seed(_mix(cfg.seed, 1))
+        self.gen = torch.Generator().manual_seed(mix(cfg.seed, 1))
         self.pool: deque[tuple[int, dict[str, np.ndarray]]] = deque(maxlen=cfg.rollout.pool_size)
         self.eval_history: list[dict[str, Any]] = []
         self.last_eval: dict[str, Any] | None = None
@@ -531,7 +523,7 @@ class Trainer:
     def _submit(self, w: int) -> None:
         req = self.c.next_request
         self.c.next_request += 1
-        seed = _mix(self.cfg.seed, w, req)
+        seed = mix(self.cfg.seed, w, req)
         ref = self.actors[w].rollout.remote(self.weights_ref, self.c.updates, self.pool_refs, seed)
         self.pending[ref] = (w, req)
 
@@ -582,7 +574,7 @@ class Trainer:
         at = {"updates": self.c.updates, "decisions_trained": self.c.decisions_trained, "games": self.c.games,
               "wall_s": round(self.c.wall_s, 1), "snapshot": self.pool[0][0] if self.pool else None}
         ref = eval_fn.remote(self.learner.weights(), self.net.hparams(), list(cfg.eval.opponents), snap,
-                             eval_rules(cfg), eval_players(cfg), deals, _mix(cfg.seed, 7, self.c.updates))
+                             eval_rules(cfg), eval_players(cfg), deals, mix(cfg.seed, 7, self.c.updates))
         return ref, at
 
     def _record_eval(self, res: dict[str, Any], at: dict[str, Any]) -> None:
