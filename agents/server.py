@@ -31,6 +31,7 @@ import argparse
 import gc
 import hashlib
 import json
+import math
 import os
 import secrets
 import sys
@@ -38,14 +39,13 @@ import time
 from collections import OrderedDict
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Literal
+from typing import Any, AsyncIterator, Callable, Literal, TypeVar
 
 import numpy as np
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agents.registry import AgentSpec, make_agent, parse_spec
@@ -330,7 +330,7 @@ def build_view(req: ActRequest, bots: Bots) -> tuple[Game, Bot]:
         rules = RuleSet.parse(req.rules)
         rules.check_players(req.players)
         bot = bots.for_table(rules, req.players)
-        events = [e.model_dump(exclude_none=True) for e in req.events]
+        events = [e.model_dump(exclude_unset=True) for e in req.events]  # a null field given is refused
         view = Game.from_view(rules, req.players, req.opener, req.seat, req.hand, events)
     except (GameError, CardError, RulesError) as exc:
         raise RequestError(str(exc)) from None
@@ -341,16 +341,14 @@ def build_view(req: ActRequest, bots: Bots) -> tuple[Game, Bot]:
     return view, bot
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    errs = exc.errors()
-    if not errs:
+def _validation_message(errors: list[Any]) -> str:
+    """The first of pydantic's complaints about a body, as one sentence naming the field."""
+    if not errors:
         return "invalid request"
-    e = errs[0]
-    loc = [x for x in e.get("loc", ()) if x != "body"]
+    e = errors[0]
+    loc = list(e.get("loc", ()))
     where = "".join(f"[{x}]" if isinstance(x, int) else (f".{x}" if i else str(x)) for i, x in enumerate(loc))
     kind = e.get("type", "")
-    if kind == "json_invalid":
-        return f"the body is not valid JSON ({e.get('ctx', {}).get('error', 'parse error')})"
     if kind == "extra_forbidden":
         *parent, field = loc or ["?"]
         at = "".join(f"[{x}]" if isinstance(x, int) else (f".{x}" if i else str(x))
@@ -361,6 +359,59 @@ def _validation_message(exc: RequestValidationError) -> str:
     if kind in ("model_type", "model_attributes_type", "dict_type") and not loc:
         return "the body must be a JSON object"
     return f"{where or 'body'}: {e.get('msg', 'invalid')}"
+
+
+def _no_constant(name: str) -> object:
+    raise RequestError(f"the body is not valid JSON ({name} is not a JSON number)")
+
+
+def _finite(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise RequestError("the body has a number too large to read: "
+                           + (text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"))
+    return x
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)  # Python reads NaN; JSON has none
+
+
+def parse_json_body(raw: bytes, content_type: str) -> Any:
+    """The one JSON value a request body holds; RequestError names the real problem when it holds none."""
+    media = content_type.split(";")[0].strip().lower()
+    if media != "application/json":
+        raise RequestError("send the body as JSON, with Content-Type: application/json"
+                           + (f" (not {media[:40]!r})" if media else ""))
+    if not raw.strip():
+        raise RequestError("the body is empty: send a JSON object")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(f"the body is not valid JSON (not UTF-8 text: byte {exc.start + 1})") from None
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise RequestError(f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
+            from None
+    except RecursionError:
+        raise RequestError("the body nests JSON arrays or objects too deeply") from None
+    except ValueError as exc:  # Python refuses to convert integers of more than 4,300 digits
+        if "integer string conversion" not in str(exc):
+            raise
+        raise RequestError(f"the body has a number of more than {sys.get_int_max_str_digits()} digits") from None
+
+
+BodyModel = TypeVar("BodyModel", bound=BaseModel)
+
+
+async def read_body(request: Request, model: type[BodyModel]) -> BodyModel:
+    """The request's body as ``model``, parsed here rather than by FastAPI, whose messages for an
+    empty, deep or huge body do not name the problem."""
+    value = parse_json_body(await request.body(), request.headers.get("content-type", ""))
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise RequestError(_validation_message(exc.errors())) from None
 
 
 # ---- the play page: server-side sessions -----------------------------------------------
@@ -560,8 +611,9 @@ def _new_app(load_bots: Callable[[], Bots]) -> FastAPI:
 def _add_protocol_routes(app: FastAPI) -> None:
     """PROTOCOL §4: ``POST /v1/act``, ``GET /v1/health``, ``GET /v1/info``."""
     @app.post("/v1/act")
-    async def act(req: ActRequest, request: Request) -> JSONResponse:
+    async def act(request: Request) -> JSONResponse:
         t0 = time.perf_counter()
+        req = await read_body(request, ActRequest)
         view, b = build_view(req, request.app.state.bots)
         event, info = decide_event(b, view, req.seat)
         out: dict[str, Any] = {"event": event}
@@ -617,7 +669,8 @@ def _add_play_routes(app: FastAPI) -> None:
                 "model_supports": bots.supports_json()}
 
     @app.post("/play/api/new")
-    async def new_session(body: NewSession, request: Request) -> dict[str, Any]:
+    async def new_session(request: Request) -> dict[str, Any]:
+        body = await read_body(request, NewSession)
         try:
             rules = RuleSet.parse(body.rules)
             rules.check_players(body.players)
@@ -638,7 +691,8 @@ def _add_play_routes(app: FastAPI) -> None:
         return session(sid).state()
 
     @app.post("/play/api/{sid}/move")
-    async def move(sid: str, body: HumanMove) -> dict[str, Any]:
+    async def move(sid: str, request: Request) -> dict[str, Any]:
+        body = await read_body(request, HumanMove)
         s = session(sid)
         s.human(body)
         return s.state()
@@ -653,21 +707,15 @@ def _add_play_routes(app: FastAPI) -> None:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
-    """Every refusal and failure answers ``{"error": "..."}``: 422 for a request we refuse
-    (also for a body that is not UTF-8), the status itself otherwise, 500 for a bug."""
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": _validation_message(exc)}, status_code=422)
-
+    """Every refusal and failure answers ``{"error": "..."}``: 422 for a request we refuse,
+    the status itself otherwise, 500 for a bug."""
     @app.exception_handler(RequestError)
     async def _refused(_: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400:  # FastAPI's answer to a body that is not text (bad UTF-8)
-            return JSONResponse({"error": "the body is not valid JSON (not UTF-8 text)"}, status_code=422)
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def _bug(_: Request, exc: Exception) -> JSONResponse:  # logged by uvicorn; tests assert none

@@ -156,6 +156,40 @@ def test_refusals_name_the_problem(client: TestClient) -> None:
     assert "opener" in _error(post({**good, "opener": 9}))
 
 
+def test_body_messages_name_the_real_problem(client: TestClient) -> None:
+    def raw(data: bytes, content_type: str = "application/json") -> str:
+        return _error(client.post("/v1/act", content=data, headers={"content-type": content_type}))
+
+    assert raw(b"") == "the body is empty: send a JSON object"
+    assert raw(b" \n") == "the body is empty: send a JSON object"
+    assert raw(b"[" * 5000 + b"]" * 5000) == "the body nests JSON arrays or objects too deeply"
+    assert raw(b'{"players": ' + b"1" * 5000 + b"}") == "the body has a number of more than 4300 digits"
+    assert raw(b'{"players": NaN}') == "the body is not valid JSON (NaN is not a JSON number)"
+    assert raw(b'{"players": -Infinity}') == "the body is not valid JSON (-Infinity is not a JSON number)"
+    assert raw(b'{"players": 1e999}') == "the body has a number too large to read: 1e999"
+    assert raw(b'{"a": "\xe9"}') == "the body is not valid JSON (not UTF-8 text: byte 8)"
+    assert raw(b'{"a": 1,}').startswith("the body is not valid JSON (Expecting property name")
+    assert raw(b'{"players": 4}', "text/plain") == \
+        "send the body as JSON, with Content-Type: application/json (not 'text/plain')"
+    assert "JSON object" in raw(b'"format"')
+
+
+def test_event_shapes_are_exact_null_fields_included(client: TestClient) -> None:
+    """A field the event's kind does not have is refused even when it is null (PROTOCOL §2)."""
+    good = view_request(_mid_game())
+    post = lambda events: _error(client.post("/v1/act", json={**good, "events": events}))  # noqa: E731
+    first = {kind: next(i for i, e in enumerate(good["events"]) if e["type"] == kind)
+             for kind in ("sam", "pass", "play")}
+    for kind, field, value in (("pass", "cards", None), ("pass", "cards", []), ("pass", "declare", None),
+                               ("sam", "cards", None), ("sam", "cards", ["3s"]), ("play", "declare", None),
+                               ("play", "declare", False)):
+        i = first[kind]
+        events = [dict(e) for e in good["events"]]
+        events[i][field] = value
+        assert post(events) == f"event {i}: a {kind} event has no {field!r} field (its fields are " \
+            + {"sam": "seat, type, declare", "pass": "seat, type", "play": "seat, type, cards"}[kind] + ")"
+
+
 def test_finished_game_is_refused(client: TestClient) -> None:
     rng = random.Random(3)
     g = Game.new("s666pg", 3, seed=3)
