@@ -28,9 +28,11 @@ play-time search (``DIR+search``, see :mod:`agents.search`).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import hashlib
 import json
+import logging
 import math
 import os
 import secrets
@@ -41,12 +43,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Literal, TypeVar
 
+import h11
 import numpy as np
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from agents.registry import AgentSpec, make_agent, parse_spec
 from sam_env import core
@@ -58,8 +63,24 @@ from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_BODY = 64 * 1024          # a whole game's events are a few KiB
+# Slow and greedy clients (docs/serving.md): each holds a connection, and there are only so many.
+HEADER_TIMEOUT_S = 10.0       # a request's headers must be in this long after the connection or last answer
+BODY_TIMEOUT_S = 10.0         # and its body this long after that
+KEEP_ALIVE_S = 5              # an idle keep-alive connection is closed after this
+MAX_HEADER_BYTES = 16 * 1024  # the request line and headers, together
+MAX_CONCURRENCY = 256         # connections and requests in progress, per process; more are answered 503
 MAX_SESSIONS = 512            # play-page sessions kept in memory (oldest dropped first)
 FORMAT = "samloc/1"
+MAX_SEED = 2**63 - 1
+#: Sent with every answer: the page runs only its own scripts and styles and is never framed.
+SECURITY_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none';"
+                                 b" form-action 'self'; frame-ancestors 'none'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+_LOG = logging.getLogger("uvicorn.error")
 
 
 class RequestError(ValueError):
@@ -535,32 +556,37 @@ class PlaySession:
 
 
 # ---- the app -----------------------------------------------------------------------------
-class _BodyLimit:
-    """Refuse bodies over ``max_bytes`` with 413 before the app reads them."""
+class _Edge:
+    """The outermost layer, between uvicorn and the app: what every request and answer shares.
 
-    def __init__(self, app: Any, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    - A body over ``max_bytes`` is refused with 413, and one that takes longer than
+      ``body_timeout_s`` to arrive with 408, before the app reads it; both answers close the
+      connection, since the rest of the body is not read.
+    - Every answer carries :data:`SECURITY_HEADERS`.
+    - An error the app raises after its 500 answer went out (Starlette re-raises it) is logged
+      here: passed on, uvicorn would drop the connection under the client's feet.
+    """
+
+    def __init__(self, app: Any, max_bytes: int, body_timeout_s: float):
+        self.app, self.max_bytes, self.body_timeout_s = app, max_bytes, body_timeout_s
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            await self._too_large(send)
+        started = False
+
+        async def send_secured(msg: dict) -> None:
+            nonlocal started
+            if msg["type"] == "http.response.start":
+                started = True
+                msg = {**msg, "headers": [*msg.get("headers", []), *SECURITY_HEADERS]}
+            await send(msg)
+
+        body = await self._body(scope, receive, send_secured)
+        if body is None:
             return
-        chunks, size, more = [], 0, True
-        while more:
-            msg = await receive()
-            if msg["type"] != "http.request":
-                break
-            chunks.append(msg.get("body", b""))
-            size += len(chunks[-1])
-            more = msg.get("more_body", False)
-            if size > self.max_bytes:
-                await self._too_large(send)
-                return
-        body, sent = b"".join(chunks), False
+        sent = False
 
         async def replay() -> dict:
             nonlocal sent
@@ -569,19 +595,51 @@ class _BodyLimit:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        await self.app(scope, replay, send)
+        try:
+            await self.app(scope, replay, send_secured)
+        except Exception:
+            if not started:
+                raise
+            _LOG.exception("error in %s %s after its 500 answer", scope.get("method"), scope.get("path"))
 
-    async def _too_large(self, send: Any) -> None:
-        body = json.dumps({"error": f"the request body is larger than {self.max_bytes} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+    async def _body(self, scope: dict, receive: Any, send: Any) -> bytes | None:
+        """The whole body, or None when it was refused (the refusal is sent)."""
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            await _refuse(send, 413, f"the request body is larger than {self.max_bytes} bytes")
+            return None
+        chunks, size, more = [], 0, True
+        deadline = time.monotonic() + self.body_timeout_s
+        while more:
+            try:
+                msg = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                await _refuse(send, 408, f"the request body did not arrive within {self.body_timeout_s:g} s")
+                return None
+            if msg["type"] != "http.request":
+                break
+            chunks.append(msg.get("body", b""))
+            size += len(chunks[-1])
+            more = msg.get("more_body", False)
+            if size > self.max_bytes:
+                await _refuse(send, 413, f"the request body is larger than {self.max_bytes} bytes")
+                return None
+        return b"".join(chunks)
+
+
+async def _refuse(send: Any, status: int, error: str) -> None:
+    """A refusal sent before the app saw the request; the connection closes after it."""
+    body = json.dumps({"error": error}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(agent_spec: str | list[str] | None = None, *, seed: int = 0, temperature: float = 0.0,
-               bot: "Bot | Bots | None" = None) -> FastAPI:
-    """The server.  The bots are loaded once, in the lifespan (or passed in as ``bot``)."""
+               bot: "Bot | Bots | None" = None, allow_client_seed: bool = False) -> FastAPI:
+    """The server.  The bots are loaded once, in the lifespan (or passed in as ``bot``).
+    ``allow_client_seed``: /play/api/new may choose the deals' seed (tests and demos only)."""
     specs = [agent_spec] if isinstance(agent_spec, str) else agent_spec
 
     def load() -> Bots:
@@ -591,7 +649,7 @@ def create_app(agent_spec: str | list[str] | None = None, *, seed: int = 0, temp
 
     app = _new_app(load)
     _add_protocol_routes(app)
-    _add_play_routes(app)
+    _add_play_routes(app, allow_client_seed)
     _add_error_handlers(app)
     return _wrap(app)
 
@@ -604,8 +662,9 @@ def _new_app(load_bots: Callable[[], Bots]) -> FastAPI:
         gc.freeze()  # the loaded model and engine are permanent: keep them out of GC pauses
         yield
 
-    return FastAPI(title="samloc bot", version="1", lifespan=lifespan,
-                   description="A Sâm lốc bot: PROTOCOL §4, and a page to play it at /play.")
+    # no /docs or /openapi.json: the protocol is PROTOCOL §4, and bodies are read by read_body
+    return FastAPI(title="samloc bot", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
+                   openapi_url=None, description="A Sâm lốc bot: PROTOCOL §4, and a page to play it at /play.")
 
 
 def _add_protocol_routes(app: FastAPI) -> None:
@@ -643,7 +702,20 @@ def _play_bot(request: Request, rules: RuleSet, players: int) -> tuple[Bot, bool
     return request.app.state.fallback, True
 
 
-def _add_play_routes(app: FastAPI) -> None:
+def deal_seed(asked: int | None, allowed: bool) -> int:
+    """The seed of a session's deals: the server's own randomness, unless the operator lets clients
+    choose it (for tests and demos: whoever knows the seed can compute every bot's hand)."""
+    if asked is None:
+        return secrets.randbits(63)
+    if not allowed:
+        raise RequestError("this server deals its own cards: a seed is accepted only where the operator"
+                           " allows it (samloc serve --allow-client-seed)")
+    if not 0 <= asked <= MAX_SEED:
+        raise RequestError(f"seed must be an integer from 0 to {MAX_SEED}")
+    return asked
+
+
+def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
     """The play page and its API: sessions kept in memory, the oldest dropped first."""
     sessions: OrderedDict[str, PlaySession] = OrderedDict()
 
@@ -679,8 +751,7 @@ def _add_play_routes(app: FastAPI) -> None:
         b, stand_in = _play_bot(request, rules, body.players)
         if not 0 <= body.seat < body.players:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
-        s = PlaySession(b, rules, body.players, body.seat,
-                        secrets.randbits(63) if body.seed is None else body.seed, stand_in)
+        s = PlaySession(b, rules, body.players, body.seat, deal_seed(body.seed, allow_client_seed), stand_in)
         sessions[s.id] = s
         while len(sessions) > MAX_SESSIONS:
             sessions.popitem(last=False)
@@ -723,11 +794,63 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 def _wrap(app: FastAPI) -> FastAPI:
-    """Put the body limit outside everything else (FastAPI would turn its refusal into a 400)."""
+    """Put :class:`_Edge` outside everything else (FastAPI would turn its refusals into 400s)."""
     inner = app.build_middleware_stack()
-    limited = _BodyLimit(inner, MAX_BODY)
-    app.middleware_stack = limited  # Starlette calls middleware_stack; built once, here
+    app.middleware_stack = _Edge(inner, MAX_BODY, BODY_TIMEOUT_S)  # Starlette calls middleware_stack; built once
     return app
+
+
+# ---- the HTTP server ---------------------------------------------------------------------
+class _H11(H11Protocol):
+    """uvicorn's HTTP/1.1, with a bound on the time a request's headers take to arrive.
+
+    uvicorn has none: a client that connects and sends nothing, or trickles its headers a
+    byte at a time, would hold its connection open for ever (each byte also cancels the
+    keep-alive timer).  The timer runs from the connection (or the previous answer) until
+    the request's headers are complete; then the connection is closed."""
+
+    header_timeout_s = HEADER_TIMEOUT_S
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._expect_headers()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:  # the request line and headers are in
+            self._headers_in()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._expect_headers()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._headers_in()
+        super().connection_lost(exc)
+
+    def _expect_headers(self) -> None:
+        self._headers_in()
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+
+    def _headers_in(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def serve_options(host: str, port: int, log_level: str = "warning") -> dict[str, Any]:
+    """uvicorn's settings for ``samloc serve``: the limits a slow or greedy client meets
+    (docs/serving.md, "Slow clients")."""
+    return {"host": host, "port": port, "log_level": log_level, "http": _H11,
+            "timeout_keep_alive": KEEP_ALIVE_S, "limit_concurrency": MAX_CONCURRENCY,
+            "h11_max_incomplete_event_size": MAX_HEADER_BYTES}
 
 
 # ---- the command ---------------------------------------------------------------------------
@@ -743,6 +866,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0 = greedy (default); T > 0 samples from p^(1/T), still reproducible per request")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    p.add_argument("--allow-client-seed", action="store_true",
+                   help="let /play/api/new choose the seed of the deals (tests and demos: whoever knows it can"
+                        " compute every bot's hand)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -757,10 +883,9 @@ def main(argv: list[str] | None = None) -> int:
     for b in bots.bots:
         print(f"samloc serve: agent {b.name} ({b.spec})")
     print(f"samloc serve: http://{args.host}:{args.port}/play to play, POST /v1/act for bots")
-    import uvicorn
-    app = create_app(bot=bots)
+    app = create_app(bot=bots, allow_client_seed=args.allow_client_seed)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        uvicorn.run(app, **serve_options(args.host, args.port, args.log_level))
     except OSError as exc:
         print(f"samloc serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2

@@ -52,8 +52,8 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app([str(net), "heuristic"]), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    app = create_app([str(net), "heuristic"], allow_client_seed=True)  # the page asks for ?seed=11
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     t0 = time.time()
@@ -157,7 +157,11 @@ def test_person_plays_whole_games(browser: Any, server_url: str, tmp_path: Path,
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{server_url}/play?delay=0&seed=11&rules={rules}&players={players}&seat={seat}")
+    # a Content-Security-Policy violation is reported on the console: the page must cause none
+    page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+    answer = page.goto(f"{server_url}/play?delay=0&seed=11&rules={rules}&players={players}&seat={seat}")
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "default-src 'self'" in answer.headers["content-security-policy"]
     rng = random.Random(7)
     totals = [0] * players
     prev_winner = None

@@ -22,7 +22,7 @@ with warnings.catch_warnings():  # Starlette's notice about httpx, at import
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from agents.server import MAX_BODY, Bot, create_app, view_key  # noqa: E402
+from agents.server import MAX_BODY, MAX_SEED, Bot, create_app, view_key  # noqa: E402
 from sam_env.actions import NO_SAM  # noqa: E402
 from sam_env.cards import card_str  # noqa: E402
 from sam_env.game import Game  # noqa: E402
@@ -65,7 +65,7 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def heuristic_client() -> TestClient:
-    with TestClient(create_app("heuristic"), raise_server_exceptions=False) as c:
+    with TestClient(create_app("heuristic", allow_client_seed=True), raise_server_exceptions=False) as c:
         yield c
 
 
@@ -377,7 +377,7 @@ def test_play_page_seats_the_heuristic_where_the_shipped_model_cannot_play():
     model = Path(__file__).resolve().parents[1] / "checkpoints" / "standard" / "policy.onnx"
     if not model.exists():
         pytest.skip("no shipped bot")
-    with TestClient(create_app(str(model))) as c:
+    with TestClient(create_app(str(model), allow_client_seed=True)) as c:
         opts = c.get("/play/api/options").json()
         assert {s["rules"] for s in opts["supports"]} == {"hoi_quan_bai", "s666pg", "mien_bac", "online"}
         assert opts["model_supports"] == [{"rules": "hoi_quan_bai", "players": [4]}]
@@ -390,3 +390,31 @@ def test_play_page_seats_the_heuristic_where_the_shipped_model_cannot_play():
                                     "hand": ["3s", "4s", "5s", "6s", "7s", "8s", "9s", "Ts", "Js", "Qs"],
                                     "events": []})
         assert r.status_code == 422 and "no bot here plays online with 3 players" in r.json()["error"]
+
+
+def test_the_deal_is_the_servers_unless_the_operator_allows_a_client_seed(heuristic_client: TestClient) -> None:
+    new = {"rules": "hoi_quan_bai", "players": 4, "seat": 0}
+    with TestClient(create_app("heuristic")) as c:
+        assert _error(c.post("/play/api/new", json={**new, "seed": 7})) == (
+            "this server deals its own cards: a seed is accepted only where the operator allows it"
+            " (samloc serve --allow-client-seed)")
+        deals = [c.post("/play/api/new", json={**new, "seed": None}).json() for _ in range(4)]
+        assert len({json.dumps([d["hand"], d["events"]]) for d in deals}) == 4  # the server's own deals
+    c = heuristic_client  # allow_client_seed=True
+    for bad in (-1, MAX_SEED + 1, 2**200):
+        assert _error(c.post("/play/api/new", json={**new, "seed": bad})) == \
+            f"seed must be an integer from 0 to {MAX_SEED}"
+    assert "seed" in _error(c.post("/play/api/new", json={**new, "seed": True}))
+    assert "seed" in _error(c.post("/play/api/new", json={**new, "seed": "11"}))
+    a, b = (c.post("/play/api/new", json={**new, "seed": MAX_SEED}).json() for _ in range(2))
+    assert a["hand"] == b["hand"] and a["events"] == b["events"] and a["session"] != b["session"]
+
+
+def test_every_answer_carries_the_security_headers(client: TestClient) -> None:
+    for r in (client.get("/play"), client.get("/play/static/play.js"), client.get("/v1/info"),
+              client.get("/nope"), client.post("/v1/act", content=b"x" * (MAX_BODY + 1),
+                                                headers={"content-type": "application/json"})):
+        assert r.headers["x-frame-options"] == "DENY", r.url
+        csp = r.headers["content-security-policy"]
+        assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+        assert r.headers["x-content-type-options"] == "nosniff"
