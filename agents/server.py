@@ -53,6 +53,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from agents.base import AgentFailure
+from agents.nets.format import read_json_file
 from agents.registry import AgentSpec, make_agent, parse_spec
 from sam_env import core
 from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION, action_from_counts
@@ -116,11 +118,13 @@ def measured_strength(folder: Path, name: str) -> dict[tuple[str, int], float]:
     return out
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A report's JSON object, or None where there is none to read (reports are optional)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = read_json_file(path)
     except (OSError, ValueError):
         return None
+    return value if isinstance(value, dict) else None
 
 
 def _rules_key(rules: RuleSet) -> str:
@@ -177,6 +181,8 @@ class Bot:
         if spec.kind == "onnx":
             self.onnx = make_agent(spec, seed=self.seed, temperature=t)
             self.checkpoint = str(Path(spec.target))
+            if self._parsed.kind == "checkpoint":  # standing in for the folder: exported from its weights
+                self.onnx.check_exported_from(Path(self._parsed.target))
         elif spec.kind == "checkpoint":
             self.agent = make_agent(spec, seed=self.seed, **({"temperature": t} if t else {}))
             self.checkpoint = str(Path(spec.target))
@@ -317,7 +323,7 @@ def decide_event(bot: Bot, view: Game, seat: int) -> tuple[dict[str, Any], dict[
     """The bot's decision on a seat's view, as a record event (checked legal by the engine)."""
     a, info = bot.decide(view, seat, view_key(view, seat))
     if a not in view.legal_actions():  # a bug in an agent: refuse to answer rather than guess
-        raise RuntimeError(f"agent {bot.name} chose {ACTION_NAMES[a] if 0 <= a < len(ACTION_NAMES) else a},"
+        raise AgentFailure(f"agent {bot.name} chose {ACTION_NAMES[a] if 0 <= a < len(ACTION_NAMES) else a},"
                            " which is not legal here")
     return view.copy().apply(a), info
 
@@ -778,11 +784,15 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
-    """Every refusal and failure answers ``{"error": "..."}``: 422 for a request we refuse,
-    the status itself otherwise, 500 for a bug."""
+    """Every refusal and failure answers ``{"error": "..."}``: 422 for a request we refuse, 503 for
+    a bot that cannot answer it soundly (a damaged model), the status itself otherwise, 500 for a bug."""
     @app.exception_handler(RequestError)
     async def _refused(_: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=422)
+
+    @app.exception_handler(AgentFailure)
+    async def _unanswerable(_: Request, exc: AgentFailure) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=503)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
