@@ -36,12 +36,14 @@ import logging
 import math
 import os
 import secrets
+import shutil
+import sqlite3
 import sys
+import tempfile
 import time
-from collections import OrderedDict
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Literal, TypeVar
+from typing import Any, AsyncIterator, Callable, Iterator, Literal, TypeVar
 
 import h11
 import numpy as np
@@ -71,7 +73,9 @@ BODY_TIMEOUT_S = 10.0         # and its body this long after that
 KEEP_ALIVE_S = 5              # an idle keep-alive connection is closed after this
 MAX_HEADER_BYTES = 16 * 1024  # the request line and headers, together
 MAX_CONCURRENCY = 256         # connections and requests in progress, per process; more are answered 503
-MAX_SESSIONS = 512            # play-page sessions kept in memory (oldest dropped first)
+MAX_SESSIONS = 512            # play-page sessions kept (SessionStore)
+SESSIONS_PER_CLIENT = 8       # of them, for one client address
+MIN_IDLE_S = 300.0            # a session must be idle this long before another client's may replace it
 FORMAT = "samloc/1"
 MAX_SEED = 2**63 - 1
 #: Sent with every answer: the page runs only its own scripts and styles and is never framed.
@@ -455,27 +459,54 @@ class HumanMove(Strict):
 
 
 class PlaySession:
-    """A person at a table of bots, game after game, with a running total."""
+    """A person at a table of bots, game after game, with a running total.
 
-    def __init__(self, bot: Bot, rules: RuleSet, players: int, seat: int, seed: int, stand_in: bool = False):
-        self.id = secrets.token_urlsafe(12)
+    What the session store keeps of it is :meth:`to_json`: the table, the seed of its deals
+    (the server's secret), the results so far and the events of the game in play; the
+    constructor rebuilds the rest by replaying those events on the same deal."""
+
+    def __init__(self, bot: Bot, rules: RuleSet, players: int, seat: int, seed: int, stand_in: bool = False, *,
+                 sid: str | None = None, history: list[dict[str, Any]] | None = None, game: int = 1,
+                 opener: int | None = None, events: list[dict[str, Any]] | None = None):
+        """A new session by default (its first game dealt and played up to the person's turn), or
+        the stored one ``to_json`` described."""
+        self.id = sid or secrets.token_urlsafe(16)
         self.bot, self.rules, self.players, self.seat, self.seed = bot, rules, players, seat, seed
         self.stand_in = stand_in  # the heuristic, sitting in where no served bot was trained
-        self.totals = [0] * players
-        self.history: list[dict[str, Any]] = []
-        self.game_no = 0
-        self.opener: int | None = None
-        self.new_game()
+        self.history: list[dict[str, Any]] = list(history or [])
+        self.game_no = game
+        self._deal(opener)
+        for ev in events or []:
+            self._apply(ev)
+        self.play_bots()
+
+    @classmethod
+    def from_json(cls, state: dict[str, Any], bot: Bot, stand_in: bool, sid: str) -> "PlaySession":
+        return cls(bot, RuleSet.parse(state["rules"]), state["players"], state["seat"], state["seed"], stand_in,
+                   sid=sid, history=state["history"], game=state["game"], opener=state["opener"],
+                   events=state["events"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rules": self.rules.to_record(), "players": self.players, "seat": self.seat, "seed": self.seed,
+                "history": self.history, "game": self.game_no, "opener": self.game.opener,
+                "events": self.game.events}
+
+    @property
+    def totals(self) -> list[int]:
+        return [sum(h["scores"][s] for h in self.history) for s in range(self.players)]
 
     def new_game(self) -> None:
         """Deal the next game: the previous winner opens it (the same opener after a draw)."""
+        last = self.history[-1]
         self.game_no += 1
+        self._deal(last["opener"] if last["winner"] is None else last["winner"])
+        self.play_bots()
+
+    def _deal(self, opener: int | None) -> None:
         seed = int(np.random.SeedSequence([self.seed, self.game_no]).generate_state(1)[0])
-        self.game = Game.new(self.rules, self.players, seed=seed, opener=self.opener)
+        self.game = Game.new(self.rules, self.players, seed=seed, opener=opener)
         self.log: list[dict[str, Any]] = []
         self.top: dict[str, Any] | None = None
-        self.counted = False
-        self.play_bots()
 
     def human(self, move: HumanMove) -> None:
         g = self.game
@@ -509,13 +540,10 @@ class PlaySession:
             view = Game.from_view(self.rules, self.players, g.opener, s, g.hand(s) or [], g.events)
             ev, _ = decide_event(self.bot, view, s)
             self._apply(ev)
-        if g.finished and not self.counted:
+        if g.finished and len(self.history) < self.game_no:
             res = g.result
             assert res is not None
-            self.counted = True
-            self.totals = [t + x for t, x in zip(self.totals, res.scores)]
             self.history.append({"game": self.game_no, "opener": g.opener, **res.to_json()})
-            self.opener = g.opener if res.winner is None else res.winner
 
     def _apply(self, event: dict[str, Any]) -> None:
         g, st = self.game, self.game.state
@@ -559,6 +587,86 @@ class PlaySession:
             "bot": self.bot.name + (" (stand-in: no trained bot for this table)" if self.stand_in else ""),
             "reveal": [cards_str(g.hand(s) or []) for s in range(n)] if g.finished else None,
         }
+
+
+class SessionStore:
+    """The play page's sessions, in one SQLite file that every worker process shares
+    (``samloc serve --workers N``: any worker continues any session).
+
+    Bounded and fair: at most ``limit`` sessions in all and ``per_client`` for one client
+    address.  A client starting one more than its share loses its own least recently used
+    session.  When the store is full, the session idle longest makes room, provided it has been
+    idle ``min_idle_s`` at least; otherwise the new session is refused (503, try again later).
+    So no client, however fast, pushes out a game another person is playing.  The state is the
+    server's (:meth:`PlaySession.to_json`, the deals' seed included): a client holds only the id.
+    """
+
+    def __init__(self, path: str | Path, *, limit: int = MAX_SESSIONS, per_client: int = SESSIONS_PER_CLIENT,
+                 min_idle_s: float = MIN_IDLE_S, clock: Callable[[], float] = time.time):
+        self.limit, self.per_client, self.min_idle_s, self.clock = limit, per_client, min_idle_s, clock
+        self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=OFF")  # sessions do not outlive the server: no fsync
+        with self._transaction():
+            self.db.execute("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, client TEXT NOT NULL,"
+                            " touched REAL NOT NULL, version INTEGER NOT NULL, state TEXT NOT NULL)")
+            self.db.execute("CREATE INDEX IF NOT EXISTS by_client ON sessions (client, touched)")
+            self.db.execute("CREATE INDEX IF NOT EXISTS by_touched ON sessions (touched)")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.db.execute("BEGIN IMMEDIATE")  # one writer at a time, across processes
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def add(self, sid: str, client: str, state: dict[str, Any]) -> None:
+        """Keep a new session, making room as the class docstring says (503 when none can be made)."""
+        now = self.clock()
+        with self._transaction():
+            self.db.execute("DELETE FROM sessions WHERE id IN (SELECT id FROM sessions WHERE client = ?"
+                            " ORDER BY touched DESC LIMIT -1 OFFSET ?)", (client, self.per_client - 1))
+            if self.db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] >= self.limit:
+                idle = self.db.execute("SELECT id FROM sessions WHERE touched <= ? ORDER BY touched LIMIT 1",
+                                       (now - self.min_idle_s,)).fetchone()
+                if idle is None:
+                    raise StarletteHTTPException(503, f"every table is taken ({self.limit} games in play):"
+                                                      " try again in a minute", headers={"Retry-After": "60"})
+                self.db.execute("DELETE FROM sessions WHERE id = ?", idle)
+            self.db.execute("INSERT INTO sessions VALUES (?, ?, ?, 0, ?)", (sid, client, now, json.dumps(state)))
+
+    def get(self, sid: str) -> tuple[dict[str, Any], int]:
+        """A session's state and version (a look counts as use); 404 for an unknown one."""
+        with self._transaction():
+            row = self.db.execute("SELECT state, version FROM sessions WHERE id = ?", (sid,)).fetchone()
+            if row is None:
+                raise StarletteHTTPException(404, "unknown or expired session: start a new game")
+            self.db.execute("UPDATE sessions SET touched = ? WHERE id = ?", (self.clock(), sid))
+        return json.loads(row[0]), row[1]
+
+    def put(self, sid: str, state: dict[str, Any], version: int) -> None:
+        """Store a session's new state, unless it changed since ``version`` was read (409) or is gone (404)."""
+        with self._transaction():
+            done = self.db.execute("UPDATE sessions SET state = ?, version = version + 1, touched = ?"
+                                   " WHERE id = ? AND version = ?",
+                                   (json.dumps(state), self.clock(), sid, version)).rowcount
+            if done:
+                return
+            if self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone() is None:
+                raise StarletteHTTPException(404, "unknown or expired session: start a new game")
+        raise StarletteHTTPException(409, "this game moved on meanwhile (another tab?): reload the page")
+
+    def count(self, client: str | None = None) -> int:
+        """Sessions kept, in all or for one client."""
+        if client is None:
+            return self.db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+        return self.db.execute("SELECT COUNT(*) FROM sessions WHERE client = ?", (client,)).fetchone()[0]
+
+    def close(self) -> None:
+        self.db.close()
 
 
 # ---- the app -----------------------------------------------------------------------------
@@ -643,9 +751,11 @@ async def _refuse(send: Any, status: int, error: str) -> None:
 
 
 def create_app(agent_spec: str | list[str] | None = None, *, seed: int = 0, temperature: float = 0.0,
-               bot: "Bot | Bots | None" = None, allow_client_seed: bool = False) -> FastAPI:
+               bot: "Bot | Bots | None" = None, allow_client_seed: bool = False,
+               sessions: str | None = None) -> FastAPI:
     """The server.  The bots are loaded once, in the lifespan (or passed in as ``bot``).
-    ``allow_client_seed``: /play/api/new may choose the deals' seed (tests and demos only)."""
+    ``allow_client_seed``: /play/api/new may choose the deals' seed (tests and demos only);
+    ``sessions``: the play sessions' SQLite file, shared by worker processes (default: a private one)."""
     specs = [agent_spec] if isinstance(agent_spec, str) else agent_spec
 
     def load() -> Bots:
@@ -653,24 +763,43 @@ def create_app(agent_spec: str | list[str] | None = None, *, seed: int = 0, temp
             return bot if isinstance(bot, Bots) else Bots([bot])
         return Bots.load(specs, seed=seed, temperature=temperature)
 
-    app = _new_app(load)
+    app = _new_app(load, sessions)
     _add_protocol_routes(app)
     _add_play_routes(app, allow_client_seed)
     _add_error_handlers(app)
     return _wrap(app)
 
 
-def _new_app(load_bots: Callable[[], Bots]) -> FastAPI:
-    """The bare app; its lifespan loads the bots once, before the first request."""
+def _new_app(load_bots: Callable[[], Bots], sessions: str | None) -> FastAPI:
+    """The bare app; its lifespan loads the bots once, before the first request, and opens the
+    play sessions' store (``sessions``, a file shared by worker processes; else a private one)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.bots = load_bots()
-        gc.freeze()  # the loaded model and engine are permanent: keep them out of GC pauses
-        yield
+        with _session_file(sessions) as path:
+            app.state.sessions = SessionStore(path)
+            gc.freeze()  # the loaded model and engine are permanent: keep them out of GC pauses
+            try:
+                yield
+            finally:
+                app.state.sessions.close()
 
     # no /docs or /openapi.json: the protocol is PROTOCOL §4, and bodies are read by read_body
     return FastAPI(title="samloc bot", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
                    openapi_url=None, description="A Sâm lốc bot: PROTOCOL §4, and a page to play it at /play.")
+
+
+@contextmanager
+def _session_file(path: str | None) -> Iterator[str]:
+    """``path``, or a private file that is removed afterwards."""
+    if path is not None:
+        yield path
+        return
+    folder = tempfile.mkdtemp(prefix="samloc-play-")
+    try:
+        yield os.path.join(folder, "sessions.db")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _add_protocol_routes(app: FastAPI) -> None:
@@ -722,15 +851,15 @@ def deal_seed(asked: int | None, allowed: bool) -> int:
 
 
 def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
-    """The play page and its API: sessions kept in memory, the oldest dropped first."""
-    sessions: OrderedDict[str, PlaySession] = OrderedDict()
+    """The play page and its API; the sessions live in the app's :class:`SessionStore`."""
+    def stored(request: Request, sid: str) -> tuple[PlaySession, int]:
+        state, version = request.app.state.sessions.get(sid)
+        b, stand_in = _play_bot(request, RuleSet.parse(state["rules"]), state["players"])
+        return PlaySession.from_json(state, b, stand_in, sid), version
 
-    def session(sid: str) -> PlaySession:
-        s = sessions.get(sid)
-        if s is None:
-            raise StarletteHTTPException(404, "unknown or expired session: start a new game")
-        sessions.move_to_end(sid)
-        return s
+    def store(request: Request, s: PlaySession, version: int) -> dict[str, Any]:
+        request.app.state.sessions.put(s.id, s.to_json(), version)
+        return s.state()
 
     @app.get("/play", include_in_schema=False)
     async def play_page() -> FileResponse:
@@ -758,29 +887,27 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
         if not 0 <= body.seat < body.players:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
         s = PlaySession(b, rules, body.players, body.seat, deal_seed(body.seed, allow_client_seed), stand_in)
-        sessions[s.id] = s
-        while len(sessions) > MAX_SESSIONS:
-            sessions.popitem(last=False)
+        request.app.state.sessions.add(s.id, request.client.host if request.client else "", s.to_json())
         return s.state()
 
     @app.get("/play/api/{sid}")
-    async def get_state(sid: str) -> dict[str, Any]:
-        return session(sid).state()
+    async def get_state(sid: str, request: Request) -> dict[str, Any]:
+        return stored(request, sid)[0].state()
 
     @app.post("/play/api/{sid}/move")
     async def move(sid: str, request: Request) -> dict[str, Any]:
         body = await read_body(request, HumanMove)
-        s = session(sid)
+        s, version = stored(request, sid)
         s.human(body)
-        return s.state()
+        return store(request, s, version)
 
     @app.post("/play/api/{sid}/again")
-    async def again(sid: str) -> dict[str, Any]:
-        s = session(sid)
+    async def again(sid: str, request: Request) -> dict[str, Any]:
+        s, version = stored(request, sid)
         if not s.game.finished:
             raise RequestError("finish this game first")
         s.new_game()
-        return s.state()
+        return store(request, s, version)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -22,7 +22,9 @@ with warnings.catch_warnings():  # Starlette's notice about httpx, at import
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from agents.server import MAX_BODY, MAX_SEED, Bot, create_app, view_key  # noqa: E402
+from agents.server import (MAX_BODY, MAX_SEED, MAX_SESSIONS, SESSIONS_PER_CLIENT, Bot, SessionStore,  # noqa: E402
+                           create_app, view_key)
+from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 from sam_env.actions import NO_SAM  # noqa: E402
 from sam_env.cards import card_str  # noqa: E402
 from sam_env.game import Game  # noqa: E402
@@ -418,3 +420,51 @@ def test_every_answer_carries_the_security_headers(client: TestClient) -> None:
         csp = r.headers["content-security-policy"]
         assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
         assert r.headers["x-content-type-options"] == "nosniff"
+
+
+# ---- the play sessions' store -------------------------------------------------------------------------
+def test_one_client_cannot_push_out_other_peoples_sessions() -> None:
+    """512 new sessions from one address used to evict every idle session; now it evicts its own."""
+    new = {"rules": "hoi_quan_bai", "players": 4, "seat": 0}
+    app = create_app("heuristic")
+    with TestClient(app, client=("10.0.0.1", 5000)) as person, TestClient(app, client=("10.0.0.2", 5000)) as flood:
+        mine = person.post("/play/api/new", json=new).json()
+        for _ in range(MAX_SESSIONS + 8):
+            assert flood.post("/play/api/new", json=new).status_code == 200
+        assert person.get(f"/play/api/{mine['session']}").json()["hand"] == mine["hand"]
+        store = app.state.sessions
+        assert store.count("10.0.0.2") == SESSIONS_PER_CLIENT and store.count() == SESSIONS_PER_CLIENT + 1
+
+
+def test_a_full_store_makes_room_only_from_sessions_idle_long_enough(tmp_path: Path) -> None:
+    now = [0.0]
+    store = SessionStore(tmp_path / "s.db", limit=4, per_client=2, min_idle_s=60, clock=lambda: now[0])
+    for i, (sid, client) in enumerate([("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b")]):
+        now[0] = float(i)
+        store.add(sid, client, {"n": i})
+    now[0] = 30.0
+    with pytest.raises(StarletteHTTPException) as full:  # nobody idle for a minute yet: refused
+        store.add("c1", "c", {})
+    assert full.value.status_code == 503 and full.value.headers == {"Retry-After": "60"}
+    now[0] = 100.0
+    assert store.get("a1") == ({"n": 0}, 0)  # a look is use: a1 is no longer the idlest
+    now[0] = 101.0
+    store.add("c1", "c", {})                  # a2 (idle since t=1) makes room
+    assert _ids(store) == {"a1", "b1", "b2", "c1"}
+    store.add("c2", "c", {})                  # full again: b1, idle the longest, goes
+    store.add("c3", "c", {})                  # over c's share: its own c1 goes, nobody else's
+    assert _ids(store) == {"a1", "b2", "c2", "c3"}
+    state, version = store.get("c2")
+    store.put("c2", {"n": 9}, version)
+    with pytest.raises(StarletteHTTPException) as stale:  # another worker moved it on meanwhile
+        store.put("c2", {"n": 10}, version)
+    assert stale.value.status_code == 409 and store.get("c2")[0] == {"n": 9}
+    with pytest.raises(StarletteHTTPException) as gone:
+        store.get("a2")
+    assert gone.value.status_code == 404
+    store.close()
+
+
+def _ids(store: SessionStore) -> set[str]:
+    """The sessions kept, read without touching them (a get would count as use)."""
+    return {row[0] for row in store.db.execute("SELECT id FROM sessions")}
