@@ -15,7 +15,8 @@ table is played by the bot measured strongest there (:class:`Bots`).
   bots see only their own seat's view, built exactly as for ``/v1/act``.
 
 Answers are reproducible: the decision for a request depends only on the
-request and the server's ``--seed``.  A neural bot is greedy by default;
+request and the server's ``--seed`` (and, for a searched decision that runs
+into its ``--deadline-ms``, on how far the search got).  A neural bot is greedy by default;
 ``--temperature T`` samples from ``p^(1/T)`` with a random stream seeded by
 (seed, request), so the same request still gets the same answer.
 
@@ -77,6 +78,7 @@ MAX_SESSIONS = 512            # play-page sessions kept (SessionStore)
 SESSIONS_PER_CLIENT = 8       # of them, for one client address
 MIN_IDLE_S = 300.0            # a session must be idle this long before another client's may replace it
 FORMAT = "samloc/1"
+DEADLINE_MS = 200             # a searched decision's time bound (agents.search: the best move found by then)
 MAX_SEED = 2**63 - 1
 #: Sent with every answer: the page runs only its own scripts and styles and is never framed.
 SECURITY_HEADERS = [
@@ -142,10 +144,12 @@ class Bot:
     (seed, key), which is what makes answers reproducible.
     """
 
-    def __init__(self, spec: str | None = None, *, seed: int = 0, temperature: float = 0.0):
+    def __init__(self, spec: str | None = None, *, seed: int = 0, temperature: float = 0.0,
+                 deadline_ms: int = DEADLINE_MS):
+        """``deadline_ms``: the time bound of a searched decision where the spec gives none (0: none)."""
         if not temperature >= 0.0:
             raise ValueError(f"temperature must be 0 (greedy) or positive, not {temperature}")
-        self.seed, self.temperature = seed, float(temperature)
+        self.seed, self.temperature, self.deadline_ms = seed, float(temperature), deadline_ms
         self.onnx: Any = None           # an OnnxAgent: we sample from its probabilities ourselves
         self.agent: Any = None          # one agent instance for every request
         self.per_request = False        # a cheap built-in agent made afresh, seeded, per request
@@ -155,6 +159,7 @@ class Bot:
             spec, self.note = "heuristic", "no shipped bot in checkpoints/: serving the heuristic player"
         self.spec = spec
         self._parsed = parse_spec(spec)  # the registry's grammar; a bad spec fails here, in one line
+        self.searches = self._parsed.kind == "search"  # its decisions have a time bound (deadline_ms)
         self._load(self._parsed)
         if temperature and not self.onnx and self.checkpoint is None:
             raise ValueError(f"--temperature applies to neural bots, not to {spec!r}")
@@ -193,7 +198,7 @@ class Bot:
         elif spec.kind == "search":  # play-time search: PyTorch, one instance
             if t:
                 raise ValueError(f"--temperature applies to the plain policy, not to search ({self.spec!r})")
-            self.agent = make_agent(spec, seed=self.seed)
+            self.agent = make_agent(spec, seed=self.seed, deadline_ms=self.deadline_ms)
             self.checkpoint = spec.target
         elif spec.kind == "http":
             self.agent = make_agent(spec, seed=self.seed)
@@ -251,16 +256,21 @@ class Bots:
         if not bots:
             raise ValueError("no bot to serve")
         self.bots, self.note = bots, note
+        searched = [b.agent.deadline_ms for b in bots if b.searches]
+        #: the bound on a searched decision, ms (0: some search has none); None where no bot searches
+        self.deadline_ms = (0 if 0 in searched else max(searched)) if searched else None
 
     @classmethod
-    def load(cls, specs: list[str] | None, *, seed: int = 0, temperature: float = 0.0) -> "Bots":
+    def load(cls, specs: list[str] | None, *, seed: int = 0, temperature: float = 0.0,
+             deadline_ms: int = DEADLINE_MS) -> "Bots":
         """The bots ``specs`` name; none: every shipped bot under checkpoints/ (else the heuristic)."""
         note = ""
         if not specs:
             specs = [str(p) for p in shipped_models()]
             note = ("serving the shipped bots " + ", ".join(specs) if specs
                     else "no shipped bot in checkpoints/: serving the heuristic player")
-        return cls([Bot(s, seed=seed, temperature=temperature) for s in specs or [None]], note)
+        return cls([Bot(s, seed=seed, temperature=temperature, deadline_ms=deadline_ms) for s in specs or [None]],
+                   note)
 
     @property
     def seed(self) -> int:
@@ -309,7 +319,8 @@ class Bots:
                 "bots": [b.info() for b in self.bots], "routes": routes,
                 "format": FORMAT, "action_table_version": ACTION_TABLE_VERSION,
                 "obs_version": onnx.metadata.get("obs_version") if onnx is not None else None,
-                "temperature": first.temperature, "deterministic": True}
+                "temperature": first.temperature, "deterministic": not self.deadline_ms,
+                "deadline_ms": self.deadline_ms}
 
 
 def _name(rules: Any) -> str:
@@ -751,9 +762,10 @@ async def _refuse(send: Any, status: int, error: str) -> None:
 
 
 def create_app(agent_spec: str | list[str] | None = None, *, seed: int = 0, temperature: float = 0.0,
-               bot: "Bot | Bots | None" = None, allow_client_seed: bool = False,
+               deadline_ms: int = DEADLINE_MS, bot: "Bot | Bots | None" = None, allow_client_seed: bool = False,
                sessions: str | None = None) -> FastAPI:
     """The server.  The bots are loaded once, in the lifespan (or passed in as ``bot``).
+    ``deadline_ms``: the time bound of a searched decision whose spec gives none (0: none);
     ``allow_client_seed``: /play/api/new may choose the deals' seed (tests and demos only);
     ``sessions``: the play sessions' SQLite file, shared by worker processes (default: a private one)."""
     specs = [agent_spec] if isinstance(agent_spec, str) else agent_spec
@@ -761,7 +773,7 @@ def create_app(agent_spec: str | list[str] | None = None, *, seed: int = 0, temp
     def load() -> Bots:
         if bot is not None:
             return bot if isinstance(bot, Bots) else Bots([bot])
-        return Bots.load(specs, seed=seed, temperature=temperature)
+        return Bots.load(specs, seed=seed, temperature=temperature, deadline_ms=deadline_ms)
 
     app = _new_app(load, sessions)
     _add_protocol_routes(app)
@@ -991,6 +1003,13 @@ def serve_options(host: str, port: int, log_level: str = "warning") -> dict[str,
 
 
 # ---- the command ---------------------------------------------------------------------------
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="samloc serve", description=__doc__.split("\n\n")[0])
     p.add_argument("--agent", action="append", default=None,
@@ -1003,6 +1022,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0 = greedy (default); T > 0 samples from p^(1/T), still reproducible per request")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    p.add_argument("--deadline-ms", type=_non_negative, default=DEADLINE_MS,
+                   help=f"time bound of a searched decision (DIR+search) where its spec gives none: the best move"
+                        f" found by then is played (default {DEADLINE_MS}; 0: none, answers then independent of"
+                        " the machine's speed)")
     p.add_argument("--allow-client-seed", action="store_true",
                    help="let /play/api/new choose the seed of the deals (tests and demos: whoever knows it can"
                         " compute every bot's hand)")
@@ -1010,7 +1033,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
-        bots = Bots.load(args.agent, seed=args.seed, temperature=args.temperature)
+        bots = Bots.load(args.agent, seed=args.seed, temperature=args.temperature, deadline_ms=args.deadline_ms)
     except (ValueError, OSError, ImportError) as exc:
         print(f"samloc serve: {exc}", file=sys.stderr)
         return 2
