@@ -74,6 +74,7 @@ BODY_TIMEOUT_S = 10.0         # and its body this long after that
 KEEP_ALIVE_S = 5              # an idle keep-alive connection is closed after this
 MAX_HEADER_BYTES = 16 * 1024  # the request line and headers, together
 MAX_CONCURRENCY = 256         # connections and requests in progress, per process; more are answered 503
+WORKER_SETTINGS = "SAMLOC_SERVE_WORKER"  # the environment variable samloc serve --workers N passes them in
 MAX_SESSIONS = 512            # play-page sessions kept (SessionStore)
 SESSIONS_PER_CLIENT = 8       # of them, for one client address
 MIN_IDLE_S = 300.0            # a session must be idle this long before another client's may replace it
@@ -1010,6 +1011,13 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="samloc serve", description=__doc__.split("\n\n")[0])
     p.add_argument("--agent", action="append", default=None,
@@ -1029,10 +1037,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--allow-client-seed", action="store_true",
                    help="let /play/api/new choose the seed of the deals (tests and demos: whoever knows it can"
                         " compute every bot's hand)")
+    p.add_argument("--workers", type=_positive, default=1,
+                   help="processes answering on the port (uvicorn's multi-process mode), each with its own copy"
+                        " of the bots; the play page's sessions are shared (default 1)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
+    try:  # every model is loaded and checked here, before a port is opened or a worker started
         bots = Bots.load(args.agent, seed=args.seed, temperature=args.temperature, deadline_ms=args.deadline_ms)
     except (ValueError, OSError, ImportError) as exc:
         print(f"samloc serve: {exc}", file=sys.stderr)
@@ -1042,14 +1053,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"samloc serve: {note}")
     for b in bots.bots:
         print(f"samloc serve: agent {b.name} ({b.spec})")
-    print(f"samloc serve: http://{args.host}:{args.port}/play to play, POST /v1/act for bots")
-    app = create_app(bot=bots, allow_client_seed=args.allow_client_seed)
-    try:
-        uvicorn.run(app, **serve_options(args.host, args.port, args.log_level))
-    except OSError as exc:
-        print(f"samloc serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 2
+    print(f"samloc serve: http://{args.host}:{args.port}/play to play, POST /v1/act for bots"
+          + (f"; {args.workers} worker processes" if args.workers > 1 else ""))
+    options = serve_options(args.host, args.port, args.log_level)
+    with _session_file(None) as sessions:
+        SessionStore(sessions).close()  # the table exists before workers open it together
+        try:
+            if args.workers == 1:
+                uvicorn.run(create_app(bot=bots, allow_client_seed=args.allow_client_seed, sessions=sessions),
+                            **options)
+            else:
+                del bots  # each worker loads its own
+                os.environ[WORKER_SETTINGS] = json.dumps(
+                    {"agents": args.agent, "seed": args.seed, "temperature": args.temperature,
+                     "deadline_ms": args.deadline_ms, "allow_client_seed": args.allow_client_seed,
+                     "sessions": sessions})
+                uvicorn.run("agents.server:worker_app", factory=True, workers=args.workers, **options)
+        except OSError as exc:
+            print(f"samloc serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+            return 2
     return 0
+
+
+def worker_app() -> FastAPI:
+    """The app of one ``samloc serve --workers N`` process (uvicorn calls it in each): the settings
+    the command left in the environment, the bots loaded once, in this process's lifespan."""
+    cfg = json.loads(os.environ[WORKER_SETTINGS])
+    return create_app(cfg["agents"], seed=cfg["seed"], temperature=cfg["temperature"],
+                      deadline_ms=cfg["deadline_ms"], allow_client_seed=cfg["allow_client_seed"],
+                      sessions=cfg["sessions"])
 
 
 if __name__ == "__main__":

@@ -468,3 +468,16 @@ def test_a_full_store_makes_room_only_from_sessions_idle_long_enough(tmp_path: P
 def _ids(store: SessionStore) -> set[str]:
     """The sessions kept, read without touching them (a get would count as use)."""
     return {row[0] for row in store.db.execute("SELECT id FROM sessions")}
+
+
+def test_stores_on_one_file_share_their_sessions(tmp_path: Path) -> None:
+    """What each worker process opens: a session one adds, the other continues; a stale write is a 409."""
+    a, b = SessionStore(tmp_path / "s.db"), SessionStore(tmp_path / "s.db")
+    a.add("x", "10.0.0.1", {"move": 0})
+    state, version = b.get("x")
+    b.put("x", {"move": 1}, version)
+    with pytest.raises(StarletteHTTPException) as stale:
+        a.put("x", {"move": 2}, version)
+    assert stale.value.status_code == 409 and a.get("x") == ({"move": 1}, version + 1)
+    a.close()
+    b.close()

@@ -1,5 +1,5 @@
-"""The server's edge under a real uvicorn (``serve_options``): slow and greedy clients, and a
-connection that survives a bug's 500 answer.
+"""The server's edge under a real uvicorn (``serve_options``): slow and greedy clients, a
+connection that survives a bug's 500 answer, and ``samloc serve --workers 2``.
 
 Timeouts are shortened to a second here; the checks allow several seconds of slack, since the
 machine may be busy.
@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import random
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import pytest
 import uvicorn
 
@@ -22,6 +28,7 @@ from agents.server import create_app, serve_options
 from sam_env.cards import card_str
 from sam_env.game import Game
 
+ROOT = Path(__file__).resolve().parent.parent
 SHORT = 1.0    # the shortened header and body timeouts, in seconds
 SLACK = 8.0    # a busy machine's allowance on top
 
@@ -176,3 +183,46 @@ def test_a_bugs_500_leaves_the_connection_open(live: tuple[int, Any]) -> None:
     assert r.status == 200 and json.loads(r.read()) == {"ok": True}
     assert c.sock is sock, "the connection was dropped after the 500"
     c.close()
+
+
+# ---- several worker processes ------------------------------------------------------------------------
+def test_worker_processes_share_the_play_sessions(tmp_path: Path) -> None:
+    """``samloc serve --workers 2``: a game on the page goes on whichever process answers (each
+    request on a new connection, so both take part)."""
+    port = _free_port()
+    log = open(tmp_path / "serve.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "samloc", "serve", "--agent", "heuristic", "--port", str(port),
+                             "--workers", "2"], cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        t0 = time.time()
+        while True:
+            assert proc.poll() is None and time.time() - t0 < 120, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        rng = random.Random(4)
+        for game in range(3):
+            st = httpx.post(url + "/play/api/new", json={"rules": "online", "players": 3, "seat": 1}).json()
+            while st["result"] is None:
+                legal = st["legal"]
+                m = next((x for x in legal if x["move"] == "no_sam"), None) or rng.choice(legal)
+                body = {"move": m["move"]} if m["move"] in ("pass", "no_sam") else {"cards": m["cards"]}
+                r = httpx.post(f"{url}/play/api/{st['session']}/move", json=body)
+                assert r.status_code == 200, r.text
+                st = r.json()
+            assert httpx.get(f"{url}/play/api/{st['session']}").json()["result"] == st["result"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+    assert proc.returncode == 0, (tmp_path / "serve.log").read_text()
+
+
+def test_workers_must_be_at_least_one() -> None:
+    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--workers", "0"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "--workers: must be 1 or more, not 0" in r.stderr
