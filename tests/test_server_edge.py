@@ -226,3 +226,29 @@ def test_workers_must_be_at_least_one() -> None:
     r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--workers", "0"], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "--workers: must be 1 or more, not 0" in r.stderr
+
+
+def test_connections_on_a_bound_socket_get_tcp_nodelay() -> None:
+    """The --workers path: uvicorn binds the socket itself (proto 0), and asyncio then leaves
+    Nagle's algorithm on (uvicorn issue #3149); _H11 sets TCP_NODELAY on every connection."""
+    cfg = uvicorn.Config(create_app("heuristic"), **serve_options("127.0.0.1", _free_port()))
+    sock = cfg.bind_socket()
+    srv = uvicorn.Server(cfg)
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    t0 = time.time()
+    while not srv.started:
+        assert time.time() - t0 < 60 and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", cfg.port, timeout=SLACK)
+        c.request("GET", "/v1/health")
+        assert c.getresponse().read() == b'{"ok":true}'
+        (conn,) = srv.server_state.connections
+        accepted = conn.transport.get_extra_info("socket")
+        assert accepted.proto == 0  # what asyncio looks at: the bug is there to be repaired
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        c.close()
+    finally:
+        srv.should_exit = True
+        thread.join(10)
