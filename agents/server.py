@@ -35,9 +35,12 @@ import hashlib
 import json
 import logging
 import math
+import multiprocessing
+import multiprocessing.connection
 import os
 import secrets
 import shutil
+import signal
 import socket
 import sqlite3
 import sys
@@ -75,7 +78,6 @@ BODY_TIMEOUT_S = 10.0         # and its body this long after that
 KEEP_ALIVE_S = 5              # an idle keep-alive connection is closed after this
 MAX_HEADER_BYTES = 16 * 1024  # the request line and headers, together
 MAX_CONCURRENCY = 256         # connections and requests in progress, per process; more are answered 503
-WORKER_SETTINGS = "SAMLOC_SERVE_WORKER"  # the environment variable samloc serve --workers N passes them in
 MAX_SESSIONS = 512            # play-page sessions kept (SessionStore)
 SESSIONS_PER_CLIENT = 8       # of them, for one client address
 MIN_IDLE_S = 300.0            # a session must be idle this long before another client's may replace it
@@ -953,24 +955,17 @@ def _wrap(app: FastAPI) -> FastAPI:
 
 # ---- the HTTP server ---------------------------------------------------------------------
 class _H11(H11Protocol):
-    """uvicorn's HTTP/1.1, with two repairs.
+    """uvicorn's HTTP/1.1, with a bound on the time a request's headers take to arrive.
 
-    - A bound on the time a request's headers take to arrive.  uvicorn has none: a client
-      that connects and sends nothing, or trickles its headers a byte at a time, would hold
-      its connection open for ever (each byte also cancels the keep-alive timer).  The timer
-      runs from the connection (or the previous answer) until the request's headers are
-      complete; then the connection is closed.
-    - TCP_NODELAY on every connection.  With ``--workers N`` uvicorn binds the listening
-      socket itself, with ``proto`` 0, so asyncio never sets it, and each keep-alive request
-      after the first waits ~40 ms on the client's delayed ACK (uvicorn issue #3149)."""
+    uvicorn has none: a client that connects and sends nothing, or trickles its headers a
+    byte at a time, would hold its connection open for ever (each byte also cancels the
+    keep-alive timer).  The timer runs from the connection (or the previous answer) until
+    the request's headers are complete; then the connection is closed."""
 
     header_timeout_s = HEADER_TIMEOUT_S
     _header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().connection_made(transport)
         self._expect_headers()
 
@@ -1046,8 +1041,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="let /play/api/new choose the seed of the deals (tests and demos: whoever knows it can"
                         " compute every bot's hand)")
     p.add_argument("--workers", type=_positive, default=1,
-                   help="processes answering on the port (uvicorn's multi-process mode), each with its own copy"
-                        " of the bots; the play page's sessions are shared (default 1)")
+                   help="processes answering on the port, each with its own copy of the bots and its own socket"
+                        " (the kernel spreads the connections); the play page's sessions are shared (default 1)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -1059,6 +1054,11 @@ def main(argv: list[str] | None = None) -> int:
     for note in [bots.note] + [b.note for b in bots.bots]:
         if note:
             print(f"samloc serve: {note}")
+    try:
+        socks = listening_sockets(args.host, args.port, args.workers)
+    except OSError as exc:
+        print(f"samloc serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
     for b in bots.bots:
         print(f"samloc serve: agent {b.name} ({b.spec})")
     print(f"samloc serve: http://{args.host}:{args.port}/play to play, POST /v1/act for bots"
@@ -1066,30 +1066,73 @@ def main(argv: list[str] | None = None) -> int:
     options = serve_options(args.host, args.port, args.log_level)
     with _session_file(None) as sessions:
         SessionStore(sessions).close()  # the table exists before workers open it together
-        try:
-            if args.workers == 1:
-                uvicorn.run(create_app(bot=bots, allow_client_seed=args.allow_client_seed, sessions=sessions),
-                            **options)
-            else:
-                del bots  # each worker loads its own
-                os.environ[WORKER_SETTINGS] = json.dumps(
-                    {"agents": args.agent, "seed": args.seed, "temperature": args.temperature,
-                     "deadline_ms": args.deadline_ms, "allow_client_seed": args.allow_client_seed,
-                     "sessions": sessions})
-                uvicorn.run("agents.server:worker_app", factory=True, workers=args.workers, **options)
-        except OSError as exc:
-            print(f"samloc serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-            return 2
-    return 0
+        settings = {"allow_client_seed": args.allow_client_seed, "sessions": sessions}
+        if args.workers == 1:
+            uvicorn.Server(uvicorn.Config(create_app(bot=bots, **settings), **options)).run(sockets=socks)
+            return 0
+        del bots  # each worker loads its own
+        return _run_workers(socks, {"agent_spec": args.agent, "seed": args.seed, "temperature": args.temperature,
+                                    "deadline_ms": args.deadline_ms, **settings}, options)
 
 
-def worker_app() -> FastAPI:
-    """The app of one ``samloc serve --workers N`` process (uvicorn calls it in each): the settings
-    the command left in the environment, the bots loaded once, in this process's lifespan."""
-    cfg = json.loads(os.environ[WORKER_SETTINGS])
-    return create_app(cfg["agents"], seed=cfg["seed"], temperature=cfg["temperature"],
-                      deadline_ms=cfg["deadline_ms"], allow_client_seed=cfg["allow_client_seed"],
-                      sessions=cfg["sessions"])
+def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """``count`` sockets bound to one port, one per worker process.  Each has its own queue
+    (SO_REUSEPORT), so the kernel spreads new connections evenly over the workers; with one
+    socket shared, as uvicorn's ``--workers`` has it, the process that wakes first takes most
+    of them (41 of 50 here) and its clients wait.  Made with IPPROTO_TCP, so asyncio sets
+    TCP_NODELAY on every connection (uvicorn's own socket has proto 0, and then each
+    keep-alive request waited ~40 ms on a delayed ACK: uvicorn issue #3149)."""
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                      proto=socket.IPPROTO_TCP)[0]
+    out: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(family, kind, proto)
+            out.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if count > 1:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(addr)
+            addr = sock.getsockname()  # --port 0: the others take the port the first one got
+    except OSError:
+        for sock in out:
+            sock.close()
+        raise
+    return out
+
+
+def _run_workers(socks: list[socket.socket], settings: dict[str, Any], options: dict[str, Any]) -> int:
+    """A worker process per socket, until SIGTERM or SIGINT stops them all (status 0) or one of
+    them ends (the others are stopped, status 1: a service manager restarts the whole server)."""
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_serve_worker, args=(sock, settings, options), name=f"samloc-serve-{i}")
+             for i, sock in enumerate(socks)]
+    stopping = False
+
+    def stop(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for proc in procs:
+        proc.start()
+    multiprocessing.connection.wait([proc.sentinel for proc in procs])
+    ended_alone = not stopping
+    stop()
+    for proc in procs:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+    return 1 if ended_alone else 0
+
+
+def _serve_worker(sock: socket.socket, settings: dict[str, Any], options: dict[str, Any]) -> None:
+    """One worker process: its own copy of the bots, loaded in its lifespan, answering on its socket."""
+    uvicorn.Server(uvicorn.Config(create_app(**settings), **options)).run(sockets=[sock])
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import pytest
 import uvicorn
 
 import agents.server as server
-from agents.server import create_app, serve_options
+from agents.server import create_app, listening_sockets, serve_options
 from sam_env.cards import card_str
 from sam_env.game import Game
 
@@ -228,27 +228,28 @@ def test_workers_must_be_at_least_one() -> None:
     assert r.returncode == 2 and "--workers: must be 1 or more, not 0" in r.stderr
 
 
-def test_connections_on_a_bound_socket_get_tcp_nodelay() -> None:
-    """The --workers path: uvicorn binds the socket itself (proto 0), and asyncio then leaves
-    Nagle's algorithm on (uvicorn issue #3149); _H11 sets TCP_NODELAY on every connection."""
-    cfg = uvicorn.Config(create_app("heuristic"), **serve_options("127.0.0.1", _free_port()))
-    sock = cfg.bind_socket()
-    srv = uvicorn.Server(cfg)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+def test_connections_on_the_servers_sockets_get_tcp_nodelay() -> None:
+    """samloc serve makes its own sockets (one per worker), with IPPROTO_TCP, so asyncio sets
+    TCP_NODELAY; uvicorn's own --workers socket has proto 0 and left Nagle's algorithm on, so each
+    keep-alive request waited ~40 ms on a delayed ACK (uvicorn issue #3149)."""
+    socks = listening_sockets("127.0.0.1", 0, 2)
+    port = socks[0].getsockname()[1]
+    assert [s.getsockname()[1] for s in socks] == [port, port] and all(s.proto == socket.IPPROTO_TCP for s in socks)
+    srv = uvicorn.Server(uvicorn.Config(create_app("heuristic"), **serve_options("127.0.0.1", port)))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": socks[:1]}, daemon=True)
     thread.start()
     t0 = time.time()
     while not srv.started:
         assert time.time() - t0 < 60 and thread.is_alive(), "uvicorn did not start"
         time.sleep(0.05)
     try:
-        c = http.client.HTTPConnection("127.0.0.1", cfg.port, timeout=SLACK)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=SLACK)
         c.request("GET", "/v1/health")
         assert c.getresponse().read() == b'{"ok":true}'
         (conn,) = srv.server_state.connections
-        accepted = conn.transport.get_extra_info("socket")
-        assert accepted.proto == 0  # what asyncio looks at: the bug is there to be repaired
-        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        assert conn.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
         c.close()
     finally:
         srv.should_exit = True
         thread.join(10)
+        socks[1].close()
