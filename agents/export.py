@@ -15,7 +15,8 @@ sidecar (``FILE.json``) says what the model plays: observation and
 action-table versions, the rule sets and player counts it was trained for,
 its checkpoint and the SHA-256 of its weights; the same JSON is embedded in
 the ONNX metadata (key ``samloc``).  The sidecar alone also records the
-SHA-256 of the ``.onnx`` file (``onnx_sha256``), which every loader checks.  Both files are written atomically (temporary file, then rename).
+SHA-256 of the ``.onnx`` file (``onnx_sha256``), which every loader checks.
+Both files are written atomically (temporary file, then rename).
 Default output: ``policy.onnx`` inside the checkpoint folder, where
 ``samloc serve --agent CHECKPOINT_DIR`` finds it.
 """
@@ -147,7 +148,7 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
         del proto.metadata_props[:]
         onnx.helper.set_model_props(proto, {"samloc": json.dumps(sidecar)})
         blob = proto.SerializeToString()
-        sidecar["onnx_sha256"] = hashlib.sha256(blob).hexdigest()  # the file's own, so only the sidecar has it
+        sidecar["onnx_sha256"] = hashlib.sha256(blob).hexdigest()  # the file's own: only the sidecar has it
         write_atomic(out_path, blob)
         write_json_atomic(out_path.with_suffix(".json"), sidecar)
     finally:

@@ -90,7 +90,9 @@ def known_positions(table: Table | None, count: int = KNOWN_POSITIONS) -> tuple[
     None): inputs on which any sound policy gives a distribution and a finite value."""
     from sam_env import obs as obs_mod
 
-    rules, players = (table.rules, table.players) if table is not None else (RuleSet.preset("hoi_quan_bai"), 4)
+    if table is None:
+        table = Table(RuleSet.preset("hoi_quan_bai"), 4)
+    rules, players = table.rules, table.players
     obs, masks, seed = [], [], 0
     while len(obs) < count:
         g = Game.new(rules, players, seed=seed)

@@ -244,8 +244,8 @@ class SearchAgent(Agent):
 
     @property
     def settings(self) -> dict[str, Any]:
-        out = {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon, "critic": self.critic,
-               "belief": int(self.belief is not None)}
+        out = {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon,
+               "critic": self.critic, "belief": int(self.belief is not None)}
         return out | ({"deadline_ms": self.deadline_ms} if self.deadline_ms else {})
 
     def _buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -399,7 +399,8 @@ def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:
     return out
 
 
-def load_search_agent(path: str | Path, settings: str = "", seed: int = 0, deadline_ms: int = 0) -> SearchAgent:
+def load_search_agent(path: str | Path, settings: str = "", seed: int = 0,
+                      deadline_ms: int = 0) -> SearchAgent:
     """``samloc`` spec ``DIR+search[:candidates=C,worlds=W,horizon=H,critic=P,belief=B,deadline_ms=T]``:
     a checkpoint with search.  The worlds follow the checkpoint's belief when it has one
     (``belief.safetensors``, training/belief.py) unless ``belief=0``; an explicit ``belief=1``

@@ -16,9 +16,17 @@ table is played by the bot measured strongest there (:class:`Bots`).
 
 Answers are reproducible: the decision for a request depends only on the
 request and the server's ``--seed`` (and, for a searched decision that runs
-into its ``--deadline-ms``, on how far the search got).  A neural bot is greedy by default;
-``--temperature T`` samples from ``p^(1/T)`` with a random stream seeded by
-(seed, request), so the same request still gets the same answer.
+into its ``--deadline-ms``, on how far the search got).  A neural bot is
+greedy by default; ``--temperature T`` samples from ``p^(1/T)`` with a random
+stream seeded by (seed, request), so the same request still gets the same
+answer.  A model is checked before it serves (:mod:`agents.onnx_agent`), and
+an answer it cannot give soundly is a 503 naming why, never a guess.
+
+Clients meet limits (docs/serving.md): headers and bodies must arrive in
+time, bodies are at most 64 KiB, connections per process are bounded, the
+play page keeps a bounded, fair number of sessions (:class:`SessionStore`,
+shared by the ``--workers N`` processes), and every answer carries a
+Content-Security-Policy.
 
 The agent is built by ``agents.make_agent`` from a spec the registry parses
 (:func:`agents.registry.parse_spec`).  The server imports neither torch nor
@@ -76,7 +84,7 @@ MAX_BODY = 64 * 1024          # a whole game's events are a few KiB
 HEADER_TIMEOUT_S = 10.0       # a request's headers must be in this long after the connection or last answer
 BODY_TIMEOUT_S = 10.0         # and its body this long after that
 KEEP_ALIVE_S = 5              # an idle keep-alive connection is closed after this
-MAX_HEADER_BYTES = 16 * 1024  # the request line and headers, together
+MAX_HEADER_BYTES = 16 * 1024  # a request line and headers still incomplete at this size are refused
 MAX_CONCURRENCY = 256         # connections and requests in progress, per process; more are answered 503
 MAX_SESSIONS = 512            # play-page sessions kept (SessionStore)
 SESSIONS_PER_CLIENT = 8       # of them, for one client address
@@ -86,8 +94,8 @@ DEADLINE_MS = 200             # a searched decision's time bound (agents.search:
 MAX_SEED = 2**63 - 1
 #: Sent with every answer: the page runs only its own scripts and styles and is never framed.
 SECURITY_HEADERS = [
-    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none';"
-                                 b" form-action 'self'; frame-ancestors 'none'"),
+    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; object-src 'none';"
+                                 b" base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
@@ -273,8 +281,8 @@ class Bots:
             specs = [str(p) for p in shipped_models()]
             note = ("serving the shipped bots " + ", ".join(specs) if specs
                     else "no shipped bot in checkpoints/: serving the heuristic player")
-        return cls([Bot(s, seed=seed, temperature=temperature, deadline_ms=deadline_ms) for s in specs or [None]],
-                   note)
+        return cls([Bot(s, seed=seed, temperature=temperature, deadline_ms=deadline_ms)
+                    for s in specs or [None]], note)
 
     @property
     def seed(self) -> int:
@@ -419,7 +427,7 @@ def _finite(text: str) -> float:
     return x
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)  # Python reads NaN; JSON has none
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)  # Python reads NaN; JSON not
 
 
 def parse_json_body(raw: bytes, content_type: str) -> Any:
@@ -437,14 +445,15 @@ def parse_json_body(raw: bytes, content_type: str) -> Any:
     try:
         return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        raise RequestError(f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
-            from None
+        raise RequestError(f"the body is not valid JSON ({exc.msg} at line {exc.lineno}"
+                           f" column {exc.colno})") from None
     except RecursionError:
         raise RequestError("the body nests JSON arrays or objects too deeply") from None
     except ValueError as exc:  # Python refuses to convert integers of more than 4,300 digits
         if "integer string conversion" not in str(exc):
             raise
-        raise RequestError(f"the body has a number of more than {sys.get_int_max_str_digits()} digits") from None
+        raise RequestError(f"the body has a number of more than {sys.get_int_max_str_digits()}"
+                           " digits") from None
 
 
 BodyModel = TypeVar("BodyModel", bound=BaseModel)
@@ -480,9 +489,10 @@ class PlaySession:
     (the server's secret), the results so far and the events of the game in play; the
     constructor rebuilds the rest by replaying those events on the same deal."""
 
-    def __init__(self, bot: Bot, rules: RuleSet, players: int, seat: int, seed: int, stand_in: bool = False, *,
-                 sid: str | None = None, history: list[dict[str, Any]] | None = None, game: int = 1,
-                 opener: int | None = None, events: list[dict[str, Any]] | None = None):
+    def __init__(self, bot: Bot, rules: RuleSet, players: int, seat: int, seed: int,
+                 stand_in: bool = False, *, sid: str | None = None,
+                 history: list[dict[str, Any]] | None = None, game: int = 1, opener: int | None = None,
+                 events: list[dict[str, Any]] | None = None):
         """A new session by default (its first game dealt and played up to the person's turn), or
         the stored one ``to_json`` described."""
         self.id = sid or secrets.token_urlsafe(16)
@@ -497,13 +507,13 @@ class PlaySession:
 
     @classmethod
     def from_json(cls, state: dict[str, Any], bot: Bot, stand_in: bool, sid: str) -> "PlaySession":
-        return cls(bot, RuleSet.parse(state["rules"]), state["players"], state["seat"], state["seed"], stand_in,
-                   sid=sid, history=state["history"], game=state["game"], opener=state["opener"],
+        return cls(bot, RuleSet.parse(state["rules"]), state["players"], state["seat"], state["seed"],
+                   stand_in, sid=sid, history=state["history"], game=state["game"], opener=state["opener"],
                    events=state["events"])
 
     def to_json(self) -> dict[str, Any]:
-        return {"rules": self.rules.to_record(), "players": self.players, "seat": self.seat, "seed": self.seed,
-                "history": self.history, "game": self.game_no, "opener": self.game.opener,
+        return {"rules": self.rules.to_record(), "players": self.players, "seat": self.seat,
+                "seed": self.seed, "history": self.history, "game": self.game_no, "opener": self.game.opener,
                 "events": self.game.events}
 
     @property
@@ -651,7 +661,8 @@ class SessionStore:
                     raise StarletteHTTPException(503, f"every table is taken ({self.limit} games in play):"
                                                       " try again in a minute", headers={"Retry-After": "60"})
                 self.db.execute("DELETE FROM sessions WHERE id = ?", idle)
-            self.db.execute("INSERT INTO sessions VALUES (?, ?, ?, 0, ?)", (sid, client, now, json.dumps(state)))
+            self.db.execute("INSERT INTO sessions VALUES (?, ?, ?, 0, ?)",
+                            (sid, client, now, json.dumps(state)))
 
     def get(self, sid: str) -> tuple[dict[str, Any], int]:
         """A session's state and version (a look counts as use); 404 for an unknown one."""
@@ -663,7 +674,8 @@ class SessionStore:
         return json.loads(row[0]), row[1]
 
     def put(self, sid: str, state: dict[str, Any], version: int) -> None:
-        """Store a session's new state, unless it changed since ``version`` was read (409) or is gone (404)."""
+        """Store a session's new state, unless it changed since ``version`` was read (409) or is
+        gone (404)."""
         with self._transaction():
             done = self.db.execute("UPDATE sessions SET state = ?, version = version + 1, touched = ?"
                                    " WHERE id = ? AND version = ?",
@@ -760,14 +772,14 @@ async def _refuse(send: Any, status: int, error: str) -> None:
     """A refusal sent before the app saw the request; the connection closes after it."""
     body = json.dumps({"error": error}).encode()
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 
 
 def create_app(agent_spec: str | list[str] | None = None, *, seed: int = 0, temperature: float = 0.0,
-               deadline_ms: int = DEADLINE_MS, bot: "Bot | Bots | None" = None, allow_client_seed: bool = False,
-               sessions: str | None = None) -> FastAPI:
+               deadline_ms: int = DEADLINE_MS, bot: "Bot | Bots | None" = None,
+               allow_client_seed: bool = False, sessions: str | None = None) -> FastAPI:
     """The server.  The bots are loaded once, in the lifespan (or passed in as ``bot``).
     ``deadline_ms``: the time bound of a searched decision whose spec gives none (0: none);
     ``allow_client_seed``: /play/api/new may choose the deals' seed (tests and demos only);
@@ -802,7 +814,8 @@ def _new_app(load_bots: Callable[[], Bots], sessions: str | None) -> FastAPI:
 
     # no /docs or /openapi.json: the protocol is PROTOCOL §4, and bodies are read by read_body
     return FastAPI(title="samloc bot", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
-                   openapi_url=None, description="A Sâm lốc bot: PROTOCOL §4, and a page to play it at /play.")
+                   openapi_url=None,
+                   description="A Sâm lốc bot: PROTOCOL §4, and a page to play it at /play.")
 
 
 @contextmanager
@@ -949,7 +962,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 def _wrap(app: FastAPI) -> FastAPI:
     """Put :class:`_Edge` outside everything else (FastAPI would turn its refusals into 400s)."""
     inner = app.build_middleware_stack()
-    app.middleware_stack = _Edge(inner, MAX_BODY, BODY_TIMEOUT_S)  # Starlette calls middleware_stack; built once
+    app.middleware_stack = _Edge(inner, MAX_BODY, BODY_TIMEOUT_S)  # what Starlette calls; built once
     return app
 
 
@@ -1021,7 +1034,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="samloc serve", description=__doc__.split("\n\n")[0])
     p.add_argument("--agent", action="append", default=None,
                    help="random, heuristic, a checkpoint directory (DIR+search: with play-time search),"
@@ -1034,20 +1047,26 @@ def main(argv: list[str] | None = None) -> int:
                    help="0 = greedy (default); T > 0 samples from p^(1/T), still reproducible per request")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     p.add_argument("--deadline-ms", type=_non_negative, default=DEADLINE_MS,
-                   help=f"time bound of a searched decision (DIR+search) where its spec gives none: the best move"
-                        f" found by then is played (default {DEADLINE_MS}; 0: none, answers then independent of"
-                        " the machine's speed)")
+                   help="time bound of a searched decision (DIR+search) where its spec gives none: the best"
+                        f" move found by then is played (default {DEADLINE_MS}; 0: none, answers then"
+                        " independent of the machine's speed)")
     p.add_argument("--allow-client-seed", action="store_true",
-                   help="let /play/api/new choose the seed of the deals (tests and demos: whoever knows it can"
-                        " compute every bot's hand)")
+                   help="let /play/api/new choose the seed of the deals (tests and demos: whoever knows it"
+                        " can compute every bot's hand)")
     p.add_argument("--workers", type=_positive, default=1,
-                   help="processes answering on the port, each with its own copy of the bots and its own socket"
-                        " (the kernel spreads the connections); the play page's sessions are shared (default 1)")
+                   help="processes answering on the port, each with its own copy of the bots and its own"
+                        " socket (the kernel spreads the connections); the play page's sessions are shared"
+                        " (default 1)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:  # every model is loaded and checked here, before a port is opened or a worker started
-        bots = Bots.load(args.agent, seed=args.seed, temperature=args.temperature, deadline_ms=args.deadline_ms)
+        bots = Bots.load(args.agent, seed=args.seed, temperature=args.temperature,
+                         deadline_ms=args.deadline_ms)
     except (ValueError, OSError, ImportError) as exc:
         print(f"samloc serve: {exc}", file=sys.stderr)
         return 2
@@ -1063,16 +1082,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"samloc serve: agent {b.name} ({b.spec})")
     print(f"samloc serve: http://{args.host}:{args.port}/play to play, POST /v1/act for bots"
           + (f"; {args.workers} worker processes" if args.workers > 1 else ""))
+    return _serve(args, bots, socks)
+
+
+def _serve(args: argparse.Namespace, bots: Bots, socks: list[socket.socket]) -> int:
+    """Answer on ``socks`` until stopped: here with the bots loaded, or in a worker process per socket,
+    each loading its own; every process shares the play sessions' file."""
     options = serve_options(args.host, args.port, args.log_level)
     with _session_file(None) as sessions:
         SessionStore(sessions).close()  # the table exists before workers open it together
         settings = {"allow_client_seed": args.allow_client_seed, "sessions": sessions}
-        if args.workers == 1:
+        if len(socks) == 1:
             uvicorn.Server(uvicorn.Config(create_app(bot=bots, **settings), **options)).run(sockets=socks)
             return 0
-        del bots  # each worker loads its own
-        return _run_workers(socks, {"agent_spec": args.agent, "seed": args.seed, "temperature": args.temperature,
-                                    "deadline_ms": args.deadline_ms, **settings}, options)
+        del bots
+        loaded_there = {"agent_spec": args.agent, "seed": args.seed, "temperature": args.temperature,
+                        "deadline_ms": args.deadline_ms}
+        return _run_workers(socks, {**loaded_there, **settings}, options)
 
 
 def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:

@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", default=None, help="a running server (loopback only); default: start one")
     p.add_argument("--agent", default="heuristic", help="agent spec for the started server (default heuristic)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes of the started server (default 1)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes of the started server (default 1)")
     p.add_argument("--rules", default="hoi_quan_bai")
     p.add_argument("--players", type=int, default=4)
     p.add_argument("--requests", type=int, default=2000, help="requests per phase (at most 20000)")

@@ -224,12 +224,16 @@ SLACK_S = 1.0  # one rollout step on a busy machine: the clock is read between s
 
 def test_a_deadline_bounds_every_searched_decision():
     torch.manual_seed(0)
-    agent = SearchAgent(PolicyAgent(build_net(64, 2, "full"), name="tiny"), 5, 64, 2, bf16=False, deadline_ms=2)
+    policy = PolicyAgent(build_net(64, 2, "full"), name="tiny")
+    agent = SearchAgent(policy, 5, 64, 2, bf16=False, deadline_ms=2)
     assert agent.settings["deadline_ms"] == 2
-    for g, seat in _positions(30, seed=7):
+    pos = _positions(30, seed=7)
+    agent.act(*pos[0])  # the first call loads compiled kernels: not a step of the search
+    for g, seat in pos:
         t0 = time.perf_counter()
         a = agent.act(g, seat)
-        assert time.perf_counter() - t0 <= 0.002 + SLACK_S
+        took = time.perf_counter() - t0
+        assert took <= 0.002 + SLACK_S, f"{took:.3f} s for a 2 ms deadline"
         assert g.legal_mask()[a] == 1
 
 
@@ -260,8 +264,8 @@ def test_the_server_bounds_searched_answers_and_says_so(tmp_path: Path):
 
     torch.manual_seed(2)
     ckpt = save_checkpoint(tmp_path / "tiny", build_net(32, 2, "full"), {
-        "name": "tiny", "tables": [{"rules": "hoi_quan_bai", "players": 4}], "obs_version": obs_mod.OBS_VERSION,
-        "action_table_version": ACTION_TABLE_VERSION})
+        "name": "tiny", "tables": [{"rules": "hoi_quan_bai", "players": 4}],
+        "obs_version": obs_mod.OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
     assert Bot(f"{ckpt}+search").agent.deadline_ms == DEADLINE_MS == 200  # the server's default bound
     assert Bot(f"{ckpt}+search:deadline_ms=7", deadline_ms=0).agent.deadline_ms == 7  # the spec's own
     with TestClient(create_app(f"{ckpt}+search:worlds=64", deadline_ms=1)) as c:
@@ -270,7 +274,8 @@ def test_the_server_bounds_searched_answers_and_says_so(tmp_path: Path):
         assert info["bots"][0]["settings"]["deadline_ms"] == 1
         for g, seat in _positions(20, seed=9):
             body = {"format": "samloc/1", "rules": g.rules.to_record(), "players": g.players,
-                    "opener": g.opener, "seat": seat, "hand": cards_str(g.hand(seat)), "events": list(g.events)}
+                    "opener": g.opener, "seat": seat, "hand": cards_str(g.hand(seat)),
+                    "events": list(g.events)}
             r = c.post("/v1/act", json=body)
             assert r.status_code == 200, r.text
             assert float(r.headers["server-timing"].split("dur=")[1]) <= 1 + 1000 * SLACK_S

@@ -22,8 +22,8 @@ with warnings.catch_warnings():  # Starlette's notice about httpx, at import
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from agents.server import (MAX_BODY, MAX_SEED, MAX_SESSIONS, SESSIONS_PER_CLIENT, Bot, SessionStore,  # noqa: E402
-                           create_app, view_key)
+from agents.server import (MAX_BODY, MAX_SEED, MAX_SESSIONS, SESSIONS_PER_CLIENT, Bot,  # noqa: E402
+                           SessionStore, create_app, view_key)
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 from sam_env.actions import NO_SAM  # noqa: E402
 from sam_env.cards import card_str  # noqa: E402
@@ -394,7 +394,7 @@ def test_play_page_seats_the_heuristic_where_the_shipped_model_cannot_play():
         assert r.status_code == 422 and "no bot here plays online with 3 players" in r.json()["error"]
 
 
-def test_the_deal_is_the_servers_unless_the_operator_allows_a_client_seed(heuristic_client: TestClient) -> None:
+def test_the_deal_is_the_servers_unless_the_operator_allows_a_seed(heuristic_client: TestClient) -> None:
     new = {"rules": "hoi_quan_bai", "players": 4, "seat": 0}
     with TestClient(create_app("heuristic")) as c:
         assert _error(c.post("/play/api/new", json={**new, "seed": 7})) == (
@@ -427,7 +427,8 @@ def test_one_client_cannot_push_out_other_peoples_sessions() -> None:
     """512 new sessions from one address used to evict every idle session; now it evicts its own."""
     new = {"rules": "hoi_quan_bai", "players": 4, "seat": 0}
     app = create_app("heuristic")
-    with TestClient(app, client=("10.0.0.1", 5000)) as person, TestClient(app, client=("10.0.0.2", 5000)) as flood:
+    with TestClient(app, client=("10.0.0.1", 5000)) as person, \
+            TestClient(app, client=("10.0.0.2", 5000)) as flood:
         mine = person.post("/play/api/new", json=new).json()
         for _ in range(MAX_SESSIONS + 8):
             assert flood.post("/play/api/new", json=new).status_code == 200

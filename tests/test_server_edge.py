@@ -191,8 +191,9 @@ def test_worker_processes_share_the_play_sessions(tmp_path: Path) -> None:
     request on a new connection, so both take part)."""
     port = _free_port()
     log = open(tmp_path / "serve.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "samloc", "serve", "--agent", "heuristic", "--port", str(port),
-                             "--workers", "2"], cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
+    proc = subprocess.Popen([sys.executable, "-m", "samloc", "serve", "--agent", "heuristic",
+                             "--port", str(port), "--workers", "2"],
+                            cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -223,8 +224,8 @@ def test_worker_processes_share_the_play_sessions(tmp_path: Path) -> None:
 
 
 def test_workers_must_be_at_least_one() -> None:
-    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--workers", "0"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--workers", "0"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "--workers: must be 1 or more, not 0" in r.stderr
 
 
@@ -234,7 +235,8 @@ def test_connections_on_the_servers_sockets_get_tcp_nodelay() -> None:
     keep-alive request waited ~40 ms on a delayed ACK (uvicorn issue #3149)."""
     socks = listening_sockets("127.0.0.1", 0, 2)
     port = socks[0].getsockname()[1]
-    assert [s.getsockname()[1] for s in socks] == [port, port] and all(s.proto == socket.IPPROTO_TCP for s in socks)
+    assert [s.getsockname()[1] for s in socks] == [port, port]
+    assert all(s.proto == socket.IPPROTO_TCP for s in socks)
     srv = uvicorn.Server(uvicorn.Config(create_app("heuristic"), **serve_options("127.0.0.1", port)))
     thread = threading.Thread(target=srv.run, kwargs={"sockets": socks[:1]}, daemon=True)
     thread.start()

@@ -80,7 +80,7 @@ def load_belief(ckpt_dir: str | Path) -> BeliefNet | None:
             raise ValueError(f"{BELIEF_META} is not {BELIEF_FORMAT}")
         if file_sha256(wfile) != meta.get("sha256"):
             raise ValueError(f"{BELIEF_FILE} does not match the checksum in {BELIEF_META} (truncated or changed)")
-    except (OSError, ValueError) as exc:  # I/O, a file that is not regular or too big, JSON and checksum errors
+    except (OSError, ValueError) as exc:  # I/O, a file not regular or too big, JSON, checksum
         raise ValueError(f"{d}: unreadable belief ({str(exc).splitlines()[0]})") from None
     if "obs_version" not in meta or "obs_size" not in meta:
         raise CheckpointError(f"{d}: the belief's metadata does not say which observation it reads")

@@ -21,8 +21,8 @@ from safetensors.torch import load_file, save_file
 from sam_env.atomic import replace_dir
 
 from .format import (BELIEF_FILE, BELIEF_META, FORMAT, META_FILE, MODEL_FILE, TRAINER_JSON, TRAINER_TENSORS,
-                     CheckpointError, CheckpointMeta, check_tensors, file_sha256, list_checkpoints, policy_shapes,
-                     resolve, verify)
+                     CheckpointError, CheckpointMeta, check_tensors, file_sha256, list_checkpoints,
+                     policy_shapes, resolve, verify)
 from .policy import PolicyNet
 
 __all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", "copy_checkpoint"]

@@ -48,7 +48,8 @@ MAX_JSON_BYTES = 1 << 20          # a metadata, sidecar, belief or report file (
 MAX_PARAMS = 1 << 28              # parameters of one network (1 GiB in float32; the shipped bot has 0.6 M)
 MAX_LAYERS = 256
 MAX_SAFETENSORS_HEADER = 1 << 20  # the JSON header of a weights file (a few hundred bytes per tensor)
-_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+                "BOOL": 1}
 
 
 class CheckpointError(ValueError):
@@ -167,15 +168,16 @@ def check_size(shapes: Mapping[str, tuple[int, ...]], where: str) -> None:
     """Refuse a network of more than :data:`MAX_PARAMS` parameters before anything is allocated."""
     n = sum(math.prod(s) for s in shapes.values())
     if n > MAX_PARAMS:
-        raise CheckpointError(f"{where}: the network it describes has {n:,} parameters, more than {MAX_PARAMS:,}"
-                              " (corrupt metadata?)")
+        raise CheckpointError(f"{where}: the network it describes has {n:,} parameters, more than"
+                              f" {MAX_PARAMS:,} (corrupt metadata?)")
 
 
 def _check_model_fields(model: Any, where: str) -> None:
     """The model shape: positive integers (``critic_size`` may be 0) of a network of bounded size."""
     if not isinstance(model, dict) or not all(isinstance(model.get(k), int) for k in
                                               ("obs_size", "num_actions", "hidden", "layers")):
-        raise CheckpointError(f"{where}: metadata lacks the model shape (obs_size, num_actions, hidden, layers)")
+        raise CheckpointError(f"{where}: metadata lacks the model shape"
+                              " (obs_size, num_actions, hidden, layers)")
     for k in ("obs_size", "num_actions", "hidden", "layers", "critic_size"):
         v, low = model.get(k, 0), int(k != "critic_size")
         top = MAX_LAYERS if k == "layers" else MAX_PARAMS
@@ -211,7 +213,8 @@ def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
         except (KeyError, TypeError, ValueError):
             fits = False
         if not fits:
-            raise CheckpointError(f"{path}: the tensor {str(name)[:60]!r} does not lie in the file (truncated?)")
+            raise CheckpointError(f"{path}: the tensor {str(name)[:60]!r} does not lie in the file"
+                                  " (truncated?)")
         out[str(name)] = shape
     return out
 
@@ -222,8 +225,8 @@ def check_tensors(path: str | Path, expected: Mapping[str, tuple[int, ...]], whe
     for name in sorted(set(expected) | set(found)):
         want, got = expected.get(name), found.get(name)
         if want != got:
-            raise CheckpointError(f"{where}: {Path(path).name} does not hold the network its metadata describes"
-                                  f" ({name}: {'missing' if got is None else list(got)}, expected"
+            raise CheckpointError(f"{where}: {Path(path).name} does not hold the network its metadata"
+                                  f" describes ({name}: {'missing' if got is None else list(got)}, expected"
                                   f" {'none' if want is None else list(want)})")
 
 
