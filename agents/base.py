@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from .nets.format import Table
 
 
+class AgentFailure(RuntimeError):
+    """An agent that cannot answer a decision soundly (a damaged model's non-finite output, an
+    illegal choice): callers say so rather than guess; the bot server answers 503."""
+
+
 class Agent(ABC):
     """A player.  Subclasses set ``name`` and implement :meth:`act`
     (and :meth:`act_batch` when they have a fast form)."""

@@ -13,8 +13,10 @@ positions from random games and 1,000 uniformly random observations and
 masks: the largest difference of any output must be below 1e-5.  A JSON
 sidecar (``FILE.json``) says what the model plays: observation and
 action-table versions, the rule sets and player counts it was trained for,
-its checkpoint; the same JSON is embedded in the ONNX metadata (key
-``samloc``).  Both files are written atomically (temporary file, then rename).
+its checkpoint and the SHA-256 of its weights; the same JSON is embedded in
+the ONNX metadata (key ``samloc``).  The sidecar alone also records the
+SHA-256 of the ``.onnx`` file (``onnx_sha256``), which every loader checks.
+Both files are written atomically (temporary file, then rename).
 Default output: ``policy.onnx`` inside the checkpoint folder, where
 ``samloc serve --agent CHECKPOINT_DIR`` finds it.
 """
@@ -22,6 +24,7 @@ Default output: ``policy.onnx`` inside the checkpoint folder, where
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -144,7 +147,9 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
                              f" (tolerance {TOLERANCE}); not written")
         del proto.metadata_props[:]
         onnx.helper.set_model_props(proto, {"samloc": json.dumps(sidecar)})
-        write_atomic(out_path, proto.SerializeToString())
+        blob = proto.SerializeToString()
+        sidecar["onnx_sha256"] = hashlib.sha256(blob).hexdigest()  # the file's own: only the sidecar has it
+        write_atomic(out_path, blob)
         write_json_atomic(out_path.with_suffix(".json"), sidecar)
     finally:
         if tmp.exists():

@@ -9,10 +9,19 @@ returns ``probs`` (float32[B, 201], zero on illegal actions) and ``value``
 Greedy by default (``temperature=0``: the most probable legal action, ties to
 the lowest id), so the same position always gets the same answer.  With a
 temperature ``T > 0`` the action is sampled from ``probs ** (1 / T)``.
+
+Loading checks what it loads before anyone is answered: the ``.onnx`` bytes
+against the ``onnx_sha256`` its sidecar records (``samloc export`` writes it;
+a lone file, or one exported before the field existed, has only the next
+check), then one run on known positions, whose outputs must be a probability
+distribution with a legal argmax and a finite value of a plausible size.
+Every later output is checked the same way: a damaged model raises
+:class:`~agents.base.AgentFailure` rather than answer with a NaN.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -21,9 +30,15 @@ import numpy as np
 
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
+from sam_env.rules import RuleSet
 
-from .base import Agent, check_seat
-from .nets.format import Table, check_versions, parse_tables
+from .base import Agent, AgentFailure, check_seat
+from .nets.format import (MODEL_FILE, CheckpointError, Table, check_versions, file_sha256, open_regular,
+                          parse_tables, read_json_file)
+
+MAX_ONNX_BYTES = 1 << 30   # an exported policy is a few MiB
+MAX_VALUE = 1000.0         # |value| in units of the training reward_scale: no game comes near it
+KNOWN_POSITIONS = 16       # decisions of a fixed deal, run once at load
 
 
 def sidecar_path(model_path: str | Path) -> Path:
@@ -51,6 +66,44 @@ def choose_action(probs: np.ndarray, mask: np.ndarray, temperature: float,
     return int(rng.choice(NUM_ACTIONS, p=w))
 
 
+def output_problem(probs: np.ndarray, value: np.ndarray, mask: np.ndarray) -> str | None:
+    """What is wrong with a batch of the model's outputs, or None: each row's probabilities must be
+    finite, sum to 1 over the legal actions and put the most on a legal one, and its value must be
+    finite and at most :data:`MAX_VALUE` in size."""
+    legal = np.asarray(mask) > 0
+    if not np.isfinite(probs).all():
+        return "its probabilities are not finite"
+    if not np.isfinite(value).all():
+        return "its value is not finite"
+    worst = float(np.abs(value).max(initial=0.0))
+    if worst > MAX_VALUE:
+        return f"its value {worst:.3g} is beyond any game's"
+    if (np.abs(np.where(legal, probs, 0.0).sum(axis=1) - 1.0) > 1e-3).any():
+        return "its probabilities of the legal moves do not sum to 1"
+    if not legal[np.arange(len(legal)), np.argmax(probs, axis=1)].all():
+        return "its most probable move is illegal"
+    return None
+
+
+def known_positions(table: Table | None, count: int = KNOWN_POSITIONS) -> tuple[np.ndarray, np.ndarray]:
+    """``(obs, masks)`` of the first decisions of fixed deals at ``table`` (hoi_quan_bai with 4 when
+    None): inputs on which any sound policy gives a distribution and a finite value."""
+    from sam_env import obs as obs_mod
+
+    if table is None:
+        table = Table(RuleSet.preset("hoi_quan_bai"), 4)
+    rules, players = table.rules, table.players
+    obs, masks, seed = [], [], 0
+    while len(obs) < count:
+        g = Game.new(rules, players, seed=seed)
+        seed += 1
+        while not g.finished and len(obs) < count:
+            obs.append(obs_mod.encode(g, g.to_act))
+            masks.append(g.legal_mask())
+            g.apply(int(np.flatnonzero(g.legal_mask())[-1]))
+    return np.stack(obs).astype(np.float32), np.stack(masks).astype(np.float32)
+
+
 class OnnxAgent(Agent):
     """An :class:`agents.base.Agent` that plays from an ONNX policy file."""
 
@@ -63,26 +116,21 @@ class OnnxAgent(Agent):
         from sam_env import obs as obs_mod
 
         self.path = Path(path)
-        if not self.path.is_file():
+        if not self.path.exists():
             raise ValueError(f"no ONNX model at {self.path}")
         if not temperature >= 0.0:
             raise ValueError(f"temperature must be 0 (greedy) or positive, not {temperature!r}")
-        self.metadata: dict[str, Any] = {}
-        side = sidecar_path(self.path)  # what the model plays; else what the .onnx itself says (below)
-        if side.is_file():
-            try:
-                self.metadata = json.loads(side.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ValueError(f"cannot read the model's sidecar {side}: {exc}") from None
+        blob = self._model_bytes()
+        self.metadata: dict[str, Any] = self._sidecar(blob)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3
         try:
-            self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(blob, opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types
-            raise ValueError(f"cannot load ONNX model {self.path}: {exc}") from None
-        if not self.metadata:
+            raise ValueError(f"cannot load ONNX model {self.path}: {str(exc).splitlines()[0]}") from None
+        if not self.metadata:  # no sidecar: what the .onnx itself says
             embedded = self.session.get_modelmeta().custom_metadata_map.get("samloc")
             if embedded:
                 try:
@@ -101,6 +149,44 @@ class OnnxAgent(Agent):
         self.name = str(self.metadata.get("name") or self.path.stem)
         self.temperature = float(temperature)
         self.rng = np.random.default_rng(seed)
+        self._check_known_positions()
+
+    def _model_bytes(self) -> bytes:
+        """The model file, read once (what is hashed is what runs)."""
+        with open_regular(self.path, MAX_ONNX_BYTES) as f:
+            return f.read()
+
+    def _sidecar(self, blob: bytes) -> dict[str, Any]:
+        """What the sidecar says of the model ({} without one), after checking ``blob`` against the
+        SHA-256 it records."""
+        side = sidecar_path(self.path)
+        if not side.exists():
+            return {}
+        meta = read_json_file(side)
+        if not isinstance(meta, dict):
+            raise CheckpointError(f"{side}: not a JSON object")
+        recorded = meta.get("onnx_sha256")
+        if recorded is not None and hashlib.sha256(blob).hexdigest() != recorded:
+            raise CheckpointError(f"{self.path} does not match the onnx_sha256 recorded in {side.name}"
+                                  " (damaged or changed since it was exported): export it again")
+        return meta
+
+    def _check_known_positions(self) -> None:
+        tables = self.trained_tables
+        obs, masks = known_positions(tables[0] if tables else None)
+        problem = output_problem(*self._infer(obs, masks), masks)
+        if problem is not None:
+            raise CheckpointError(f"{self.path}: on known positions {problem}: the model is damaged"
+                                  " (export it again)")
+
+    def check_exported_from(self, ckpt_dir: Path) -> None:
+        """Refuse to stand in for a checkpoint folder whose weights are not those this model was
+        exported from (the sidecar's ``checkpoint_sha256``): retrained or changed since."""
+        weights = Path(ckpt_dir) / MODEL_FILE
+        if weights.exists() and self.metadata.get("checkpoint_sha256") != file_sha256(weights):
+            raise CheckpointError(f"{self.path} was not exported from {weights} (the checkpoint_sha256 in"
+                                  f" {sidecar_path(self.path).name} differs): export it again"
+                                  f" (samloc export {ckpt_dir})")
 
     @property
     def trained_tables(self) -> "tuple[Table, ...] | None":
@@ -111,7 +197,15 @@ class OnnxAgent(Agent):
 
     # ---- the model ------------------------------------------------------------
     def run(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Batched inference: (probs float32[B, 201], value float32[B])."""
+        """Batched inference: (probs float32[B, 201], value float32[B]); AgentFailure for outputs
+        no sound model gives (:func:`output_problem`)."""
+        probs, value = self._infer(obs, mask)
+        problem = output_problem(probs, value, mask)
+        if problem is not None:
+            raise AgentFailure(f"the model {self.name} cannot answer this position: {problem}")
+        return probs, value
+
+    def _infer(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         probs, value = self.session.run(["probs", "value"], {
             "obs": np.ascontiguousarray(obs, dtype=np.float32),
             "mask": np.ascontiguousarray(mask, dtype=np.float32)})

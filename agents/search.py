@@ -21,11 +21,19 @@ with the trained policy as the model of every seat and its value heads as
 the evaluation: it knows nothing the seat does not, and needs nothing but the
 checkpoint.  ``horizon=-1`` plays every rollout to the end instead (slower,
 no value needed).  Forced moves are left to the policy.
+
+``deadline_ms`` bounds a call's time (0, the default: no bound).  With one,
+the worlds are rolled out in :data:`SLICES` slices and the clock is read at
+every step: out of time, the move with the best mean over the slices done is
+played, or the policy's own move when none is done.  So a deadline makes an
+answer depend on the machine's speed; where it is not reached, the answer is
+the one without a deadline (every world, the same rollouts).
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +56,9 @@ from .policy_agent import PolicyAgent, load_policy_agent
 NR = core.NR
 #: The shipped settings: chosen on 1,000 deals against the heuristic (docs/agents.md, "Tuning").
 DEFAULTS = {"candidates": 10, "worlds": 64, "horizon": 2, "critic": 50, "belief": 1}
+#: Settings a spec may give besides the tuned ones: the time bound of a call (0: none).
+EXTRA = {"deadline_ms": 0}
+SLICES = 4  # world slices under a deadline: the answer so far is known after each
 
 
 @njit(cache=True)
@@ -192,9 +203,10 @@ class SearchAgent(Agent):
     def __init__(self, policy: PolicyAgent, candidates: int = DEFAULTS["candidates"],
                  worlds: int = DEFAULTS["worlds"], horizon: int = DEFAULTS["horizon"],
                  critic: int = DEFAULTS["critic"], *, belief: BeliefNet | None = None,
-                 reward_scale: float = obs_mod.LA_SCALE, seed: int = 0, chunk: int = 8192, bf16: bool | None = None) -> None:
+                 reward_scale: float = obs_mod.LA_SCALE, seed: int = 0, chunk: int = 8192,
+                 bf16: bool | None = None, deadline_ms: int = 0) -> None:
         for key, val, low in (("candidates", candidates, 2), ("worlds", worlds, 1), ("horizon", horizon, -1),
-                              ("critic", critic, 0)):
+                              ("critic", critic, 0), ("deadline_ms", deadline_ms, 0)):
             if isinstance(val, bool) or not isinstance(val, int) or val < low:
                 raise ValueError(f"search {key} must be an integer >= {low}, not {val!r}")
         if critic > 100:
@@ -204,6 +216,7 @@ class SearchAgent(Agent):
         super().__init__(seed)
         self.policy = policy
         self.candidates, self.worlds, self.horizon, self.critic = candidates, worlds, horizon, critic
+        self.deadline_ms = deadline_ms
         self.reward_scale = float(reward_scale)
         self.belief = belief  # None: uniform worlds
         self.chunk = int(chunk)
@@ -225,8 +238,9 @@ class SearchAgent(Agent):
 
     @property
     def settings(self) -> dict[str, Any]:
-        return {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon, "critic": self.critic,
-                "belief": int(self.belief is not None)}
+        out = {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon,
+               "critic": self.critic, "belief": int(self.belief is not None)}
+        return out | ({"deadline_ms": self.deadline_ms} if self.deadline_ms else {})
 
     def _buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Observation and mask buffers for ``rows`` rows, reused between steps
@@ -257,9 +271,11 @@ class SearchAgent(Agent):
         v = self.policy.net.leaf_value(t[:, :obs_mod.OBS_SIZE], t[:, obs_mod.OBS_SIZE:], self.critic / 100.0)
         return self.reward_scale * v.numpy().astype(np.float64)
 
-    def _rollout(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray) -> np.ndarray:
+    def _rollout(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray,
+                 deadline: float | None = None) -> np.ndarray | None:
         """Play the rows of ``sim`` on with the greedy policy in every seat; returns each
-        row's value for its searching seat, in lá.
+        row's value for its searching seat, in lá, or None when ``deadline`` (a
+        ``time.perf_counter()`` reading) passed first.
 
         With ``horizon=-1`` a row plays to the end and its value is the final
         score.  Otherwise a row stops when its searching seat is to act for the
@@ -280,17 +296,40 @@ class SearchAgent(Agent):
             if live.size == 0:
                 break
             for lo in range(0, live.size, self.chunk):
+                if _late(deadline):
+                    return None
                 idx = live[lo:lo + self.chunk]
                 _apply_all(sim, ru, idx, self._fast_argmax(sim, ru, idx))
         value = sim[np.arange(sim.shape[0]), core.O_SCORE + seats].astype(np.float64)
         rows = np.flatnonzero(stopped & (sim[:, core.O_PHASE] != core.PH_OVER))
         for lo in range(0, rows.size, self.chunk):
+            if _late(deadline):
+                return None
             idx = rows[lo:lo + self.chunk]
             value[idx] += self._leaf_values(sim, ru, seats, idx)
         return value
 
+    def _scores(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray, decisions: int,
+                deadline: float | None) -> np.ndarray | None:
+        """Rollout values ``[decisions, worlds done, candidates]`` of rows ordered (decision, world,
+        candidate): every world at once without a deadline, else :data:`SLICES` slices of worlds
+        while time remains (None when not one was done in time)."""
+        k = self.candidates
+        sim = sim.reshape(decisions, self.worlds, k, -1)
+        seats = seats.reshape(decisions, self.worlds, k)
+        step = self.worlds if deadline is None else -(-self.worlds // SLICES)
+        done: list[np.ndarray] = []
+        for w0 in range(0, self.worlds, step):
+            part = sim[:, w0:w0 + step].reshape(-1, sim.shape[-1])  # played on in place
+            value = self._rollout(part, ru, seats[:, w0:w0 + step].reshape(-1), deadline)
+            if value is None:
+                break
+            done.append(value.reshape(decisions, -1, k))
+        return np.concatenate(done, axis=1) if done else None
+
     def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
+        deadline = time.perf_counter() + self.deadline_ms / 1000 if self.deadline_ms else None
         obs = self.observations(states, ru, obs)
         logits = self.policy.logits(obs, masks).cpu().numpy()
         acts = logits.argmax(axis=1).astype(np.int64)
@@ -305,15 +344,18 @@ class SearchAgent(Agent):
         # decisions in chunks so the rollout batch stays near self.chunk rows
         step = max(1, 4 * self.chunk // per)
         for lo in range(0, rows.size, step):
+            if _late(deadline):
+                break  # the rest keep the policy's moves
             r = rows[lo:lo + step]
             c = cands[lo:lo + step]
             sim = np.zeros((r.size * per, core.STATE_SIZE), dtype=np.int32)
             seats = np.zeros(r.size * per, dtype=np.int64)
             share = self.belief.shares(obs[r]) if self.belief is not None else np.zeros((0, core.MAX_PLAYERS, NR))
             _expand(states, ru, r.astype(np.int64), c, k, self.worlds, self.seed, sim, seats, share)
-            score = self._rollout(sim, ru, seats)
-            mean = score.reshape(r.size, self.worlds, k).mean(axis=1)
-            mean = np.where(c >= 0, mean, -np.inf)
+            score = self._scores(sim, ru, seats, r.size, deadline)
+            if score is None:
+                break
+            mean = np.where(c >= 0, score.mean(axis=1), -np.inf)
             acts[r] = c[np.arange(r.size), mean.argmax(axis=1)]
         return acts
 
@@ -322,6 +364,10 @@ class SearchAgent(Agent):
         st = game.state[None, :].copy()
         mask = np.asarray(game.legal_mask(), dtype=np.int8)[None, :]
         return int(self.act_batch(st, game.rules_array, None, mask)[0])
+
+
+def _late(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
 
 
 def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:
@@ -334,9 +380,9 @@ def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:
     for item in filter(None, (p.strip() for p in body.split(","))):
         key, eq, val = item.partition("=")
         key = key.strip()
-        if key not in DEFAULTS or not eq:
+        if key not in DEFAULTS | EXTRA or not eq:
             raise ValueError(f"unknown search setting {item!r} (known: "
-                             + ", ".join(f"{k}=N" for k in DEFAULTS) + ")")
+                             + ", ".join(f"{k}=N" for k in DEFAULTS | EXTRA) + ")")
         try:
             out[key] = int(val)
         except ValueError:
@@ -347,12 +393,14 @@ def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:
     return out
 
 
-def load_search_agent(path: str | Path, settings: str = "", seed: int = 0) -> SearchAgent:
-    """``samloc`` spec ``DIR+search[:candidates=C,worlds=W,horizon=H,critic=P,belief=B]``: a checkpoint
-    with search.  The worlds follow the checkpoint's belief when it has one (``belief.safetensors``,
-    training/belief.py) unless ``belief=0``; an explicit ``belief=1`` requires one."""
+def load_search_agent(path: str | Path, settings: str = "", seed: int = 0,
+                      deadline_ms: int = 0) -> SearchAgent:
+    """``samloc`` spec ``DIR+search[:candidates=C,worlds=W,horizon=H,critic=P,belief=B,deadline_ms=T]``:
+    a checkpoint with search.  The worlds follow the checkpoint's belief when it has one
+    (``belief.safetensors``, training/belief.py) unless ``belief=0``; an explicit ``belief=1``
+    requires one.  ``deadline_ms``: the time bound where the spec gives none (0: none)."""
     given = parse_search_spec(settings, defaults=False)
-    spec = {**DEFAULTS, **given}
+    spec = {**DEFAULTS, "deadline_ms": deadline_ms, **given}
     want, required = spec.pop("belief"), "belief" in given
     policy = load_policy_agent(path, seed=seed)
     belief = load_belief(path) if want else None

@@ -14,6 +14,7 @@ itself spends: view rebuild + policy + answer), requests per second, and every
 non-200 answer or transport error.  Only loopback addresses are allowed.
 
     .venv/bin/python scripts/loadtest.py --agent heuristic --requests 2000 --clients 50
+    .venv/bin/python scripts/loadtest.py --agent heuristic --workers 2
     .venv/bin/python scripts/loadtest.py --url http://127.0.0.1:8000 --json
 
 Exit status 1 if any request failed or the p99 decision time is over --p99-ms.
@@ -66,8 +67,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(agent: str | None, port: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "samloc", "serve", "--port", str(port), "--host", "127.0.0.1"]
+def start_server(agent: str | None, port: int, workers: int = 1) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "samloc", "serve", "--port", str(port), "--host", "127.0.0.1",
+           "--workers", str(workers)]
     if agent:
         cmd += ["--agent", agent]
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -139,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", default=None, help="a running server (loopback only); default: start one")
     p.add_argument("--agent", default="heuristic", help="agent spec for the started server (default heuristic)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes of the started server (default 1)")
     p.add_argument("--rules", default="hoi_quan_bai")
     p.add_argument("--players", type=int, default=4)
     p.add_argument("--requests", type=int, default=2000, help="requests per phase (at most 20000)")
@@ -148,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--p99-ms", type=float, default=10.0, help="the bar for the p99 decision time")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = p.parse_args(argv)
-    if not 1 <= args.requests <= 20000 or not 1 <= args.clients <= 500:
-        print("loadtest: --requests must be 1..20000 and --clients 1..500", file=sys.stderr)
+    if not 1 <= args.requests <= 20000 or not 1 <= args.clients <= 500 or not 1 <= args.workers <= 16:
+        print("loadtest: --requests must be 1..20000, --clients 1..500 and --workers 1..16", file=sys.stderr)
         return 2
     proc = None
     if args.url:
@@ -160,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        proc = start_server(args.agent, port)
+        proc = start_server(args.agent, port, args.workers)
     try:
         wait_healthy(url, proc)
         import httpx
@@ -169,9 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(run_phase(url, bodies[:args.warmup], 4))
         work = bodies[args.warmup:]
         report = {"agent": info.get("name"), "url": url, "rules": args.rules, "players": args.players,
-                  "cpus": os.cpu_count(),
+                  "cpus": os.cpu_count(), "workers": args.workers if proc is not None else None,
                   "sequential": asyncio.run(run_phase(url, work, 1)),
-                  "concurrent": asyncio.run(run_phase(url, work, args.clients))}
+                  "concurrent": asyncio.run(run_phase(url, work, args.clients)),
+                  "load_average": os.getloadavg()}  # 1, 5, 15 minutes: how busy the machine was
     finally:
         if proc is not None:
             proc.terminate()

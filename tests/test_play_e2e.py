@@ -47,7 +47,8 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     net = save_checkpoint(tmp_path_factory.mktemp("bot") / "tiny", build_net(16, 1, "obs"), {
         "name": "tiny", "tables": [{"rules": "s666pg", "players": 3}], "obs_version": OBS_VERSION,
         "action_table_version": ACTION_TABLE_VERSION})
-    with live_server(create_app([str(net), "heuristic"])) as url:
+    app = create_app([str(net), "heuristic"], allow_client_seed=True)  # the page asks for ?seed=11
+    with live_server(app) as url:
         yield url
 
 
@@ -143,7 +144,11 @@ def test_person_plays_whole_games(browser: Any, server_url: str, tmp_path: Path,
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{server_url}/play?delay=0&seed=11&rules={rules}&players={players}&seat={seat}")
+    # a Content-Security-Policy violation is reported on the console: the page must cause none
+    page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+    answer = page.goto(f"{server_url}/play?delay=0&seed=11&rules={rules}&players={players}&seat={seat}")
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "default-src 'self'" in answer.headers["content-security-policy"]
     rng = random.Random(7)
     totals = [0] * players
     prev_winner = None

@@ -4,6 +4,7 @@ no peeking, legal and reproducible choices, specs and their errors."""
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +160,7 @@ def test_the_leaf_blends_the_critic_and_the_own_value_head():
 def test_search_specs_and_their_errors(tmp_path: Path):
     assert parse_search_spec("") == DEFAULTS
     assert parse_search_spec(":worlds=64, horizon=-1") == {**DEFAULTS, "worlds": 64, "horizon": -1}
+    assert parse_search_spec(":deadline_ms=200", defaults=False) == {"deadline_ms": 200}
     for bad, words in ((":depth=3", "unknown search setting"), (":worlds=x", "must be an integer"),
                        ("x", "expected DIR\\+search"), (":worlds", "unknown search setting")):
         with pytest.raises(ValueError, match=words):
@@ -169,7 +171,8 @@ def test_search_specs_and_their_errors(tmp_path: Path):
         for spec, words in ((f"{SHIPPED}+search:worlds=0", "worlds must be an integer >= 1"),
                             (f"{SHIPPED}+search:candidates=1", "candidates must be an integer >= 2"),
                             (f"{SHIPPED}+search:critic=101", "critic is a percentage"),
-                            (f"{SHIPPED}+search:critic=-1", "critic must be an integer >= 0")):
+                            (f"{SHIPPED}+search:critic=-1", "critic must be an integer >= 0"),
+                            (f"{SHIPPED}+search:deadline_ms=-1", "deadline_ms must be an integer >= 0")):
             with pytest.raises(ValueError, match=words) as info:
                 make_agent(spec)
             assert "\n" not in str(info.value)
@@ -202,7 +205,7 @@ def test_server_serves_the_search_bot_reproducibly():
     spec = f"{SHIPPED}+search:candidates=3,worlds=4,horizon=1"
     with pytest.raises(ValueError, match="temperature"):
         Bot(spec, temperature=0.5)
-    bot = Bot(spec, seed=1)
+    bot = Bot(spec, seed=1, deadline_ms=0)  # no time bound: answers independent of the machine's speed
     assert bot.agent is not None and not bot.per_request and bot.checkpoint == str(SHIPPED)
     with TestClient(create_app(bot=bot), raise_server_exceptions=False) as c:
         assert c.get("/v1/info").json()["name"] == "standard+search"
@@ -213,3 +216,70 @@ def test_server_serves_the_search_bot_reproducibly():
             r1, r2 = c.post("/v1/act", json=body), c.post("/v1/act", json=body)
             assert r1.status_code == 200 and r1.json() == r2.json()
             assert r1.json()["event"] == g.copy().apply(bot.agent.act(g, seat))
+
+
+# ---- the deadline ------------------------------------------------------------------------------------
+SLACK_S = 1.0  # one rollout step on a busy machine: the clock is read between steps
+
+
+def test_a_deadline_bounds_every_searched_decision():
+    torch.manual_seed(0)
+    policy = PolicyAgent(build_net(64, 2, "full"), name="tiny")
+    agent = SearchAgent(policy, 5, 64, 2, bf16=False, deadline_ms=2)
+    assert agent.settings["deadline_ms"] == 2
+    pos = _positions(30, seed=7)
+    agent.act(*pos[0])  # the first call loads compiled kernels: not a step of the search
+    for g, seat in pos:
+        t0 = time.perf_counter()
+        a = agent.act(g, seat)
+        took = time.perf_counter() - t0
+        assert took <= 0.002 + SLACK_S, f"{took:.3f} s for a 2 ms deadline"
+        assert g.legal_mask()[a] == 1
+
+
+def test_a_deadline_not_reached_changes_no_answer():
+    """Under a deadline the worlds are rolled out in slices; with time to spare, every slice is
+    done and the answer is the one without a deadline."""
+    torch.manual_seed(1)
+    policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
+    free = SearchAgent(policy, 4, 7, 2, bf16=False)
+    bound = SearchAgent(policy, 4, 7, 2, bf16=False, deadline_ms=600_000)
+    pos = _positions(30, seed=8)
+    assert [bound.act(g, s) for g, s in pos] == [free.act(g, s) for g, s in pos]
+    if (SHIPPED / "model.safetensors").is_file():
+        fast = make_agent(f"{SHIPPED}+search:candidates=3,worlds=4,horizon=1,deadline_ms=600000", seed=5)
+        exact = make_agent(f"{SHIPPED}+search:candidates=3,worlds=4,horizon=1", seed=5)
+        assert [fast.act(g, s) for g, s in pos] == [exact.act(g, s) for g, s in pos]
+
+
+def test_the_server_bounds_searched_answers_and_says_so(tmp_path: Path):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    from agents.nets.checkpoint import save_checkpoint
+    from agents.server import DEADLINE_MS, Bot, create_app
+    from sam_env.actions import ACTION_TABLE_VERSION
+
+    torch.manual_seed(2)
+    ckpt = save_checkpoint(tmp_path / "tiny", build_net(32, 2, "full"), {
+        "name": "tiny", "tables": [{"rules": "hoi_quan_bai", "players": 4}],
+        "obs_version": obs_mod.OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
+    assert Bot(f"{ckpt}+search").agent.deadline_ms == DEADLINE_MS == 200  # the server's default bound
+    assert Bot(f"{ckpt}+search:deadline_ms=7", deadline_ms=0).agent.deadline_ms == 7  # the spec's own
+    with TestClient(create_app(f"{ckpt}+search:worlds=64", deadline_ms=1)) as c:
+        info = c.get("/v1/info").json()
+        assert info["deadline_ms"] == 1 and info["deterministic"] is False
+        assert info["bots"][0]["settings"]["deadline_ms"] == 1
+        for g, seat in _positions(20, seed=9):
+            body = {"format": "samloc/1", "rules": g.rules.to_record(), "players": g.players,
+                    "opener": g.opener, "seat": seat, "hand": cards_str(g.hand(seat)),
+                    "events": list(g.events)}
+            r = c.post("/v1/act", json=body)
+            assert r.status_code == 200, r.text
+            assert float(r.headers["server-timing"].split("dur=")[1]) <= 1 + 1000 * SLACK_S
+            g.copy().apply(r.json()["event"])  # legal
+    with TestClient(create_app("heuristic")) as c:
+        info = c.get("/v1/info").json()
+        assert info["deadline_ms"] is None and info["deterministic"] is True

@@ -22,7 +22,9 @@ with warnings.catch_warnings():  # Starlette's notice about httpx, at import
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from agents.server import MAX_BODY, Bot, create_app, view_key  # noqa: E402
+from agents.server import (MAX_BODY, MAX_SEED, MAX_SESSIONS, SESSIONS_PER_CLIENT, Bot,  # noqa: E402
+                           SessionStore, create_app, view_key)
+from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 from sam_env.actions import NO_SAM  # noqa: E402
 from sam_env.cards import card_str  # noqa: E402
 from sam_env.game import Game  # noqa: E402
@@ -65,7 +67,7 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def heuristic_client() -> TestClient:
-    with TestClient(create_app("heuristic"), raise_server_exceptions=False) as c:
+    with TestClient(create_app("heuristic", allow_client_seed=True), raise_server_exceptions=False) as c:
         yield c
 
 
@@ -154,6 +156,40 @@ def test_refusals_name_the_problem(client: TestClient) -> None:
     not_list = good["events"][:i] + [dict(played, cards=played["cards"][0])] + good["events"][i + 1:]
     assert f"events[{i}].cards" in _error(post({**good, "events": not_list}))
     assert "opener" in _error(post({**good, "opener": 9}))
+
+
+def test_body_messages_name_the_real_problem(client: TestClient) -> None:
+    def raw(data: bytes, content_type: str = "application/json") -> str:
+        return _error(client.post("/v1/act", content=data, headers={"content-type": content_type}))
+
+    assert raw(b"") == "the body is empty: send a JSON object"
+    assert raw(b" \n") == "the body is empty: send a JSON object"
+    assert raw(b"[" * 5000 + b"]" * 5000) == "the body nests JSON arrays or objects too deeply"
+    assert raw(b'{"players": ' + b"1" * 5000 + b"}") == "the body has a number of more than 4300 digits"
+    assert raw(b'{"players": NaN}') == "the body is not valid JSON (NaN is not a JSON number)"
+    assert raw(b'{"players": -Infinity}') == "the body is not valid JSON (-Infinity is not a JSON number)"
+    assert raw(b'{"players": 1e999}') == "the body has a number too large to read: 1e999"
+    assert raw(b'{"a": "\xe9"}') == "the body is not valid JSON (not UTF-8 text: byte 8)"
+    assert raw(b'{"a": 1,}').startswith("the body is not valid JSON (Expecting property name")
+    assert raw(b'{"players": 4}', "text/plain") == \
+        "send the body as JSON, with Content-Type: application/json (not 'text/plain')"
+    assert "JSON object" in raw(b'"format"')
+
+
+def test_event_shapes_are_exact_null_fields_included(client: TestClient) -> None:
+    """A field the event's kind does not have is refused even when it is null (PROTOCOL §2)."""
+    good = view_request(_mid_game())
+    post = lambda events: _error(client.post("/v1/act", json={**good, "events": events}))  # noqa: E731
+    first = {kind: next(i for i, e in enumerate(good["events"]) if e["type"] == kind)
+             for kind in ("sam", "pass", "play")}
+    for kind, field, value in (("pass", "cards", None), ("pass", "cards", []), ("pass", "declare", None),
+                               ("sam", "cards", None), ("sam", "cards", ["3s"]), ("play", "declare", None),
+                               ("play", "declare", False)):
+        i = first[kind]
+        events = [dict(e) for e in good["events"]]
+        events[i][field] = value
+        assert post(events) == f"event {i}: a {kind} event has no {field!r} field (its fields are " \
+            + {"sam": "seat, type, declare", "pass": "seat, type", "play": "seat, type, cards"}[kind] + ")"
 
 
 def test_finished_game_is_refused(client: TestClient) -> None:
@@ -343,7 +379,7 @@ def test_play_page_seats_the_heuristic_where_the_shipped_model_cannot_play():
     model = Path(__file__).resolve().parents[1] / "checkpoints" / "standard" / "policy.onnx"
     if not model.exists():
         pytest.skip("no shipped bot")
-    with TestClient(create_app(str(model))) as c:
+    with TestClient(create_app(str(model), allow_client_seed=True)) as c:
         opts = c.get("/play/api/options").json()
         assert {s["rules"] for s in opts["supports"]} == {"hoi_quan_bai", "s666pg", "mien_bac", "online"}
         assert opts["model_supports"] == [{"rules": "hoi_quan_bai", "players": [4]}]
@@ -356,3 +392,93 @@ def test_play_page_seats_the_heuristic_where_the_shipped_model_cannot_play():
                                     "hand": ["3s", "4s", "5s", "6s", "7s", "8s", "9s", "Ts", "Js", "Qs"],
                                     "events": []})
         assert r.status_code == 422 and "no bot here plays online with 3 players" in r.json()["error"]
+
+
+def test_the_deal_is_the_servers_unless_the_operator_allows_a_seed(heuristic_client: TestClient) -> None:
+    new = {"rules": "hoi_quan_bai", "players": 4, "seat": 0}
+    with TestClient(create_app("heuristic")) as c:
+        assert _error(c.post("/play/api/new", json={**new, "seed": 7})) == (
+            "this server deals its own cards: a seed is accepted only where the operator allows it"
+            " (samloc serve --allow-client-seed)")
+        deals = [c.post("/play/api/new", json={**new, "seed": None}).json() for _ in range(4)]
+        assert len({json.dumps([d["hand"], d["events"]]) for d in deals}) == 4  # the server's own deals
+    c = heuristic_client  # allow_client_seed=True
+    for bad in (-1, MAX_SEED + 1, 2**200):
+        assert _error(c.post("/play/api/new", json={**new, "seed": bad})) == \
+            f"seed must be an integer from 0 to {MAX_SEED}"
+    assert "seed" in _error(c.post("/play/api/new", json={**new, "seed": True}))
+    assert "seed" in _error(c.post("/play/api/new", json={**new, "seed": "11"}))
+    a, b = (c.post("/play/api/new", json={**new, "seed": MAX_SEED}).json() for _ in range(2))
+    assert a["hand"] == b["hand"] and a["events"] == b["events"] and a["session"] != b["session"]
+
+
+def test_every_answer_carries_the_security_headers(client: TestClient) -> None:
+    for r in (client.get("/play"), client.get("/play/static/play.js"), client.get("/v1/info"),
+              client.get("/nope"), client.post("/v1/act", content=b"x" * (MAX_BODY + 1),
+                                                headers={"content-type": "application/json"})):
+        assert r.headers["x-frame-options"] == "DENY", r.url
+        csp = r.headers["content-security-policy"]
+        assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+        assert r.headers["x-content-type-options"] == "nosniff"
+
+
+# ---- the play sessions' store -------------------------------------------------------------------------
+def test_one_client_cannot_push_out_other_peoples_sessions() -> None:
+    """512 new sessions from one address used to evict every idle session; now it evicts its own."""
+    new = {"rules": "hoi_quan_bai", "players": 4, "seat": 0}
+    app = create_app("heuristic")
+    with TestClient(app, client=("10.0.0.1", 5000)) as person, \
+            TestClient(app, client=("10.0.0.2", 5000)) as flood:
+        mine = person.post("/play/api/new", json=new).json()
+        for _ in range(MAX_SESSIONS + 8):
+            assert flood.post("/play/api/new", json=new).status_code == 200
+        assert person.get(f"/play/api/{mine['session']}").json()["hand"] == mine["hand"]
+        store = app.state.sessions
+        assert store.count("10.0.0.2") == SESSIONS_PER_CLIENT and store.count() == SESSIONS_PER_CLIENT + 1
+
+
+def test_a_full_store_makes_room_only_from_sessions_idle_long_enough(tmp_path: Path) -> None:
+    now = [0.0]
+    store = SessionStore(tmp_path / "s.db", limit=4, per_client=2, min_idle_s=60, clock=lambda: now[0])
+    for i, (sid, client) in enumerate([("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b")]):
+        now[0] = float(i)
+        store.add(sid, client, {"n": i})
+    now[0] = 30.0
+    with pytest.raises(StarletteHTTPException) as full:  # nobody idle for a minute yet: refused
+        store.add("c1", "c", {})
+    assert full.value.status_code == 503 and full.value.headers == {"Retry-After": "60"}
+    now[0] = 100.0
+    assert store.get("a1") == ({"n": 0}, 0)  # a look is use: a1 is no longer the idlest
+    now[0] = 101.0
+    store.add("c1", "c", {})                  # a2 (idle since t=1) makes room
+    assert _ids(store) == {"a1", "b1", "b2", "c1"}
+    store.add("c2", "c", {})                  # full again: b1, idle the longest, goes
+    store.add("c3", "c", {})                  # over c's share: its own c1 goes, nobody else's
+    assert _ids(store) == {"a1", "b2", "c2", "c3"}
+    state, version = store.get("c2")
+    store.put("c2", {"n": 9}, version)
+    with pytest.raises(StarletteHTTPException) as stale:  # another worker moved it on meanwhile
+        store.put("c2", {"n": 10}, version)
+    assert stale.value.status_code == 409 and store.get("c2")[0] == {"n": 9}
+    with pytest.raises(StarletteHTTPException) as gone:
+        store.get("a2")
+    assert gone.value.status_code == 404
+    store.close()
+
+
+def _ids(store: SessionStore) -> set[str]:
+    """The sessions kept, read without touching them (a get would count as use)."""
+    return {row[0] for row in store.db.execute("SELECT id FROM sessions")}
+
+
+def test_stores_on_one_file_share_their_sessions(tmp_path: Path) -> None:
+    """What each worker process opens: a session one adds, the other continues; a stale write is a 409."""
+    a, b = SessionStore(tmp_path / "s.db"), SessionStore(tmp_path / "s.db")
+    a.add("x", "10.0.0.1", {"move": 0})
+    state, version = b.get("x")
+    b.put("x", {"move": 1}, version)
+    with pytest.raises(StarletteHTTPException) as stale:
+        a.put("x", {"move": 2}, version)
+    assert stale.value.status_code == 409 and a.get("x") == ({"move": 1}, version + 1)
+    a.close()
+    b.close()

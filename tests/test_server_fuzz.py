@@ -5,7 +5,11 @@ requests from real games with one or more mutations (fields dropped, retyped
 or added; cards garbled, duplicated, stolen from the table; events edited,
 dropped, repeated or swapped; seat, opener, players and rules changed).
 Whatever comes in: never a 5xx, a refusal is ``422 {"error": <text>}`` (or
-413), and a 200 answer is a legal decision for the request's own view.
+413), and a 200 answer is a legal decision for the request's own view.  Also:
+bodies that are empty, deep, huge-numbered or sent with another content type
+get a message naming that; events with a null field their kind lacks are
+refused; and the play API's bodies (a client seed, where the server deals,
+and seeds out of range where it allows them) never get a 5xx either.
 """
 
 from __future__ import annotations
@@ -39,6 +43,13 @@ def client() -> TestClient:
         yield c
 
 
+@pytest.fixture(scope="module")
+def seeded() -> TestClient:
+    """A server whose operator lets clients choose the deals' seed."""
+    with TestClient(create_app("random", allow_client_seed=True), raise_server_exceptions=False) as c:
+        yield c
+
+
 def valid_request(seed: int, depth: int) -> tuple[dict[str, Any], Game]:
     rules, players = CONFIGS[seed % len(CONFIGS)]
     rng = random.Random(seed)
@@ -58,6 +69,15 @@ def valid_request(seed: int, depth: int) -> tuple[dict[str, Any], Game]:
     return req, g
 
 
+def refusal(r: Any) -> str:
+    """The one-line message of a refusal (never a 5xx)."""
+    assert r.status_code < 500, (r.status_code, r.text)
+    data = r.json()
+    assert set(data) == {"error"} and isinstance(data["error"], str) and data["error"], r.text
+    assert "\n" not in data["error"] and len(data["error"]) <= 1000
+    return data["error"]
+
+
 def check(client: TestClient, body: bytes | Any) -> None:
     if isinstance(body, bytes):
         r = client.post("/v1/act", content=body, headers={"content-type": "application/json"})
@@ -67,7 +87,7 @@ def check(client: TestClient, body: bytes | Any) -> None:
     assert r.status_code in (200, 413, 422), (r.status_code, r.text)
     data = r.json()
     if r.status_code != 200:
-        assert set(data) == {"error"} and isinstance(data["error"], str) and data["error"]
+        refusal(r)
         return
     # accepted: the request was a consistent view and the answer is legal in it
     view = Game.from_view(body["rules"], body["players"], body["opener"], body["seat"], body["hand"],
@@ -97,6 +117,34 @@ def test_json_oddities(client: TestClient, body: bytes) -> None:
     check(client, body)
 
 
+@pytest.mark.parametrize("body,words", [
+    (b"", "the body is empty"), (b" \t\r\n", "the body is empty"),
+    (b"[" * 5000 + b"]" * 5000, "nests JSON arrays or objects too deeply"),
+    (b'{"hand": [' * 2000 + b"]}" * 2000, "nests JSON arrays or objects too deeply"),
+    (b'{"players": ' + b"7" * 5000 + b"}", "a number of more than 4300 digits"),
+    (b'{"players": -' + b"7" * 5000 + b"}", "a number of more than 4300 digits"),
+    (b'{"players": 1e999}', "a number too large to read"), (b'{"players": ' + b"9" * 400 + b'.5}', "large"),
+    (b'{"players": NaN}', "NaN is not a JSON number"), (b'{"seat": Infinity}', "Infinity is not a JSON"),
+    (b"\xef\xbb\xbf{}", "not valid JSON"), (b'{"a": "\xc3"}', "not UTF-8 text")])
+def test_odd_bodies_are_named(client: TestClient, body: bytes, words: str) -> None:
+    r = client.post("/v1/act", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and words in refusal(r), r.text
+
+
+@FUZZ
+@given(media=st.sampled_from(["application/json", "application/json; charset=utf-8", "Application/JSON",
+                              "text/plain", "application/x-www-form-urlencoded", "multipart/form-data", ""])
+       | st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30))
+def test_the_body_must_be_sent_as_json(client: TestClient, media: str) -> None:
+    """A cross-site form can post text/plain without asking: only application/json is read."""
+    req, _ = valid_request(3, 20)
+    r = client.post("/v1/act", content=json.dumps(req).encode(), headers={"content-type": media})
+    if media.split(";")[0].strip().lower() == "application/json":
+        assert r.status_code == 200, r.text
+    else:
+        assert r.status_code == 422 and "Content-Type: application/json" in refusal(r)
+
+
 @FUZZ
 @given(body=st.dictionaries(st.sampled_from(["format", "rules", "players", "opener", "seat", "hand", "events",
                                              "extra"]), json_values, max_size=8))
@@ -108,8 +156,8 @@ def mutate(req: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
     req = json.loads(json.dumps(req))
     kind = data.draw(st.sampled_from([
         "drop_field", "retype_field", "extra_field", "hand_garble", "hand_dup", "hand_drop", "hand_add",
-        "hand_steal", "event_drop", "event_dup", "event_swap", "event_edit", "event_truncate", "seat",
-        "opener", "players", "rules"]))
+        "hand_steal", "event_drop", "event_dup", "event_swap", "event_edit", "event_null_field",
+        "event_truncate", "seat", "opener", "players", "rules"]))
     fields = ["format", "rules", "players", "opener", "seat", "hand", "events"]
     hand = req.get("hand") if isinstance(req.get("hand"), list) else None   # earlier mutations may
     ev = req.get("events") if isinstance(req.get("events"), list) else None  # have broken these
@@ -147,6 +195,10 @@ def mutate(req: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
         value = data.draw(st.integers(-1, 6) | st.sampled_from(["play", "pass", "sam", "chop"]) | st.booleans()
                           | st.lists(CARDISH, max_size=4) | json_values)
         ev[i] = dict(ev[i], **{key: value})
+    elif kind == "event_null_field" and ev and isinstance(ev[-1], dict):
+        i = data.draw(st.integers(0, len(ev) - 1))
+        if isinstance(ev[i], dict):  # a field its kind lacks, sent as null: refused like any other value
+            ev[i] = dict(ev[i], **{data.draw(st.sampled_from(["cards", "declare"])): None})
     elif kind == "event_truncate" and ev is not None:
         req["events"] = ev[:data.draw(st.integers(0, len(ev)))]
     elif kind == "seat":
@@ -189,3 +241,46 @@ def test_unmutated_requests_are_answered(client: TestClient, seed: int, depth: i
             g.apply(r.json()["event"])
         except GameError as exc:  # pragma: no cover - would be a bug
             pytest.fail(f"illegal answer: {exc}")
+
+
+# ---- the play page's API ---------------------------------------------------------------------------
+SEEDS = st.none() | st.integers(-2**70, 2**70) | st.sampled_from([-1, 0, 2**63 - 1, 2**63, True, 1.5, "11"])
+NEW = st.fixed_dictionaries({}, optional={
+    "rules": st.sampled_from(["hoi_quan_bai", "online", "x", 3]) | json_values,
+    "players": st.integers(-1, 7) | json_values, "seat": st.integers(-1, 6) | json_values, "seed": SEEDS,
+    "extra": json_values})
+MOVE = st.fixed_dictionaries({}, optional={
+    "move": st.sampled_from(["pass", "sam", "no_sam", "fold"]) | json_values,
+    "cards": st.lists(CARDISH, max_size=11) | json_values, "extra": json_values})
+
+
+@FUZZ
+@given(body=NEW)
+def test_new_session_bodies(client: TestClient, seeded: TestClient, body: dict) -> None:
+    """Where the server deals, any seed is refused; where it allows one, a seed out of range is a 422,
+    not the 500 that -1 once was; a deal is the same for the same seed."""
+    r = client.post("/play/api/new", json=body)
+    if r.status_code != 200:
+        refusal(r)
+    assert body.get("seed") is None or r.status_code == 422, r.text
+    r = seeded.post("/play/api/new", json=body)
+    if r.status_code != 200:
+        refusal(r)
+        return
+    seed = body.get("seed")
+    assert seed is None or (type(seed) is int and 0 <= seed < 2**63)
+    if seed is not None:
+        again = seeded.post("/play/api/new", json=body).json()
+        assert again["hand"] == r.json()["hand"] and again["events"] == r.json()["events"]
+
+
+@FUZZ
+@given(body=MOVE, seed=st.integers(0, 50))
+def test_move_bodies(seeded: TestClient, body: dict, seed: int) -> None:
+    new = {"rules": "hoi_quan_bai", "players": 4, "seat": 0, "seed": seed}
+    st_ = seeded.post("/play/api/new", json=new).json()
+    r = seeded.post(f"/play/api/{st_['session']}/move", json=body)
+    if r.status_code != 200:
+        assert r.status_code in (404, 422), r.text
+        refusal(r)
+        assert seeded.get(f"/play/api/{st_['session']}").json()["events"] == st_["events"]  # nothing changed

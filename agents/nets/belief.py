@@ -12,7 +12,6 @@ weights' SHA-256, the observation it reads).
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,8 @@ from sam_env import core
 from sam_env import obs as obs_mod
 from sam_env.atomic import write_atomic, write_json_atomic
 
-from .format import BELIEF_FILE, BELIEF_META, CheckpointError, check_versions, file_sha256
+from .format import (BELIEF_FILE, BELIEF_META, CheckpointError, belief_shapes, check_size, check_tensors,
+                     check_versions, file_sha256, read_json_file)
 
 BELIEF_FORMAT = "samloc-belief/1"
 #: Where an unseen card can be: 0 the undealt stock, 1…4 the relative seats after the observer.
@@ -75,20 +75,26 @@ def load_belief(ckpt_dir: str | Path) -> BeliefNet | None:
     from safetensors.torch import load_file
 
     try:
-        meta = json.loads(mfile.read_text(encoding="utf-8"))
+        meta = read_json_file(mfile)
         if not isinstance(meta, dict) or meta.get("format") != BELIEF_FORMAT:
             raise ValueError(f"{BELIEF_META} is not {BELIEF_FORMAT}")
         if file_sha256(wfile) != meta.get("sha256"):
             raise ValueError(f"{BELIEF_FILE} does not match the checksum in {BELIEF_META} (truncated or changed)")
-        tensors = load_file(str(wfile))
-    except (OSError, ValueError, SafetensorError) as exc:  # I/O, JSON, checksum and safetensors errors
+    except (OSError, ValueError) as exc:  # I/O, a file not regular or too big, JSON, checksum
         raise ValueError(f"{d}: unreadable belief ({str(exc).splitlines()[0]})") from None
     if "obs_version" not in meta or "obs_size" not in meta:
         raise CheckpointError(f"{d}: the belief's metadata does not say which observation it reads")
     check_versions(meta, f"{d}: the belief", "learn it again with samloc belief")
     hidden = meta.get("hidden")
-    if not isinstance(hidden, int) or hidden < 1:
+    if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
         raise ValueError(f"{d}: the belief's metadata has no valid 'hidden' size")
+    shapes = belief_shapes(obs_mod.OBS_SIZE, hidden, PLACES, NR)
+    check_size(shapes, f"{d}: the belief")
+    check_tensors(wfile, shapes, f"{d}: the belief")  # before anything is allocated
+    try:
+        tensors = load_file(str(wfile))
+    except (OSError, SafetensorError) as exc:
+        raise ValueError(f"{d}: unreadable belief ({str(exc).splitlines()[0]})") from None
     net = BeliefNet(obs_mod.OBS_SIZE, hidden)
     try:
         net.load_state_dict(tensors)

@@ -21,7 +21,8 @@ from safetensors.torch import load_file, save_file
 from sam_env.atomic import replace_dir
 
 from .format import (BELIEF_FILE, BELIEF_META, FORMAT, META_FILE, MODEL_FILE, TRAINER_JSON, TRAINER_TENSORS,
-                     CheckpointError, CheckpointMeta, file_sha256, list_checkpoints, resolve, verify)
+                     CheckpointError, CheckpointMeta, check_tensors, file_sha256, list_checkpoints,
+                     policy_shapes, resolve, verify)
 from .policy import PolicyNet
 
 __all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", "copy_checkpoint"]
@@ -69,11 +70,8 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PolicyNet, C
     """``(PolicyNet in eval mode, metadata)`` from a checkpoint or run folder; CheckpointError if bad."""
     ckpt = resolve(path)
     meta = verify(ckpt)
-    try:
-        net = PolicyNet.from_hparams(meta.model)
-    except (KeyError, TypeError, ValueError):
-        raise CheckpointError(f"{ckpt}: metadata lacks the model shape (obs_size, num_actions, hidden, layers)") \
-            from None
+    check_tensors(ckpt / MODEL_FILE, policy_shapes(meta.model), str(ckpt))  # before anything is allocated
+    net = PolicyNet.from_hparams(meta.model)
     try:
         net.load_state_dict(load_file(str(ckpt / MODEL_FILE), device=device))
     except (SafetensorError, RuntimeError, OSError) as exc:

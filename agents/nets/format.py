@@ -17,15 +17,24 @@ This module reads and verifies the format without importing torch, so the
 ONNX server can check what it serves; :mod:`agents.nets.checkpoint` writes
 and loads the weights.  Every reader checks versions through
 :func:`check_versions`, the one place that knows what "compatible" means.
+
+Nothing is allocated on a file's word: a JSON file is read only when it is a
+regular file of at most :data:`MAX_JSON_BYTES` (:func:`read_json_file`), a
+network's shape is bounded (:data:`MAX_PARAMS`) and must be the one its
+safetensors header describes (:func:`check_tensors`) before it is built.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
+import stat
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, BinaryIO, Mapping
 
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
 from sam_env.obs import LA_SCALE, OBS_SIZE, OBS_VERSION
@@ -35,6 +44,12 @@ MODEL_FILE, META_FILE = "model.safetensors", "metadata.json"
 TRAINER_TENSORS, TRAINER_JSON = "trainer.safetensors", "trainer.json"
 BELIEF_FILE, BELIEF_META = "belief.safetensors", "belief.json"
 FORMAT = "samloc-checkpoint/1"
+MAX_JSON_BYTES = 1 << 20          # a metadata, sidecar, belief or report file (they are a few KiB)
+MAX_PARAMS = 1 << 28              # parameters of one network (1 GiB in float32; the shipped bot has 0.6 M)
+MAX_LAYERS = 256
+MAX_SAFETENSORS_HEADER = 1 << 20  # the JSON header of a weights file (a few hundred bytes per tensor)
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+                "BOOL": 1}
 
 
 class CheckpointError(ValueError):
@@ -43,10 +58,39 @@ class CheckpointError(ValueError):
 
 def file_sha256(path: str | Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def open_regular(path: str | Path, max_bytes: int | None = None) -> BinaryIO:
+    """``path`` opened for reading, refused (CheckpointError naming it) unless it is a regular file
+    of at most ``max_bytes``: a link to /dev/zero or a pipe would never end.  FileNotFoundError
+    passes through, for callers to say what a missing file means."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a pipe with no writer would block a plain open
+    st = os.fstat(fd)
+    problem = ("not a regular file" if not stat.S_ISREG(st.st_mode) else
+               f"{st.st_size:,} bytes, more than such a file may have ({max_bytes:,})"
+               if max_bytes is not None and st.st_size > max_bytes else None)
+    if problem is not None:
+        os.close(fd)
+        raise CheckpointError(f"{path}: {problem}")
+    return os.fdopen(fd, "rb")
+
+
+def read_json_file(path: str | Path) -> Any:
+    """The JSON value of a small file (metadata, sidecar, belief, report); CheckpointError, one line
+    naming the file, for one that is not a regular file, is over :data:`MAX_JSON_BYTES` or is not
+    JSON.  FileNotFoundError passes through."""
+    with open_regular(path, MAX_JSON_BYTES) as f:
+        data = f.read(MAX_JSON_BYTES + 1)
+    if len(data) > MAX_JSON_BYTES:  # it grew since it was measured
+        raise CheckpointError(f"{path}: more than such a file may have ({MAX_JSON_BYTES:,} bytes)")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: JSON, or a huge integer
+        raise CheckpointError(f"{path}: unreadable or truncated JSON ({str(exc).splitlines()[0]})") from None
 
 
 def check_versions(meta: Mapping[str, Any], where: str, remedy: str = "") -> None:
@@ -98,6 +142,94 @@ def parse_tables(raw: Mapping[str, Any], where: str) -> tuple[Table, ...]:
         raise CheckpointError(f"{where}: the tables it was trained for are unreadable ({exc})") from None
 
 
+def policy_shapes(model: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
+    """The tensors, name → shape, of the policy network (:class:`agents.nets.policy.PolicyNet`) that
+    a metadata ``model`` describes, worked out without building it: what ``model.safetensors``
+    must hold."""
+    obs, acts, h, layers = (int(model[k]) for k in ("obs_size", "num_actions", "hidden", "layers"))
+    out: dict[str, tuple[int, ...]] = {"inp.weight": (h, obs), "inp.bias": (h,)}
+    for i in range(layers - 1):
+        out |= {f"blocks.{i}.weight": (h, h), f"blocks.{i}.bias": (h,)}
+    out |= {"pi.weight": (acts, h), "pi.bias": (acts,), "v.weight": (1, h), "v.bias": (1,)}
+    critic = int(model.get("critic_size", 0))
+    if critic > 0:
+        out |= {"critic.inp.weight": (h, h + critic), "critic.inp.bias": (h,), "critic.block.weight": (h, h),
+                "critic.block.bias": (h,), "critic.v.weight": (1, h), "critic.v.bias": (1,)}
+    return out
+
+
+def belief_shapes(obs_size: int, hidden: int, places: int, ranks: int) -> dict[str, tuple[int, ...]]:
+    """The tensors of the hand belief (:class:`agents.nets.belief.BeliefNet`) of this size."""
+    return {"body.0.weight": (hidden, obs_size), "body.0.bias": (hidden,), "body.2.weight": (hidden, hidden),
+            "body.2.bias": (hidden,), "out.weight": (places * ranks, hidden), "out.bias": (places * ranks,)}
+
+
+def check_size(shapes: Mapping[str, tuple[int, ...]], where: str) -> None:
+    """Refuse a network of more than :data:`MAX_PARAMS` parameters before anything is allocated."""
+    n = sum(math.prod(s) for s in shapes.values())
+    if n > MAX_PARAMS:
+        raise CheckpointError(f"{where}: the network it describes has {n:,} parameters, more than"
+                              f" {MAX_PARAMS:,} (corrupt metadata?)")
+
+
+def _check_model_fields(model: Any, where: str) -> None:
+    """The model shape: positive integers (``critic_size`` may be 0) of a network of bounded size."""
+    if not isinstance(model, dict) or not all(isinstance(model.get(k), int) for k in
+                                              ("obs_size", "num_actions", "hidden", "layers")):
+        raise CheckpointError(f"{where}: metadata lacks the model shape"
+                              " (obs_size, num_actions, hidden, layers)")
+    for k in ("obs_size", "num_actions", "hidden", "layers", "critic_size"):
+        v, low = model.get(k, 0), int(k != "critic_size")
+        top = MAX_LAYERS if k == "layers" else MAX_PARAMS
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= top:
+            raise CheckpointError(f"{where}: the model shape's {k} must be an integer from {low} to {top:,},"
+                                  f" not {str(v)[:40]}")
+    check_size(policy_shapes(model), where)
+
+
+def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """The tensors a safetensors file holds, name → shape, from its header alone, after checking
+    that the header is bounded and that every tensor's bytes lie in the file."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+        if not 2 <= n <= min(MAX_SAFETENSORS_HEADER, size - 8):
+            raise CheckpointError(f"{path}: not a safetensors file (a header of {n} bytes in {size:,})")
+        text = f.read(n)
+    try:
+        header = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CheckpointError(f"{path}: unreadable safetensors header ({str(exc).splitlines()[0]})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: unreadable safetensors header (not a JSON object)")
+    data, out = size - 8 - n, {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            shape, (lo, hi) = tuple(int(x) for x in t["shape"]), t["data_offsets"]
+            fits = 0 <= lo <= hi <= data and hi - lo == math.prod(shape) * _DTYPE_BYTES[t["dtype"]]
+        except (KeyError, TypeError, ValueError):
+            fits = False
+        if not fits:
+            raise CheckpointError(f"{path}: the tensor {str(name)[:60]!r} does not lie in the file"
+                                  " (truncated?)")
+        out[str(name)] = shape
+    return out
+
+
+def check_tensors(path: str | Path, expected: Mapping[str, tuple[int, ...]], where: str) -> None:
+    """Refuse weights whose tensors are not those the metadata describes, before a network is built."""
+    found = safetensors_shapes(path)
+    for name in sorted(set(expected) | set(found)):
+        want, got = expected.get(name), found.get(name)
+        if want != got:
+            raise CheckpointError(f"{where}: {Path(path).name} does not hold the network its metadata"
+                                  f" describes ({name}: {'missing' if got is None else list(got)}, expected"
+                                  f" {'none' if want is None else list(want)})")
+
+
 @dataclass(frozen=True)
 class CheckpointMeta:
     """What ``metadata.json`` says, typed: the fields players and tools rely on.
@@ -130,9 +262,7 @@ class CheckpointMeta:
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             raise CheckpointError(f"{where}: not a {FORMAT} metadata file")
         model = raw.get("model")
-        if not isinstance(model, dict) or not all(isinstance(model.get(k), int) for k in
-                                                  ("obs_size", "num_actions", "hidden", "layers")):
-            raise CheckpointError(f"{where}: metadata lacks the model shape (obs_size, num_actions, hidden, layers)")
+        _check_model_fields(model, where)
         cfg = raw.get("config") if isinstance(raw.get("config"), dict) else {}
         roll = cfg.get("rollout") or {}
         env = cfg.get("env") or {}
@@ -155,11 +285,11 @@ def read_metadata(ckpt_dir: str | Path) -> CheckpointMeta:
     """The typed metadata of a checkpoint folder (versions not yet checked)."""
     path = Path(ckpt_dir) / META_FILE
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_json_file(path)
     except FileNotFoundError:
         raise CheckpointError(f"{ckpt_dir}: no {META_FILE} (not a checkpoint folder)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: unreadable or truncated metadata ({exc})") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: unreadable metadata ({exc.strerror})") from None
     return CheckpointMeta.from_json(raw, str(path))
 
 
@@ -174,7 +304,7 @@ def verify(ckpt_dir: str | Path, trainer: bool = False) -> CheckpointMeta:
         if name not in hashes:
             raise CheckpointError(f"{ckpt_dir}: {name} is not part of this checkpoint")
         p = ckpt_dir / name
-        if not p.is_file():
+        if not p.exists():
             raise CheckpointError(f"{ckpt_dir}: {name} is missing")
         if file_sha256(p) != hashes[name]:
             raise CheckpointError(f"{ckpt_dir}: {name} is truncated or corrupt (hash mismatch)")

@@ -296,7 +296,10 @@ async function newGame(ev) {
   setBusy(true);
   try {
     const body = { rules: rulesOf($("preset").value), players: Number($("players").value), seat: Number($("seat").value) };
-    if (params.get("seed")) body.seed = Number(params.get("seed"));
+    // ?seed=N replays the same deals, where the server allows it (samloc serve --allow-client-seed);
+    // anything but digits is sent as given, for the server to name what is wrong with it
+    const seed = params.get("seed");
+    if (seed) body.seed = /^\d+$/.test(seed) ? Number(seed) : seed;
     ui.state = null;
     await show(await api("/play/api/new", body));
   } catch (err) {

@@ -1,0 +1,257 @@
+"""The server's edge under a real uvicorn (``serve_options``): slow and greedy clients, a
+connection that survives a bug's 500 answer, and ``samloc serve --workers 2``.
+
+Timeouts are shortened to a second here; the checks allow several seconds of slack, since the
+machine may be busy.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+import uvicorn
+
+import agents.server as server
+from agents.server import create_app, listening_sockets, serve_options
+from sam_env.cards import card_str
+from sam_env.game import Game
+
+ROOT = Path(__file__).resolve().parent.parent
+SHORT = 1.0    # the shortened header and body timeouts, in seconds
+SLACK = 8.0    # a busy machine's allowance on top
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[tuple[int, Any]]:
+    """(port, app) of a heuristic server with one-second header and body timeouts and room for
+    eight connections at once."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(server, "BODY_TIMEOUT_S", SHORT)
+        mp.setattr(server._H11, "header_timeout_s", SHORT)
+        app = create_app("heuristic")
+        port = _free_port()
+        cfg = uvicorn.Config(app, **{**serve_options("127.0.0.1", port), "limit_concurrency": 8})
+        srv = uvicorn.Server(cfg)
+        thread = threading.Thread(target=srv.run, daemon=True)
+        thread.start()
+        t0 = time.time()
+        while not srv.started:
+            assert time.time() - t0 < 60 and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.05)
+        yield port, app
+        srv.should_exit = True
+        thread.join(10)
+
+
+def _connect(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=SHORT + SLACK)
+    return s
+
+
+def _read_all(s: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    out = b""
+    while chunk := s.recv(65536):
+        out += chunk
+    return out
+
+
+def _closed_within(s: socket.socket, seconds: float) -> float:
+    """Seconds until the server closed the connection (it must, within ``seconds``)."""
+    t0 = time.monotonic()
+    s.settimeout(seconds)
+    try:
+        rest = _read_all(s)
+    except ConnectionResetError:
+        rest = b""
+    assert rest == b"", rest
+    return time.monotonic() - t0
+
+
+def test_a_silent_connection_is_closed(live: tuple[int, Any]) -> None:
+    with _connect(live[0]) as s:
+        assert SHORT * 0.9 <= _closed_within(s, SHORT + SLACK) <= SHORT + SLACK
+
+
+def test_headers_trickled_in_are_cut_off(live: tuple[int, Any]) -> None:
+    with _connect(live[0]) as s:
+        t0 = time.monotonic()
+        s.sendall(b"GET /v1/health HTTP/1.1\r\n")
+        closed = False
+        for byte in b"Host: 127.0.0.1\r\nX-Slow: " + b"a" * 200:
+            try:
+                s.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            time.sleep(0.1)
+            s.settimeout(0.01)
+            try:
+                if s.recv(1) == b"":
+                    closed = True
+                    break
+            except socket.timeout:
+                pass
+        assert closed, "the server kept a connection whose headers never ended"
+        assert time.monotonic() - t0 <= SHORT + SLACK
+
+
+def test_a_body_trickled_in_is_refused_with_408(live: tuple[int, Any]) -> None:
+    with _connect(live[0]) as s:
+        s.sendall(b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100\r\n\r\n{")
+        t0 = time.monotonic()
+        answer = b""
+        s.settimeout(0.2)
+        while time.monotonic() - t0 < SHORT + SLACK:
+            try:
+                s.sendall(b" ")
+                chunk = s.recv(65536)
+            except socket.timeout:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408"), answer
+        assert b"connection: close" in head.lower()
+        assert json.loads(body) == {"error": f"the request body did not arrive within {SHORT:g} s"}
+        assert time.monotonic() - t0 <= SHORT + SLACK
+
+
+def test_headers_growing_past_the_limit_are_refused(live: tuple[int, Any]) -> None:
+    with _connect(live[0]) as s:
+        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (server.MAX_HEADER_BYTES + 1024))
+        assert _read_all(s).startswith(b"HTTP/1.1 400")
+
+
+def test_connections_beyond_the_limit_are_answered_503(live: tuple[int, Any]) -> None:
+    held = [_connect(live[0]) for _ in range(8)]
+    try:
+        time.sleep(0.2)
+        c = http.client.HTTPConnection("127.0.0.1", live[0], timeout=SLACK)
+        c.request("GET", "/v1/health")
+        assert c.getresponse().status == 503
+        c.close()
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_a_bugs_500_leaves_the_connection_open(live: tuple[int, Any]) -> None:
+    """Starlette re-raises an error after its 500 answer; uvicorn would then drop the connection."""
+    port, app = live
+    bot = app.state.bots.bots[0]
+
+    def boom(*_: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    g = Game.new("hoi_quan_bai", 4, seed=3)
+    body = json.dumps({"format": "samloc/1", "rules": "hoi_quan_bai", "players": 4, "opener": g.opener,
+                       "seat": g.to_act, "hand": [card_str(c) for c in g.hand(g.to_act)], "events": []})
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=SLACK)
+    bot.decide = boom
+    try:
+        c.request("POST", "/v1/act", body=body, headers={"content-type": "application/json"})
+        r = c.getresponse()
+        assert r.status == 500 and json.loads(r.read()) == {"error": "internal error (RuntimeError)"}
+    finally:
+        del bot.decide
+    sock = c.sock
+    c.request("GET", "/v1/health")
+    r = c.getresponse()
+    assert r.status == 200 and json.loads(r.read()) == {"ok": True}
+    assert c.sock is sock, "the connection was dropped after the 500"
+    c.close()
+
+
+# ---- several worker processes ------------------------------------------------------------------------
+def test_worker_processes_share_the_play_sessions(tmp_path: Path) -> None:
+    """``samloc serve --workers 2``: a game on the page goes on whichever process answers (each
+    request on a new connection, so both take part)."""
+    port = _free_port()
+    log = open(tmp_path / "serve.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "samloc", "serve", "--agent", "heuristic",
+                             "--port", str(port), "--workers", "2"],
+                            cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        t0 = time.time()
+        while True:
+            assert proc.poll() is None and time.time() - t0 < 120, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        rng = random.Random(4)
+        for game in range(3):
+            st = httpx.post(url + "/play/api/new", json={"rules": "online", "players": 3, "seat": 1}).json()
+            while st["result"] is None:
+                legal = st["legal"]
+                m = next((x for x in legal if x["move"] == "no_sam"), None) or rng.choice(legal)
+                body = {"move": m["move"]} if m["move"] in ("pass", "no_sam") else {"cards": m["cards"]}
+                r = httpx.post(f"{url}/play/api/{st['session']}/move", json=body)
+                assert r.status_code == 200, r.text
+                st = r.json()
+            assert httpx.get(f"{url}/play/api/{st['session']}").json()["result"] == st["result"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+    assert proc.returncode == 0, (tmp_path / "serve.log").read_text()
+
+
+def test_workers_must_be_at_least_one() -> None:
+    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--workers", "0"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "--workers: must be 1 or more, not 0" in r.stderr
+
+
+def test_connections_on_the_servers_sockets_get_tcp_nodelay() -> None:
+    """samloc serve makes its own sockets (one per worker), with IPPROTO_TCP, so asyncio sets
+    TCP_NODELAY; uvicorn's own --workers socket has proto 0 and left Nagle's algorithm on, so each
+    keep-alive request waited ~40 ms on a delayed ACK (uvicorn issue #3149)."""
+    socks = listening_sockets("127.0.0.1", 0, 2)
+    port = socks[0].getsockname()[1]
+    assert [s.getsockname()[1] for s in socks] == [port, port]
+    assert all(s.proto == socket.IPPROTO_TCP for s in socks)
+    srv = uvicorn.Server(uvicorn.Config(create_app("heuristic"), **serve_options("127.0.0.1", port)))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": socks[:1]}, daemon=True)
+    thread.start()
+    t0 = time.time()
+    while not srv.started:
+        assert time.time() - t0 < 60 and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=SLACK)
+        c.request("GET", "/v1/health")
+        assert c.getresponse().read() == b'{"ok":true}'
+        (conn,) = srv.server_state.connections
+        assert conn.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        c.close()
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+        socks[1].close()
