@@ -30,7 +30,6 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch import nn
 
 from agents.nets.belief import NR, PLACES, BeliefNet, save_belief
 from agents.nets.format import BELIEF_FILE, MODEL_FILE, Table
