@@ -17,7 +17,6 @@ from typing import Any, Iterator
 
 import pytest
 
-from agents.nets import checkpoint as ckpt
 from agents.nets import format as ckfmt
 from training.config import load_config
 from training.trainer import TrainError, Trainer
