@@ -407,8 +407,8 @@ class Trainer:
 
     def _collect(self, timeout: float) -> None:
         """Queue the rollouts that arrived (waiting up to ``timeout`` for the first); each worker that
-        delivered is asked again at once, with the newest weights.  A failed request is dropped and asked
-        again.  When the queue is full its oldest rollout is dropped."""
+        delivered is asked again at once, with the newest weights, if the queue has room.  A failed request
+        is dropped and asked again."""
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
@@ -427,11 +427,11 @@ class Trainer:
                 self._worker_failed(w, req, exc)
                 continue
             self.session.recovering[w] = False
-            self._ask(w)
             if req in self.consumed:  # impossible by construction; kept as a guard
                 raise TrainError(f"rollout {req} arrived twice")
             self.consumed.add(req)
             s.queue.put(out)
+            self._ask(w)
 
     def _ask(self, w: int) -> None:
         """Ask worker ``w`` again if the queue has room (rollouts in flight and waiting) or the learner
@@ -442,7 +442,7 @@ class Trainer:
         else:
             s.waiting.append(w)
 
-    def _unpark(self) -> None:
+    def _ask_waiting(self) -> None:
         """The queue has room again: ask the workers that were waiting for it."""
         s = self.session
         waiting, s.waiting = s.waiting, []
@@ -459,7 +459,7 @@ class Trainer:
         batches, dropped = self.session.queue.take(self.c.updates, self.cfg.ppo.batch_decisions)
         self.c.dropped_rollouts += dropped
         if batches or dropped:
-            self._unpark()
+            self._ask_waiting()
         return batches
 
     def _worker_failed(self, w: int, req: int, exc: Exception) -> None:
