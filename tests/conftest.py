@@ -109,14 +109,17 @@ def shuffle_hidden(state: np.ndarray, seat: int, seed: int = 0) -> np.ndarray:
 
 
 @contextmanager
-def live_server(app: Any) -> Iterator[str]:
-    """``app`` under a real uvicorn on a free loopback port (a thread); yields its base URL."""
+def live_server(app: Any, options: Callable[[str, int], dict[str, Any]] | None = None) -> Iterator[str]:
+    """``app`` under a real uvicorn on a free loopback port (a thread); yields its base URL.
+    ``options(host, port)``: the uvicorn settings (default: just those two, quiet logs)."""
     import uvicorn
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    settings = options("127.0.0.1", port) if options else {"host": "127.0.0.1", "port": port,
+                                                             "log_level": "warning"}
+    server = uvicorn.Server(uvicorn.Config(app, **settings))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     t0 = time.time()

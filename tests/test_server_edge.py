@@ -24,6 +24,7 @@ import pytest
 import uvicorn
 
 import agents.server as server
+from conftest import live_server
 from agents.server import create_app, listening_sockets, serve_options
 from sam_env.cards import card_str
 from sam_env.game import Game
@@ -47,18 +48,8 @@ def live() -> Iterator[tuple[int, Any]]:
         mp.setattr(server, "BODY_TIMEOUT_S", SHORT)
         mp.setattr(server._H11, "header_timeout_s", SHORT)
         app = create_app("heuristic")
-        port = _free_port()
-        cfg = uvicorn.Config(app, **{**serve_options("127.0.0.1", port), "limit_concurrency": 8})
-        srv = uvicorn.Server(cfg)
-        thread = threading.Thread(target=srv.run, daemon=True)
-        thread.start()
-        t0 = time.time()
-        while not srv.started:
-            assert time.time() - t0 < 60 and thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.05)
-        yield port, app
-        srv.should_exit = True
-        thread.join(10)
+        with live_server(app, lambda host, port: {**serve_options(host, port), "limit_concurrency": 8}) as url:
+            yield int(url.rsplit(":", 1)[1]), app
 
 
 def _connect(port: int) -> socket.socket:
