@@ -268,6 +268,7 @@ class Bots:
         if not bots:
             raise ValueError("no bot to serve")
         self.bots, self.note = bots, note
+        self._routes: dict[tuple[str, int], Bot | None] = {}  # decided once per table, not per request
         searched = [b.agent.deadline_ms for b in bots if b.searches]
         #: the bound on a searched decision, ms (0: some search has none); None where no bot searches
         self.deadline_ms = (0 if 0 in searched else max(searched)) if searched else None
@@ -291,9 +292,13 @@ class Bots:
     def route(self, rules: RuleSet, players: int) -> Bot | None:
         """The bot that plays this table, or None."""
         key = (_rules_key(rules), players)
-        ranked = sorted((b for b in self.bots if b.plays(rules, players)),
-                        key=lambda b: (b.tables is None, -b.strength.get(key, float("-inf"))))
-        return ranked[0] if ranked else None
+        if key not in self._routes:
+            if len(self._routes) >= 1024:  # clients may name any house rules: keep the memo bounded
+                self._routes.clear()
+            ranked = sorted((b for b in self.bots if b.plays(rules, players)),
+                            key=lambda b: (b.tables is None, -b.strength.get(key, float("-inf"))))
+            self._routes[key] = ranked[0] if ranked else None
+        return self._routes[key]
 
     def for_table(self, rules: RuleSet, players: int) -> Bot:
         bot = self.route(rules, players)
