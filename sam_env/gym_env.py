@@ -12,7 +12,8 @@ plays) or "random:uniform" (compiled), a callable ``(obs, mask) -> action``,
 an agent with ``act_batch(states, ru, obs, masks)`` or ``act(game, seat)``, a
 name for ``agents.make_agent``, or a list of these, one per seat after the
 learner (docs/environments.md).  Observations are ``{"observation": float32[OBS_SIZE],
-"action_mask": int8[201]}`` (:mod:`sam_env.obs`); ``info["action_mask"]`` too.
+"action_mask": int8[201]}`` (:mod:`sam_env.obs`); ``info["action_mask"]`` too, and
+``action_masks()`` gives it as bools (the method sb3-contrib's MaskablePPO calls).
 The reward is the learning seat's lá (chop payments when a chain settles,
 the rest at the end) times ``reward_scale``.  Games never truncate.
 
@@ -132,6 +133,16 @@ class SamLocEnv(gymnasium.Env):
         info["action_mask"] = g.masks[0].copy()
         return obs, reward, False, False, info
 
+    def action_masks(self) -> np.ndarray:
+        """``bool[201]``: the learner's legal actions now (all False once the game is over).
+
+        The method sb3-contrib's MaskablePPO looks for; through ``gymnasium.make``'s
+        wrappers reach it with ``env.get_wrapper_attr("action_masks")()`` (as SB3 does).
+        """
+        if self._over:
+            return np.zeros(NUM_ACTIONS, dtype=np.bool_)
+        return self.games.masks[0].astype(np.bool_)
+
     def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None
@@ -211,6 +222,11 @@ class SamLocVectorEnv(VectorEnv):
             info["final_info"] = {"scores": scores, "_scores": term.copy(), "seat": seats, "_seat": term.copy()}
             info["_final_info"] = term.copy()
         return obs, rewards, term, np.zeros(self.num_envs, dtype=np.bool_), info
+
+    def action_masks(self) -> np.ndarray:
+        """``bool[num_envs, 201]``: each learner's legal actions now (after an autoreset, in the
+        new game), as ``SamLocEnv.action_masks`` for every env at once."""
+        return self.games.masks.astype(np.bool_)
 
 
 def _register() -> None:

@@ -19,9 +19,11 @@ LAYERS = ("sam_env", "agents", "training", "samloc")  # each may import only tho
 UPWARD = {"sam_env/upward.py": {"agents"}}
 #: Third-party packages a layer must not import, and the modules exempt from that.
 FORBIDDEN = {
-    "sam_env": ({"torch", "ray", "onnxruntime", "fastapi", "gymnasium", "pettingzoo"},
+    "sam_env": ({"torch", "ray", "onnxruntime", "fastapi", "gymnasium", "pettingzoo",
+                 "stable_baselines3", "sb3_contrib"},
                 {"sam_env/gym_env.py": {"gymnasium"}, "sam_env/pettingzoo_env.py": {"gymnasium", "pettingzoo"},
                  "sam_env/envs.py": {"gymnasium"},
+                 "sam_env/integrations/sb3.py": {"stable_baselines3"},
                  "sam_env/bench.py": {"gymnasium"}}),  # `samloc bench --env --num-envs 1` times one SamLoc-v0
     "agents": ({"ray", "gymnasium", "pettingzoo"}, {}),
 }
