@@ -249,6 +249,7 @@ def test_vecenv_attributes_methods_render_and_errors():
 def test_integrations_are_imported_only_on_demand():
     """``sam_env`` and its Gymnasium face load neither SB3 nor sb3-contrib; the adapter does."""
     code = ("import sys, sam_env, sam_env.gym_env, sam_env.envs, sam_env.integrations;"
-            "bad = [m for m in ('stable_baselines3', 'sb3_contrib') if m in sys.modules]; assert not bad, bad;"
+            "bad = [m for m in ('stable_baselines3', 'sb3_contrib') if m in sys.modules];"
+            "assert not bad, bad;"
             "import sam_env.integrations.sb3; assert 'stable_baselines3' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
