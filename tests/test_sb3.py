@@ -223,6 +223,8 @@ def test_vecenv_attributes_methods_render_and_errors():
     assert venv.env_method("render", indices=1) == texts[1:2]
     np.testing.assert_array_equal(venv.env_method("action_masks", indices=[2])[0], obs["action_mask"][2] == 1)
     assert venv.render() is None   # SB3 tiles only rgb_array images; ansi text comes from env_method
+    with pytest.warns(UserWarning, match="assumes it is `rgb_array`"):
+        assert venv.get_images() == [None] * 3
     assert venv.env_is_wrapped(gymnasium.Wrapper) == [False] * 3
     # reward_scale: one for all games
     venv.set_attr("reward_scale", 0.25)

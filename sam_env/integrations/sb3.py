@@ -125,6 +125,7 @@ class SamLocVecEnv(VecEnv):
 
     # -- stepping ------------------------------------------------------------------------------
     def reset(self) -> VecEnvObs:
+        self._actions = None   # a pending step_async is cancelled, as SB3 says
         obs, info = self.vector_env.reset(seed=self._batch_seed())
         self.reset_infos = [{"action_mask": info["action_mask"][i], "seat": int(info["seat"][i])}
                             for i in range(self.num_envs)]
