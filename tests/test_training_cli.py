@@ -65,7 +65,8 @@ def test_every_config_field_has_its_doc_in_the_typed_config() -> None:
     assert {"TableConfig", "EnvConfig", "PPOConfig", "BeliefConfig"} <= seen
 
 
-def test_print_config_is_every_key_with_its_doc_and_reads_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_print_config_is_every_key_with_its_doc_and_reads_back(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["ppo.lr=1e-4", "--config", "quick", "env.players=3", "--print-config"]) == 0
     text = capsys.readouterr().out
     f = tmp_path / "printed.yaml"
@@ -109,8 +110,9 @@ def test_a_run_is_named_for_the_tables_its_overrides_chose() -> None:
 
     assert name("env.rules=mien_bac", "env.players=3") == "quick-mien_bac-3"
     assert name("env.rules=[mien_bac,online]", "env.players=[3,4]") == "quick-mien_bac.online-3.4"
-    assert name("env.tables=[{rules: s666pg, players: [5]}, {rules: {preset: online, chop_two: 15}, players: [3]}]") \
-        == "quick-s666pg-5-online_chop_two_15-3"
+    house = "{rules: {preset: online, chop_two: 15}, players: [3]}"
+    tables = f"env.tables=[{{rules: s666pg, players: [5]}}, {house}]"
+    assert name(tables) == "quick-s666pg-5-online_chop_two_15-3"
     assert name("ppo.lr=1e-4") == "quick"
     assert name("env.players=3", "name=mine") == "mine"
 
@@ -122,7 +124,8 @@ def test_dry_run_checks_and_prints_the_run_folder_without_starting_anything(
     assert cli.main(["--config", "quick", "env.rules=mien_bac", "env.players=3", f"out_dir={out_dir}",
                      "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert re.search(rf"run folder: +{re.escape(str(out_dir))}/quick-mien_bac-3__0__\d{{8}}-\d{{6}} \(new\)", out), out
+    folder = rf"{re.escape(str(out_dir))}/quick-mien_bac-3__0__\d{{8}}-\d{{6}}"
+    assert re.search(rf"run folder: +{folder} \(new\)", out), out
     assert not out_dir.exists()  # nothing written
     assert cli.main(["--config", "quick", "rollout.num_workers=64", "--dry-run"]) == 1
     err = capsys.readouterr().err.strip()
@@ -134,15 +137,17 @@ def test_more_minutes_and_decisions_count_from_what_the_run_has_done(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     _no_training(monkeypatch)
     run = _saved_run(tmp_path, trained=5000, wall_s=90.0)
-    assert cli.main(["--resume", str(run), "--more-minutes", "5", "--more-decisions", "2e3", "--print-config"]) == 0
+    assert cli.main(["--resume", str(run), "--more-minutes", "5", "--more-decisions", "2e3",
+                     "--print-config"]) == 0
     text = capsys.readouterr().out
-    assert "\nmax_minutes: 6.5 " in text and "\ntotal_decisions: 7000 " in text  # 1.5 minutes + 5, 5,000 + 2,000
+    assert "\nmax_minutes: 6.5 " in text  # 1.5 minutes + 5
+    assert "\ntotal_decisions: 7000 " in text  # 5,000 + 2,000
     assert cli.main(["--resume", str(run), "--more-minutes", "1", "--dry-run"]) == 0
     assert "resume from ckpt_00000040: update 40, 5,000 decisions, 1.5 minutes" in capsys.readouterr().out
     for args, words in ((["--more-minutes", "5", "max_minutes=9"], "not both"),
                         (["--more-decisions", "0"], "positive whole number")):
         assert cli.main(["--resume", str(run), *args]) == 2
-        assert words in capsys.readouterr().err.strip().splitlines()[-1]  # argparse: its usage, then the error
+        assert words in capsys.readouterr().err.strip().splitlines()[-1]  # argparse: usage, then the error
 
 
 def test_a_resume_with_nothing_left_says_so_and_starts_nothing(
@@ -180,6 +185,7 @@ def test_the_figures_in_the_shipped_configs_comments_are_the_measured_ones() -> 
     docs/training.md records."""
     docs = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
     for f in sorted((REPO / "configs").glob("*.yaml")):
-        comments = " ".join(ln.split("#", 1)[1] for ln in f.read_text(encoding="utf-8").splitlines() if "#" in ln)
+        lines = f.read_text(encoding="utf-8").splitlines()
+        comments = " ".join(ln.split("#", 1)[1] for ln in lines if "#" in ln)
         for figure in re.findall(r"\d{1,3}(?:,\d{3})+", comments):
             assert figure in docs, f"{f.name}: {figure} is not in docs/training.md"

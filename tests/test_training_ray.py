@@ -93,8 +93,9 @@ def test_a_run_and_its_resume_log_cleanly_and_leave_the_served_bot_and_its_curve
     from training.cli import main
 
     run, bot = tmp_path / "run", tmp_path / "bot"
-    assert main(["--config", "quick", "--run-dir", str(run), *TINY, "total_decisions=2500", "eval.every_updates=4",
-                 "eval.final_deals=8", "learner.max_policy_lag=2", f"checkpoint.export_to={bot}"]) == 0
+    assert main(["--config", "quick", "--run-dir", str(run), *TINY, "total_decisions=2500",
+                 "eval.every_updates=4", "eval.final_deals=8", "learner.max_policy_lag=2",
+                 f"checkpoint.export_to={bot}"]) == 0
     out = capsys.readouterr().out
     summary = json.loads((run / "summary.json").read_text())
     ckpt = Path(summary["checkpoint"])
@@ -109,10 +110,11 @@ def test_a_run_and_its_resume_log_cleanly_and_leave_the_served_bot_and_its_curve
     first = _points(run)
     report = json.loads((run / "eval_report.json").read_text())
     final_step = summary["decisions_trained"]
-    for tag in ("charts/learning_rate", "losses/explained_variance", "losses/grad_norm", "eval/random/ci95_low",
-                "eval/random/ci95_high", "eval/heuristic/mean_la"):
+    for tag in ("charts/learning_rate", "losses/explained_variance", "losses/grad_norm",
+                "eval/random/ci95_low", "eval/random/ci95_high", "eval/heuristic/mean_la"):
         assert first.get(tag), tag
-    assert first["eval/random/final_mean_la"] == [(final_step, pytest.approx(report["results"]["random"]["mean_score"]))]
+    final_random = report["results"]["random"]["mean_score"]
+    assert first["eval/random/final_mean_la"] == [(final_step, pytest.approx(final_random))]
     lo, hi = report["results"]["heuristic"]["ci95"]
     assert first["eval/heuristic/final_ci95_low"][0][1] == pytest.approx(lo)
     assert first["eval/heuristic/final_ci95_high"][0][1] == pytest.approx(hi)

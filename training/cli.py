@@ -1,7 +1,7 @@
 """``samloc train``: self-play training on Ray, from this machine to a cluster.
 
     samloc train --config configs/quick.yaml [key=value ...]
-    samloc train --resume runs/quick__0__20250101-120000 [--more-minutes N] [--more-decisions N] [key=value ...]
+    samloc train --resume runs/quick__0__20250101-120000 [--more-minutes N] [--more-decisions N] [k=v ...]
     samloc train --config configs/cluster.yaml --ray-address HOST:6379
     samloc train --config configs/quick.yaml env.rules=mien_bac env.players=3 --print-config   (or --dry-run)
 
@@ -56,24 +56,24 @@ def _minutes(text: str) -> float:
 def _parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="samloc train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="keys for key=value or a --config YAML (defined and documented in training/config.py; all of"
-               " them,\nresolved, each with its doc: samloc train --print-config [--config FILE | --resume RUN]):\n"
-               + keys_help())
+        epilog="keys for key=value or a --config YAML (defined and documented in training/config.py;"
+               " all of them,\nresolved, each with its doc: samloc train --print-config [--config F |"
+               " --resume RUN]):\n" + keys_help())
     ap.add_argument("--config", help="a YAML config (configs/quick.yaml, standard, cluster) or its name")
     ap.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest good checkpoint")
     ap.add_argument("--more-minutes", type=_minutes, metavar="N",
-                    help="with --resume: train N minutes more than the run's sittings so far (max_minutes = minutes"
-                         " trained + N)")
+                    help="with --resume: train N minutes more than the run's sittings so far (max_minutes ="
+                         " minutes trained + N)")
     ap.add_argument("--more-decisions", type=_count, metavar="N",
                     help="with --resume: train N decisions more (total_decisions = decisions trained + N;"
                          " ppo.anneal_lr anneals over the new total)")
     ap.add_argument("--print-config", action="store_true",
-                    help="print the resolved config (after --config or --resume, overrides and --more-*), every key"
-                         " with its doc, as YAML that --config reads; start nothing")
+                    help="print the resolved config (after --config or --resume, overrides and --more-*),"
+                         " every key with its doc, as YAML that --config reads; start nothing")
     ap.add_argument("--dry-run", action="store_true",
-                    help="check everything that can be checked without Ray (config, run folder, the checkpoint to"
-                         " resume or init_from, learner device, CPUs), print the run folder it would use; start"
-                         " nothing")
+                    help="check all that can be checked without Ray (config, run folder, the checkpoint to"
+                         " resume or init_from, learner device, CPUs), print the run folder it would use;"
+                         " start nothing")
     ap.add_argument("--ray-address", help="join this Ray cluster (default: start Ray embedded here, on 127.0.0.1"
                                           " only; docs/training.md says what to secure on a cluster)")
     ap.add_argument("--dashboard", action="store_true",
@@ -102,8 +102,8 @@ def _resolve(args: argparse.Namespace) -> tuple[TrainConfig, Path | None, Path |
     more = args.more_minutes is not None or args.more_decisions is not None
     if not args.resume:
         if more:
-            raise ConfigError("--more-minutes and --more-decisions continue a run: give them with --resume RUN_DIR"
-                              " (a new run: max_minutes=N, total_decisions=N)")
+            raise ConfigError("--more-minutes and --more-decisions continue a run: give them with --resume"
+                              " RUN_DIR (a new run: max_minutes=N, total_decisions=N)")
         if not args.config:
             raise ConfigError("give --config FILE (e.g. configs/quick.yaml) or --resume RUN_DIR")
         cfg = load_config(args.config, args.overrides)
@@ -113,7 +113,8 @@ def _resolve(args: argparse.Namespace) -> tuple[TrainConfig, Path | None, Path |
         raise ConfigError("--resume takes the run's own config; give changes as key=value")
     for flag, key in (("more_minutes", "max_minutes"), ("more_decisions", "total_decisions")):
         if getattr(args, flag) is not None and key in keys:
-            raise ConfigError(f"give --{flag.replace('_', '-')} (more than so far) or {key}= (in all), not both")
+            raise ConfigError(f"give --{flag.replace('_', '-')} (more than so far) or {key}= (in all),"
+                              " not both")
     run_dir = Path(args.resume)
     cfg_file = run_dir / "config.yaml"
     if not cfg_file.is_file():
@@ -135,8 +136,8 @@ def _nothing_left(cfg: TrainConfig, run_dir: Path, counters: dict[str, Any]) -> 
         return (f"{run_dir}: nothing left to do: {trained:,} decisions trained, total_decisions is"
                 f" {cfg.total_decisions:,} (give --more-decisions N, or total_decisions=D)")
     if why:
-        return (f"{run_dir}: nothing left to do: {wall / 60:.1f} minutes trained over its sittings, max_minutes is"
-                f" {cfg.max_minutes:g} (give --more-minutes N, or max_minutes=M)")
+        return (f"{run_dir}: nothing left to do: {wall / 60:.1f} minutes trained over its sittings,"
+                f" max_minutes is {cfg.max_minutes:g} (give --more-minutes N, or max_minutes=M)")
     return ""
 
 
@@ -151,7 +152,7 @@ def _writable(path: Path) -> bool:
 def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, ckpt: Path | None,
              counters: dict[str, Any] | None) -> None:
     """Every check that needs no Ray, then what the run would do; raises the first problem found."""
-    from agents.nets.format import CheckpointError, read_metadata, resolve
+    from agents.nets.format import CheckpointError, read_metadata, resolve, verify
     from agents.nets.policy import build_net
     from .learner import DeviceError, resolve_device
     from .trainer import TrainError, cpu_shortfall, embedded_cpus, new_run_dir
@@ -164,10 +165,14 @@ def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, c
         if str(path) not in ("", ".") and not _writable(path):
             raise TrainError(f"{what} {path} cannot be written here (permission denied)")
     shape = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic).hparams()
-    for what, path in (("--resume", ckpt), ("init_from", resolve(cfg.init_from) if cfg.init_from else None)):
-        if path is not None and read_metadata(path).model != shape:
-            raise CheckpointError(f"{what} {path}: the model shape {read_metadata(path).model} differs from the"
-                                  f" config's {shape}")
+    starts = [("--resume", ckpt)] if ckpt else []  # verified by _progress
+    if cfg.init_from:
+        starts.append(("init_from", resolve(cfg.init_from)))
+        verify(starts[-1][1])
+    for what, path in starts:
+        model = read_metadata(path).model
+        if model != shape:
+            raise CheckpointError(f"{what} {path}: the model shape {model} differs from the config's {shape}")
     try:
         device = resolve_device(cfg.learner.device)
     except DeviceError as exc:
@@ -184,11 +189,12 @@ def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, c
                                          f" {counters['decisions_trained']:,} decisions,"
                                          f" {counters['wall_s'] / 60:.1f} minutes)" if ckpt else " (new)"))
     print(f"  name:        {cfg.name}; tables {tables}")
-    print(f"  budget:      total_decisions {cfg.total_decisions:,}, max_minutes "
-          f"{cfg.max_minutes:g}" * bool(cfg.max_minutes) + " (every sitting together)")
+    minutes = f"max_minutes {cfg.max_minutes:g}" if cfg.max_minutes else "no max_minutes"
+    print(f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)")
     print(f"  workers:     {ro.num_workers} x {ro.cpus_per_worker:g} CPU on {where}; learner on {device}"
           f" ({cfg.learner.precision})")
-    print(f"  at the end:  evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}, ONNX export, curve.png"
+    print(f"  at the end:  evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}, ONNX export,"
+          " curve.png"
           + (f", belief {cfg.belief.deals:,} deals" if cfg.belief.deals else "")
           + (f", copy to {cfg.checkpoint.export_to}" if cfg.checkpoint.export_to else ""))
 
@@ -212,7 +218,8 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: Any, deals: int) -> dict[st
     torch.set_num_threads(1)
     res = evaluate_weights(weights_to_numpy(net), net.hparams(), list(cfg.eval.opponents), snap,
                            eval_rules(cfg), eval_players(cfg), deals, 12345)
-    report = {"name": cfg.name, "checkpoint": str(ckpt_dir), "rules": eval_rules(cfg), "players": eval_players(cfg),
+    report = {"name": cfg.name, "checkpoint": str(ckpt_dir), "rules": eval_rules(cfg),
+              "players": eval_players(cfg),
               "deals": deals, "snapshot_update": ids[0] if ids else None, "updates": meta.updates,
               "decisions_trained": meta.decisions_trained, "games": meta.games,
               "results": res}
@@ -229,7 +236,8 @@ def _export_onnx(ckpt_dir: Path) -> tuple[Path | None, str]:
     try:
         return Path(export(ckpt_dir)["path"]), ""
     except (ValueError, OSError) as exc:
-        return None, f"the ONNX export failed ({exc}); the checkpoint is kept (retry: samloc export {ckpt_dir})"
+        return None, (f"the ONNX export failed ({exc}); the checkpoint is kept"
+                      f" (retry: samloc export {ckpt_dir})")
 
 
 def main(argv: list[str]) -> int:
@@ -322,8 +330,8 @@ def main(argv: list[str]) -> int:
             errors.append(why)
         title = (f"{cfg.name}: greedy policy at {table_name(eval_rules(cfg), eval_players(cfg))},"
                  f" {summary['decisions_trained']:,} decisions trained")
-        paths["curve"] = summary["curve"] = str(plot_curve(trainer.eval_history, report, run_dir / "curve.png",
-                                                           title))
+        curve = plot_curve(trainer.eval_history, report, run_dir / "curve.png", title)
+        paths["curve"] = summary["curve"] = str(curve)
         write_hparams(trainer, summary, report)
         if cfg.checkpoint.export_to:
             extra = {"eval_report.json": report} if report else {}

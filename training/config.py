@@ -256,8 +256,8 @@ def _as_lists(node: Any, cls: type, where: str = "") -> Any:
                 if isinstance(value, dict):
                     value = [value]
                 if not isinstance(value, list):
-                    raise ConfigError(f"{name} takes a list of tables such as [{{rules: mien_bac, players: [3]}}],"
-                                      f" not {value!r}")
+                    raise ConfigError(f"{name} takes a list of tables such as"
+                                      f" [{{rules: mien_bac, players: [3]}}], not {value!r}")
                 value = [_as_lists(v, item, f"{name}[{i}].") for i, v in enumerate(value)]
             elif not isinstance(value, (list, dict)):
                 value = [value]
@@ -569,13 +569,14 @@ def config_text(cfg: TrainConfig, source: str = "") -> str:
 
     walk(cfg, "")
     width = min(44, max(len(code) for code, _ in rows))
-    head = [f"# samloc train config{' from ' + source if source else ''}, resolved (defaults <- file <- key=value).",
-            "# Any key can be given as key=value (env.players=3, ppo.lr=1e-4); this text is a valid --config file."]
+    head = [f"# samloc train config{' from ' + source if source else ''}, resolved"
+            " (defaults <- file <- key=value).",
+            "# Any key can be given as key=value (env.players=3, ppo.lr=1e-4); this is a --config file."]
     return "\n".join(head + [f"{code:<{width}}  # {doc}" if doc else code for code, doc in rows]) + "\n"
 
 
 def keys_help() -> str:
-    """The keys ``samloc train`` takes, one line each, for ``--help`` (the sections' fields: --print-config)."""
+    """The keys ``samloc train`` takes, a line per section, for ``--help`` (their docs: --print-config)."""
     cfg = TrainConfig()
     plain = [f.name for f in dataclasses.fields(cfg) if not dataclasses.is_dataclass(getattr(cfg, f.name))]
     lines = ["  " + ", ".join(plain)]

@@ -14,7 +14,10 @@ from typing import Any
 from sam_env.atomic import write_with
 
 
-def _points(history: list[dict[str, Any]], opp: str) -> tuple[list[float], list[float], list[float], list[float]]:
+Series = tuple[list[int], list[float], list[float], list[float]]
+
+
+def _points(history: list[dict[str, Any]], opp: str) -> Series:
     """(decisions trained, mean, CI low, CI high) of every evaluation against ``opp``, in order."""
     rows = [(e["decisions_trained"], e["results"][opp]) for e in history
             if "mean_score" in e.get("results", {}).get(opp, {})]
@@ -43,9 +46,9 @@ def plot_curve(history: list[dict[str, Any]], final: dict[str, Any] | None, path
             ax.fill_between(m, lo, hi, color=color, alpha=0.2, lw=0)
         r = (final or {}).get("results", {}).get(opp, {})
         if "mean_score" in r:
-            x = final["decisions_trained"] / 1e6
-            ax.errorbar([x], [r["mean_score"]], yerr=[[r["mean_score"] - r["ci95"][0]], [r["ci95"][1] - r["mean_score"]]],
-                        fmt="D", color=color, capsize=4, label=f"vs {opp}, final ({final.get('deals', '?')} deals)")
+            x, y, (lo, hi) = final["decisions_trained"] / 1e6, r["mean_score"], r["ci95"]
+            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="D", color=color, capsize=4,
+                        label=f"vs {opp}, final ({final.get('deals', '?')} deals)")
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("decisions trained (millions)")
     ax.set_ylabel("mean lá per game (95% CI)")

@@ -47,7 +47,8 @@ from sam_env.atomic import write_atomic, write_json_atomic
 from sam_env.obs import OBS_VERSION
 from sam_env.seeding import mix
 
-from .config import TrainConfig, eval_players, eval_rules, flat, stop_reason, to_dict, to_yaml, training_tables
+from .config import (TrainConfig, eval_players, eval_rules, flat, stop_reason, to_dict, to_yaml,
+                     training_tables)
 from .learner import DeviceError, Learner, resolve_device, wants_cuda
 from .queue import RolloutQueue
 from .rollout import _actor_class
@@ -276,7 +277,8 @@ class Trainer:
                 lost += 1
         if lost:
             write_atomic(f, "".join(json.dumps(e) + "\n" for e in kept))
-            self.log(f"eval.jsonl: {lost} evaluation(s) after update {self.c.updates} dropped (their work is redone)")
+            self.log(f"eval.jsonl: {lost} evaluation(s) after update {self.c.updates} dropped"
+                     " (their work is redone)")
         return kept if len(kept) >= len(saved) else saved
 
     # ---- the loop: start, then submit / collect / update / evaluate / checkpoint / log ----------
@@ -629,7 +631,8 @@ class Trainer:
             f.write(json.dumps(entry) + "\n")
 
     def _eval_scalars(self, res: dict[str, Any], step: int, prefix: str = "") -> None:
-        """``eval/<opponent>/<prefix>mean_la`` with its 95% CI (``ci95_low``, ``ci95_high``), win rate, Sâm."""
+        """``eval/<opponent>/<prefix>mean_la`` with its 95% CI (``ci95_low``, ``ci95_high``), win rate,
+        Sâm declarations."""
         for opp, r in res.items():
             if "mean_score" in r:
                 lo, hi = r["ci95"]
@@ -641,7 +644,7 @@ class Trainer:
 
     def record_final_eval(self, report: dict[str, Any]) -> None:
         """The final evaluation's figures in TensorBoard (``eval/<opponent>/final_mean_la`` ...), at the step
-        of the final checkpoint; not again when this sitting trained nothing (the same weights, deals, seed)."""
+        of the final checkpoint; not again when this sitting trained nothing (same weights, deals, seed)."""
         if self.c.decisions_trained > self.tb_first:
             self._eval_scalars(report["results"], self.c.decisions_trained, prefix="final_")
             self.writer.flush()
@@ -668,8 +671,9 @@ class Trainer:
 
     def summary(self, rate: "_Rate", reason: str, final: Path) -> dict[str, Any]:
         r = rate.rates(window=False)
-        return {"name": self.cfg.name, "run_dir": str(self.run_dir), "checkpoint": str(final), "stop_reason": reason,
-                "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
+        return {"name": self.cfg.name, "run_dir": str(self.run_dir), "checkpoint": str(final),
+                "stop_reason": reason, "updates": self.c.updates, "games": self.c.games,
+                "decisions": self.c.decisions,
                 "decisions_trained": self.c.decisions_trained, "rollouts": self.c.rollouts,
                 "dropped_rollouts": self.c.dropped_rollouts, "device": str(self.learner.device),
                 "worker_failures": self.c.worker_failures, "wall_s": round(self.c.wall_s, 1),
