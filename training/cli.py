@@ -166,7 +166,7 @@ def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, c
             raise TrainError(f"{what} {path} cannot be written here (permission denied)")
     shape = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic).hparams()
     starts = [("--resume", ckpt)] if ckpt else []  # verified by _progress
-    if cfg.init_from:
+    if cfg.init_from and not ckpt:  # a resume takes its own weights, not init_from's
         starts.append(("init_from", resolve(cfg.init_from)))
         verify(starts[-1][1])
     for what, path in starts:
@@ -193,8 +193,9 @@ def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, c
     print(f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)")
     print(f"  workers:     {ro.num_workers} x {ro.cpus_per_worker:g} CPU on {where}; learner on {device}"
           f" ({cfg.learner.precision})")
-    print(f"  at the end:  evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}, ONNX export,"
-          " curve.png"
+    final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
+             else "no final evaluation")
+    print(f"  at the end:  {final}, ONNX export, curve.png"
           + (f", belief {cfg.belief.deals:,} deals" if cfg.belief.deals else "")
           + (f", copy to {cfg.checkpoint.export_to}" if cfg.checkpoint.export_to else ""))
 

@@ -143,8 +143,9 @@ class LearnerConfig:
     """fp32, or bf16: forward and loss under bfloat16 autocast (weights, optimizer and gradients stay
     float32; its effect on the loss is measured in docs/training.md)."""
     max_policy_lag: int = 8
-    """Updates a rollout may lag behind the weights that learn from it; older rollouts are dropped and
-    counted (charts/dropped_rollouts)."""
+    """Updates a rollout may lag behind the weights that learn from it (updates made between its request
+    and the update that takes it); older rollouts are dropped and counted (charts/dropped_rollouts), so
+    every row learned from is 0 to this many updates old.  The queue bounds how many wait, not their age."""
     queue_rollouts: int = 0
     """Rollouts in flight on the workers or waiting for the learner, at most (0: one per worker plus one);
     a worker that delivers into a full queue waits for room (at least num_workers).  More room lets the
