@@ -427,3 +427,20 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     stale = runs[3]
     assert stale["stale_fraction"] == 1 and stale["is_weight"] == pytest.approx(1.0)  # e^+1 truncated at 1
     assert stale["approx_kl"] < runs[0]["approx_kl"]  # the clip is centred on the learner's own policy
+
+
+def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
+    from training.learner import Learner
+    from training.ppo import explained_variance
+
+    ret = torch.tensor([1.0, -2.0, 0.5, 3.0])
+    assert explained_variance(ret, ret) == 1.0
+    assert explained_variance(torch.full_like(ret, ret.mean()), ret) == pytest.approx(0.0)
+    assert np.isnan(explained_variance(ret, torch.ones(4)))  # returns without variance: nothing to explain
+    cfg = load_config("quick", ["model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+                                "ppo.minibatch=64", "ppo.epochs=1"])
+    batch = _recorded(cfg)
+    out = Learner(cfg).update([batch], [0], torch.Generator().manual_seed(1))
+    assert out["grad_norm"] > 0 and np.isfinite(out["grad_norm"])
+    v, r = batch["val"], batch["adv"] + batch["val"]
+    assert out["explained_variance"] == pytest.approx(1 - np.var(r - v) / np.var(r), rel=1e-4)

@@ -8,6 +8,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,6 +74,70 @@ def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
     belief = json.loads((tmp_path / "bot" / "belief.json").read_text())
     assert belief["deals"] == 40 and belief["hidden"] == 16 and belief["command"].startswith("samloc train")
     assert make_agent(f"{tmp_path / 'bot'}+search:candidates=2,worlds=2,horizon=1,critic=0").belief is not None
+
+
+def _points(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of the run's own event files as (step, value), as TensorBoard shows them (after its
+    purges of out-of-date points)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_a_run_and_its_resume_log_cleanly_and_leave_the_served_bot_and_its_curve(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two sittings: each ends with ONNX in the final checkpoint (and in export_to), curve.png and the final
+    evaluation in TensorBoard; the second appends to the first's scalars without losing or reordering any."""
+    from agents.onnx_agent import OnnxAgent
+    from training.cli import main
+
+    run, bot = tmp_path / "run", tmp_path / "bot"
+    assert main(["--config", "quick", "--run-dir", str(run), *TINY, "total_decisions=2500",
+                 "eval.every_updates=4", "eval.final_deals=8", "learner.max_policy_lag=2",
+                 f"checkpoint.export_to={bot}"]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((run / "summary.json").read_text())
+    ckpt = Path(summary["checkpoint"])
+    for label, path in (("served bot (ONNX):", ckpt / "policy.onnx"), ("training curve:", run / "curve.png"),
+                        ("final evaluation:", run / "eval_report.json")):
+        assert re.search(rf"^{re.escape(label)} +{re.escape(str(path))}$", out, re.M), out
+        assert path.is_file()
+    assert (run / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    served = OnnxAgent(bot / "policy.onnx")
+    served.check_exported_from(bot)  # the copy is the export of the bot's own weights
+    assert (bot / "policy.onnx").read_bytes() == (ckpt / "policy.onnx").read_bytes()
+    first = _points(run)
+    report = json.loads((run / "eval_report.json").read_text())
+    final_step = summary["decisions_trained"]
+    for tag in ("charts/learning_rate", "losses/explained_variance", "losses/grad_norm",
+                "eval/random/ci95_low", "eval/random/ci95_high", "eval/heuristic/mean_la"):
+        assert first.get(tag), tag
+    final_random = report["results"]["random"]["mean_score"]
+    assert first["eval/random/final_mean_la"] == [(final_step, pytest.approx(final_random))]
+    lo, hi = report["results"]["heuristic"]["ci95"]
+    assert first["eval/heuristic/final_ci95_low"][0][1] == pytest.approx(lo)
+    assert first["eval/heuristic/final_ci95_high"][0][1] == pytest.approx(hi)
+    # the hparams metric is the final evaluation's, in the run itself (no sub-run per sitting)
+    assert first["hparam/eval_random_mean_la"] == first["eval/random/final_mean_la"]
+    assert not [p for p in run.iterdir() if p.is_dir() and p.name != "checkpoints"]
+    # the policy lag: 0 for the first update (asked and delivered before it), never above max_policy_lag
+    lags = [v for _, v in first["losses/policy_lag_max"]]
+    assert lags[0] == 0 and max(lags) <= 2
+
+    assert main(["--resume", str(run), "--more-decisions", "1500"]) == 0
+    capsys.readouterr()
+    second = _points(run)
+    again = json.loads((run / "summary.json").read_text())
+    assert again["decisions_trained"] >= final_step + 1500
+    for tag, pts in second.items():
+        steps = [st for st, _ in pts]
+        assert steps == sorted(set(steps)), f"{tag}: steps {steps} do not rise"
+        assert pts[:len(first.get(tag, []))] == first.get(tag, []), f"{tag}: points of the first sitting lost"
+    for tag in ("charts/games", "losses/policy", "eval/random/final_mean_la", "hparam/eval_random_mean_la"):
+        assert len(second[tag]) > len(first[tag]), tag
+    assert max(st for st, _ in second["charts/games"]) == again["decisions_trained"]
+    assert [st for st, _ in second["eval/random/final_mean_la"]] == [final_step, again["decisions_trained"]]
 
 
 def test_a_killed_worker_is_restarted_and_nothing_is_counted_twice(tmp_path: Path) -> None:

@@ -4,13 +4,20 @@ A config is built from the dataclass defaults, then the YAML file, then the
 command-line overrides (OmegaConf structured configs, so a wrong type or an
 unknown key is refused before anything starts), then :func:`validate` checks
 ranges and names.  Every mistake is reported as one :class:`ConfigError` line.
+
+The docstring under each field is its documentation, the only one:
+:func:`field_docs` reads them from this file for ``samloc train --print-config``
+and ``--help`` (a test checks that every field has one).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import math
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,7 +106,8 @@ class PPOConfig:
     lr: float = 3e-4
     """Adam learning rate."""
     anneal_lr: bool = False
-    """Decay the learning rate linearly to 0 over the run."""
+    """Decay the learning rate linearly to 0 at total_decisions (a resume that raises total_decisions
+    raises the rate again: lr x the share still to train)."""
     gamma: float = 1.0
     """Discount between one seat's decisions (a game is short and scored at the end)."""
     gae_lambda: float = 0.95
@@ -135,8 +143,9 @@ class LearnerConfig:
     """fp32, or bf16: forward and loss under bfloat16 autocast (weights, optimizer and gradients stay
     float32; its effect on the loss is measured in docs/training.md)."""
     max_policy_lag: int = 8
-    """Updates a rollout may lag behind the weights that learn from it; older rollouts are dropped and
-    counted (charts/dropped_rollouts)."""
+    """Updates a rollout may lag behind the weights that learn from it (updates made between its request
+    and the update that takes it); older rollouts are dropped and counted (charts/dropped_rollouts), so
+    every row learned from is 0 to this many updates old.  The queue bounds how many wait, not their age."""
     queue_rollouts: int = 0
     """Rollouts in flight on the workers or waiting for the learner, at most (0: one per worker plus one);
     a worker that delivers into a full queue waits for room (at least num_workers).  More room lets the
@@ -162,9 +171,9 @@ class EvalConfig:
     opponents: list[str] = field(default_factory=lambda: ["random", "heuristic", "snapshot"])
     """Opponent specs: random, heuristic, snapshot (the oldest snapshot in the pool), a checkpoint dir."""
     rules: str = ""
-    """Rule preset of the evaluation ('' = the first of env.rules)."""
+    """Rule preset of the evaluation ('' = the rules of the first training table)."""
     players: int = 0
-    """Players in the evaluation (0 = the first of env.players)."""
+    """Players in the evaluation (0 = the player count of the first training table)."""
 
 
 @dataclass
@@ -176,7 +185,8 @@ class CheckpointConfig:
     keep: int = 3
     """Checkpoints kept (older ones are deleted)."""
     export_to: str = ""
-    """Copy the final checkpoint and its evaluation report to this folder ('' = no copy)."""
+    """Copy the final checkpoint, its ONNX export (policy.onnx) and its evaluation report to this folder
+    ('' = no copy)."""
 
 
 @dataclass
@@ -196,13 +206,17 @@ class TrainConfig:
     """Everything ``samloc train`` needs."""
 
     name: str = "quick"
-    """Run name; the run folder is runs/<name>__<seed>__<time>/."""
+    """Run name, shown in the reports; the run folder is <out_dir>/<name>__<seed>__<time>/.  A new run whose
+    tables are changed by key=value (env.rules, env.players, env.tables) and that sets no name= gets them
+    appended: quick-mien_bac-3."""
     seed: int = 0
     """Seeds the network, the deals and the opponent draws."""
     total_decisions: int = 2_000_000
-    """Stop after the learner has trained on this many decisions."""
+    """Stop once the learner has trained on this many decisions, counted over every sitting of the run
+    (--resume continues the count; --more-decisions N asks for N more); ppo.anneal_lr anneals over it."""
     max_minutes: float = 0.0
-    """Also stop after this much wall time (0: no limit)."""
+    """Also stop once the training wall time of every sitting together reaches this (0: no limit); a
+    resume continues the count (--more-minutes N asks for N more minutes)."""
     out_dir: str = "runs"
     """Where run folders are created."""
     display: str = "auto"
@@ -224,6 +238,39 @@ class TrainConfig:
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
+def _as_lists(node: Any, cls: type, where: str = "") -> Any:
+    """A layer of settings (plain containers) in which a scalar given for a list field becomes a
+    one-element list (``env.players=3`` means ``[3]``), and one table given for ``env.tables`` a list of
+    one; a scalar for ``env.tables`` is refused in plain words."""
+    if not isinstance(node, dict):
+        return node
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for key, value in node.items():
+        hint = hints.get(key) if isinstance(key, str) else None
+        name = f"{where}{key}"
+        if hint is not None and dataclasses.is_dataclass(hint):
+            value = _as_lists(value, hint, name + ".")
+        elif typing.get_origin(hint) is list and value is not None:
+            (item,) = typing.get_args(hint)
+            if dataclasses.is_dataclass(item):
+                if isinstance(value, dict):
+                    value = [value]
+                if not isinstance(value, list):
+                    raise ConfigError(f"{name} takes a list of tables such as"
+                                      f" [{{rules: mien_bac, players: [3]}}], not {value!r}")
+                value = [_as_lists(v, item, f"{name}[{i}].") for i, v in enumerate(value)]
+            elif not isinstance(value, (list, dict)):
+                value = [value]
+        out[key] = value
+    return out
+
+
+def _layer(conf: Any) -> Any:
+    """A YAML or key=value layer with scalars for list fields made lists (:func:`_as_lists`)."""
+    return OmegaConf.create(_as_lists(OmegaConf.to_container(conf, resolve=False), TrainConfig))
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """Defaults ← YAML file ← ``key=value`` overrides, validated.  Raises ConfigError."""
     base = OmegaConf.structured(TrainConfig)
@@ -241,13 +288,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not OmegaConf.is_dict(loaded):
             raise ConfigError(f"config {p} must be a mapping of settings (name: ..., ppo: {{...}}), "
                               f"not a {type(OmegaConf.to_container(loaded)).__name__}")
-        layers.append(loaded)
+        layers.append(_layer(loaded))
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.lr=1e-4)")
     try:
         if overrides:
-            layers.append(OmegaConf.from_dotlist(list(overrides)))
+            layers.append(_layer(OmegaConf.from_dotlist(list(overrides))))
         merged = OmegaConf.merge(*layers)
         cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
@@ -439,3 +486,104 @@ def flat(cfg: TrainConfig) -> dict[str, Any]:
                 out[prefix + k] = v if isinstance(v, (int, float, str, bool)) else str(v)
     walk("", to_dict(cfg))
     return out
+
+
+def stop_reason(cfg: TrainConfig, decisions_trained: int, wall_s: float) -> str:
+    """Why a run with this much done stops now ('' when it goes on): the budgets count every sitting."""
+    if decisions_trained >= cfg.total_decisions:
+        return "total_decisions reached"
+    if cfg.max_minutes and wall_s >= cfg.max_minutes * 60:
+        return "max_minutes reached"
+    return ""
+
+
+#: env keys that choose the tables; a new run whose key=value sets one is named for its tables.
+TABLE_KEYS = ("env", "env.rules", "env.players", "env.tables")
+
+
+def run_name(cfg: TrainConfig, overrides: list[str]) -> str:
+    """The name of a new run: ``name=`` when given, else the config's name, followed by its tables when
+    key=value changed them (``quick`` with ``env.rules=mien_bac env.players=3``: ``quick-mien_bac-3``)."""
+    keys = [o.split("=", 1)[0].strip() for o in overrides]
+    if "name" in keys or not any(k in TABLE_KEYS or k.startswith("env.tables") for k in keys):
+        return cfg.name
+    by_rules: dict[str, list[int]] = {}
+    for t in training_tables(cfg):
+        by_rules.setdefault(t.rules.name, []).append(t.players)
+    counts = {tuple(ps) for ps in by_rules.values()}
+    if len(counts) == 1:  # rules x players
+        parts = [".".join(by_rules), ".".join(map(str, counts.pop()))]
+    else:
+        parts = [f"{r}-{'.'.join(map(str, ps))}" for r, ps in by_rules.items()]
+    tail = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts))
+    if len(tail) > 60:
+        tail = f"{sum(len(ps) for ps in by_rules.values())}tables"
+    return f"{cfg.name}-{tail}"
+
+
+@functools.lru_cache(maxsize=1)
+def field_docs() -> dict[str, dict[str, str]]:
+    """``{class: {field: doc}}``: the docstring under each field of this module's dataclasses, on one line
+    (read from the source: Python keeps no attribute docstrings)."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    out: dict[str, dict[str, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        docs = out.setdefault(node.name, {})
+        for a, b in zip(node.body, node.body[1:]):
+            if (isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name) and isinstance(b, ast.Expr)
+                    and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str)):
+                docs[a.target.id] = " ".join(b.value.value.split())
+    return out
+
+
+def _summary_line(obj: Any) -> str:
+    return (type(obj).__doc__ or "").strip().splitlines()[0]
+
+
+def _flow(value: Any) -> str:
+    """One value as one line of YAML (lists and tables in flow style)."""
+    import yaml
+
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
+    elif isinstance(value, list):
+        value = [dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value]
+    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, allow_unicode=True, width=10**6)
+    return text.strip().removesuffix("...").strip()
+
+
+def config_text(cfg: TrainConfig, source: str = "") -> str:
+    """The config as YAML that ``--config`` reads back, every field with its doc as a comment."""
+    rows: list[tuple[str, str]] = []
+
+    def walk(obj: Any, indent: str) -> None:
+        docs = field_docs().get(type(obj).__name__, {})
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                rows.append((f"{indent}{f.name}:", _summary_line(value)))
+                walk(value, indent + "  ")
+            else:
+                rows.append((f"{indent}{f.name}: {_flow(value)}", docs.get(f.name, "")))
+
+    walk(cfg, "")
+    width = min(44, max(len(code) for code, _ in rows))
+    head = [f"# samloc train config{' from ' + source if source else ''}, resolved"
+            " (defaults <- file <- key=value).",
+            "# Any key can be given as key=value (env.players=3, ppo.lr=1e-4); this is a --config file."]
+    return "\n".join(head + [f"{code:<{width}}  # {doc}" if doc else code for code, doc in rows]) + "\n"
+
+
+def keys_help() -> str:
+    """The keys ``samloc train`` takes, a line per section, for ``--help`` (their docs: --print-config)."""
+    cfg = TrainConfig()
+    plain = [f.name for f in dataclasses.fields(cfg) if not dataclasses.is_dataclass(getattr(cfg, f.name))]
+    lines = ["  " + ", ".join(plain)]
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            keys = ", ".join(g.name for g in dataclasses.fields(value))
+            lines.append(f"  {f.name}.*: {_summary_line(value)} ({keys})")
+    return "\n".join(lines)

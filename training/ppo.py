@@ -38,6 +38,14 @@ from .config import LearnerConfig, PPOConfig
 
 
 @torch.no_grad()
+def explained_variance(value: torch.Tensor, ret: torch.Tensor) -> float:
+    """1 - Var(return - value) / Var(return) of the baseline the advantages were computed with (1: it
+    predicts the returns, 0: no better than their mean; nan for constant returns), as CleanRL logs it."""
+    var = ret.float().var()
+    return float("nan") if not var > 0 else float(1 - (ret.float() - value.float()).var() / var)
+
+
+@torch.no_grad()
 def proximal_logp(net: PolicyNet, data: dict[str, torch.Tensor], stale: torch.Tensor, chunk: int,
                   bf16: bool) -> torch.Tensor:
     """Log-probabilities of the taken actions: the current policy's on ``stale`` rows, the behaviour's elsewhere."""
@@ -70,7 +78,7 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch
     is_weight = (prox - data["logp"]).exp().clamp(max=lcfg.is_clip)  # 1 on fresh rows
     net.train()
     names = ("policy", "value", "entropy", "approx_kl", "clipfrac", "sam_lesson")
-    sums = torch.zeros(len(names), device=device)
+    sums = torch.zeros(len(names) + 1, device=device)  # and the gradient norm before clipping
     steps = 0
     for _ in range(cfg.epochs):
         perm = torch.randperm(n, generator=gen).to(device)
@@ -103,16 +111,18 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch
                 loss = loss + cfg.sam_lesson_coef * lesson
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
             opt.step()
             with torch.no_grad():  # summed on the device: no host sync per step
                 sums += torch.stack([pg, v_loss, entropy, ((ratio - 1) - log_ratio).mean(),
-                                     ((ratio - 1).abs() > cfg.clip).float().mean(), lesson]).detach()
+                                     ((ratio - 1).abs() > cfg.clip).float().mean(), lesson,
+                                     grad_norm.float()]).detach()
             steps += 1
             if between_steps is not None:
                 between_steps()
     net.eval()
-    out = dict(zip(names, (sums / max(steps, 1)).tolist()))
+    out = dict(zip((*names, "grad_norm"), (sums / max(steps, 1)).tolist()))
+    out["explained_variance"] = explained_variance(data["val"], data["ret"])
     out["stale_fraction"] = float(stale.float().mean())
     out["is_weight"] = float(is_weight.mean())
     return out

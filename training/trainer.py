@@ -47,7 +47,8 @@ from sam_env.atomic import write_atomic, write_json_atomic
 from sam_env.obs import OBS_VERSION
 from sam_env.seeding import mix
 
-from .config import TrainConfig, eval_players, eval_rules, flat, to_dict, to_yaml, training_tables
+from .config import (TrainConfig, eval_players, eval_rules, flat, stop_reason, to_dict, to_yaml,
+                     training_tables)
 from .learner import DeviceError, Learner, resolve_device, wants_cuda
 from .queue import RolloutQueue
 from .rollout import _actor_class
@@ -80,7 +81,7 @@ class Counters:
     decisions: int = 0            # every decision generated in consumed rollouts
     decisions_trained: int = 0    # learner decisions consumed by updates
     rollouts: int = 0             # rollouts learned from
-    dropped_rollouts: int = 0     # rollouts too old for the learner (queue full or past max_policy_lag)
+    dropped_rollouts: int = 0     # rollouts more than learner.max_policy_lag updates old when taken
     next_request: int = 0         # request ids handed out (never reused)
     worker_failures: int = 0
     sam_declared: int = 0
@@ -101,6 +102,27 @@ def _evaluate_remote_fn():
         return evaluate_weights(weights, hp, opponents, snap, rules, players, deals, seed)
 
     return evaluate_remote
+
+
+def embedded_cpus() -> int:
+    """The CPUs of the Ray that ``samloc train`` starts on this machine (never fewer than 2)."""
+    return max(2, os.cpu_count() or 2)
+
+
+def cpu_shortfall(cfg: TrainConfig, have: float, embedded: bool) -> str:
+    """'' when the rollout workers fit in ``have`` CPUs, else why not in one line (for an embedded Ray,
+    which never grows, with the settings that would fit)."""
+    ro = cfg.rollout
+    need = ro.num_workers * ro.cpus_per_worker
+    if need <= have + 1e-9:
+        return ""
+    msg = (f"rollout.num_workers={ro.num_workers} x rollout.cpus_per_worker={ro.cpus_per_worker:g} need"
+           f" {need:g} CPUs, Ray has {have:g}")
+    if embedded:
+        fit = int(have // ro.cpus_per_worker)
+        share = f"rollout.cpus_per_worker={int(have / ro.num_workers * 100) / 100:g}"
+        msg += f" (use rollout.num_workers={fit} or {share})" if fit > 0 else f" (use {share})"
+    return msg
 
 
 class Trainer:
@@ -127,6 +149,8 @@ class Trainer:
         self.last_eval: dict[str, Any] | None = None
         self.losses: dict[str, float] = {}
         self.resumed_from: Path | None = None
+        # TensorBoard: the last step of the charts/ scalars, and the step this sitting starts after
+        self.tb_step = self.tb_first = -1
         # The command that started the run, and every --resume since: a resumed bot's
         # metadata still says how it was trained, not only how it was finished.
         self.first_command, self.resumes = self.command, []
@@ -225,10 +249,37 @@ class Trainer:
             self.pool.append((sid, {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}))
         torch.set_rng_state(tensors["rng.torch"])
         self.gen.set_state(tensors["rng.gen"])
-        self.eval_history = list(state.get("eval_history", []))
+        self.eval_history = self._evals_on_record(list(state.get("eval_history", [])))
         self.last_eval = self.eval_history[-1] if self.eval_history else None
+        self.tb_step = self.tb_first = self.c.decisions_trained
         self.resumed_from = path
         self.log(f"resumed from {path} (update {self.c.updates}, {self.c.decisions_trained:,} decisions trained)")
+
+    def _evals_on_record(self, saved: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The evaluations of this run up to the resumed checkpoint.  ``eval.jsonl`` may hold more than the
+        checkpoint's history: an evaluation launched at a checkpoint ends after it was written.  Those up to
+        the checkpoint's update are kept (the weights are the resumed ones); later ones were made by work
+        that is lost and will be redone, so they leave ``eval.jsonl``, as TensorBoard purges its points."""
+        f = self.run_dir / "eval.jsonl"
+        if not f.is_file():
+            return saved
+        lines = [ln for ln in f.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        kept, lost = [], 0
+        for ln in lines:
+            try:
+                entry = json.loads(ln)
+            except json.JSONDecodeError:  # a line cut short by a kill
+                lost += 1
+                continue
+            if entry.get("updates", 0) <= self.c.updates:
+                kept.append(entry)
+            else:
+                lost += 1
+        if lost:
+            write_atomic(f, "".join(json.dumps(e) + "\n" for e in kept))
+            self.log(f"eval.jsonl: {lost} evaluation(s) after update {self.c.updates} dropped"
+                     " (their work is redone)")
+        return kept if len(kept) >= len(saved) else saved
 
     # ---- the loop: start, then submit / collect / update / evaluate / checkpoint / log ----------
     def run(self) -> dict[str, Any]:
@@ -275,7 +326,10 @@ class Trainer:
             raise TrainError(str(exc)) from None
         self._check_cpus()
         try:
-            self.writer = SummaryWriter(str(self.run_dir), purge_step=self.c.decisions_trained or None)
+            # A resume purges the points after its checkpoint (work lost with a killed sitting, redone now),
+            # not those at its step: the final ones of the sitting it continues.
+            purge = self.tb_first + 1 if self.resumed_from else None
+            self.writer = SummaryWriter(str(self.run_dir), purge_step=purge)
         except OSError as exc:
             raise TrainError(f"cannot write the run folder {self.run_dir}: {exc.strerror or exc}") from None
         if self.c.updates == 0:
@@ -313,7 +367,7 @@ class Trainer:
         # address only where it offers no multi-node clusters: this switch (off on macOS and Windows).
         clusters, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
         try:
-            ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=max(2, os.cpu_count() or 2),
+            ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=embedded_cpus(),
                      include_dashboard=self.dashboard, runtime_env=env, log_to_driver=False, logging_level="error")
         finally:
             ray_constants.ENABLE_RAY_CLUSTER = clusters
@@ -344,17 +398,11 @@ class Trainer:
     def _check_cpus(self) -> None:
         """Workers that cannot fit: refused here at once (an embedded Ray never grows), said on a cluster."""
         import ray
-        ro = self.cfg.rollout
-        need, have = ro.num_workers * ro.cpus_per_worker, ray.cluster_resources().get("CPU", 0)
-        if need <= have + 1e-9:
-            return
-        msg = (f"rollout.num_workers={ro.num_workers} x rollout.cpus_per_worker={ro.cpus_per_worker:g} need"
-               f" {need:g} CPUs, Ray has {have:g}")
-        if not self.ray_address:
-            fit = int(have // ro.cpus_per_worker)
-            raise TrainError(msg + f" (use rollout.num_workers={fit}" * (fit > 0) + " or rollout.cpus_per_worker="
-                             f"{int(have / ro.num_workers * 100) / 100:g})")
-        self.log(msg + "; waiting for more nodes to join (rollout.place_timeout_s)")
+        msg = cpu_shortfall(self.cfg, ray.cluster_resources().get("CPU", 0), embedded=not self.ray_address)
+        if msg and not self.ray_address:
+            raise TrainError(msg)
+        if msg:
+            self.log(msg + "; waiting for more nodes to join (rollout.place_timeout_s)")
 
     def _wait_placed(self) -> list[dict[str, Any]]:
         """Every worker's process, once started; what Ray is waiting for is said every few seconds, and
@@ -513,12 +561,7 @@ class Trainer:
         s.display.update(s.rate)
 
     def _stop_reason(self) -> str:
-        cfg = self.cfg
-        if self.c.decisions_trained >= cfg.total_decisions:
-            return "total_decisions reached"
-        if cfg.max_minutes and self.c.wall_s >= cfg.max_minutes * 60:
-            return "max_minutes reached"
-        return ""
+        return stop_reason(self.cfg, self.c.decisions_trained, self.c.wall_s)
 
     def _submit(self, w: int) -> None:
         req = self.c.next_request
@@ -534,6 +577,7 @@ class Trainer:
         if cfg.ppo.anneal_lr:
             self.learner.set_lr(cfg.ppo.lr * max(0.0, 1.0 - self.c.decisions_trained / cfg.total_decisions))
         lags = [self.c.updates - b["version"] for b in batches]
+        lr = self.learner.opt.param_groups[0]["lr"]
         t0 = time.perf_counter()
         self.losses = self.learner.update([b["batch"] for b in batches], lags, self.gen, self._between_steps)
         self.losses["update_s"] = time.perf_counter() - t0
@@ -553,6 +597,7 @@ class Trainer:
         step = self.c.decisions_trained
         for k, v in self.losses.items():
             self.writer.add_scalar(f"losses/{k}", v, step)
+        self.writer.add_scalar("charts/learning_rate", lr, step)
         if st["vs_heuristic_games"]:
             self.writer.add_scalar("charts/train_vs_heuristic_la", st["vs_heuristic_sum"] / st["vs_heuristic_games"],
                                    step)
@@ -581,19 +626,35 @@ class Trainer:
         entry = dict(at) | {"results": res}
         self.eval_history.append(entry)
         self.last_eval = entry
-        step = at["decisions_trained"]
-        for opp, r in res.items():
-            if "mean_score" in r:
-                self.writer.add_scalar(f"eval/{opp}/mean_la", r["mean_score"], step)
-                self.writer.add_scalar(f"eval/{opp}/win_rate", r["win_rate"], step)
-                self.writer.add_scalar(f"eval/{opp}/sam_declared_per_game",
-                                       r["sam_declared"] / max(1, r["games"]), step)
-                self.writer.add_scalar(f"eval/{opp}/sam_success_rate", r["sam_success_rate"], step)
+        self._eval_scalars(res, at["decisions_trained"])
         with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
 
+    def _eval_scalars(self, res: dict[str, Any], step: int, prefix: str = "") -> None:
+        """``eval/<opponent>/<prefix>mean_la`` with its 95% CI (``ci95_low``, ``ci95_high``), win rate,
+        Sâm declarations."""
+        for opp, r in res.items():
+            if "mean_score" in r:
+                lo, hi = r["ci95"]
+                for name, v in (("mean_la", r["mean_score"]), ("ci95_low", lo), ("ci95_high", hi),
+                                ("win_rate", r["win_rate"]),
+                                ("sam_declared_per_game", r["sam_declared"] / max(1, r["games"])),
+                                ("sam_success_rate", r["sam_success_rate"])):
+                    self.writer.add_scalar(f"eval/{opp}/{prefix}{name}", v, step)
+
+    def record_final_eval(self, report: dict[str, Any]) -> None:
+        """The final evaluation's figures in TensorBoard (``eval/<opponent>/final_mean_la`` ...), at the step
+        of the final checkpoint; not again when this sitting trained nothing (same weights, deals, seed)."""
+        if self.c.decisions_trained > self.tb_first:
+            self._eval_scalars(report["results"], self.c.decisions_trained, prefix="final_")
+            self.writer.flush()
+
     def _log_scalars(self, rate: "_Rate") -> None:
+        """The counters and rates, once per step (a step is never written twice: the steps of a tag rise)."""
         step = self.c.decisions_trained
+        if step <= self.tb_step:
+            return
+        self.tb_step = step
         w = self.writer
         w.add_scalar("charts/games", self.c.games, step)
         w.add_scalar("charts/decisions", self.c.decisions, step)
@@ -610,8 +671,9 @@ class Trainer:
 
     def summary(self, rate: "_Rate", reason: str, final: Path) -> dict[str, Any]:
         r = rate.rates(window=False)
-        return {"run_dir": str(self.run_dir), "checkpoint": str(final), "stop_reason": reason,
-                "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
+        return {"name": self.cfg.name, "run_dir": str(self.run_dir), "checkpoint": str(final),
+                "stop_reason": reason, "updates": self.c.updates, "games": self.c.games,
+                "decisions": self.c.decisions,
                 "decisions_trained": self.c.decisions_trained, "rollouts": self.c.rollouts,
                 "dropped_rollouts": self.c.dropped_rollouts, "device": str(self.learner.device),
                 "worker_failures": self.c.worker_failures, "wall_s": round(self.c.wall_s, 1),
@@ -759,13 +821,24 @@ def new_run_dir(cfg: TrainConfig) -> Path:
     return p
 
 
-def write_hparams(trainer: Trainer, summary: dict[str, Any]) -> None:
-    """The config as TensorBoard hyperparameters, with the final figures as metrics."""
-    metrics = {"hparam/decisions_trained": float(summary["decisions_trained"])}
-    ev = summary.get("last_eval") or {}
-    for opp, r in (ev.get("results") or {}).items():
-        if "mean_score" in r:
-            metrics[f"hparam/eval_{opp}_mean_la"] = float(r["mean_score"])
-    trainer.writer.add_hparams(flat(trainer.cfg), metrics, run_name="hparams")
-    trainer.writer.close()
+def write_hparams(trainer: Trainer, summary: dict[str, Any], report: dict[str, Any] | None = None) -> None:
+    """The config as TensorBoard hyperparameters, with the final figures as metrics (the final evaluation's,
+    else the last periodic one's), then the writer is closed.
 
+    They go into the run's own event files at the step of the final checkpoint, as TensorFlow's hparams
+    API writes them, not into a sub-run per sitting (``SummaryWriter.add_hparams``): each resume then adds
+    one point to each metric, at a later step.  A sitting that trained nothing writes none."""
+    from torch.utils.tensorboard.summary import hparams
+
+    w, step = trainer.writer, trainer.c.decisions_trained
+    if step > trainer.tb_first:
+        metrics = {"hparam/decisions_trained": float(summary["decisions_trained"])}
+        ev = (report or summary.get("last_eval") or {}).get("results") or {}
+        for opp, r in ev.items():
+            if "mean_score" in r:
+                metrics[f"hparam/eval_{opp}_mean_la"] = float(r["mean_score"])
+        for part in hparams(flat(trainer.cfg), metrics):
+            w.file_writer.add_summary(part, step)
+        for k, v in metrics.items():
+            w.add_scalar(k, v, step)
+    w.close()

@@ -1,0 +1,66 @@
+"""``curve.png`` in the run folder: the training curve a researcher looks at first.
+
+Mean lá per game of the greedy policy against each evaluation opponent, over
+the decisions trained, with the 95% confidence interval of every evaluation
+as a band: the periodic evaluations of every sitting (``eval.jsonl``, the
+trainer's history) and the final one as a point with its interval.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sam_env.atomic import write_with
+
+
+Series = tuple[list[int], list[float], list[float], list[float]]
+
+
+def _points(history: list[dict[str, Any]], opp: str) -> Series:
+    """(decisions trained, mean, CI low, CI high) of every evaluation against ``opp``, in order."""
+    rows = [(e["decisions_trained"], e["results"][opp]) for e in history
+            if "mean_score" in e.get("results", {}).get(opp, {})]
+    rows.sort(key=lambda row: row[0])
+    return ([x for x, _ in rows], [r["mean_score"] for _, r in rows], [r["ci95"][0] for _, r in rows],
+            [r["ci95"][1] for _, r in rows])
+
+
+def plot_curve(history: list[dict[str, Any]], final: dict[str, Any] | None, path: str | Path,
+               title: str) -> Path:
+    """Write the curve of ``history`` (evaluation entries: ``decisions_trained`` and ``results``) and the
+    ``final`` report (``decisions_trained``, ``results``; None without one) to ``path``, atomically."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    opponents = list(dict.fromkeys([o for e in history for o in e.get("results", {})]
+                                   + list((final or {}).get("results", {}))))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, opp in enumerate(opponents):
+        color = f"C{i}"
+        xs, mean, lo, hi = _points(history, opp)
+        if xs:
+            m = [x / 1e6 for x in xs]
+            ax.plot(m, mean, marker="o", ms=3, color=color, label=f"vs {opp}")
+            ax.fill_between(m, lo, hi, color=color, alpha=0.2, lw=0)
+        r = (final or {}).get("results", {}).get(opp, {})
+        if "mean_score" in r:
+            x, y, (lo, hi) = final["decisions_trained"] / 1e6, r["mean_score"], r["ci95"]
+            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="D", color=color, capsize=4,
+                        label=f"vs {opp}, final ({final.get('deals', '?')} deals)")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xlabel("decisions trained (millions)")
+    ax.set_ylabel("mean lá per game (95% CI)")
+    ax.set_title(title, fontsize=10)
+    if opponents:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no evaluation in this run (eval.every_updates=0, eval.final_deals=0)",
+                ha="center", va="center", transform=ax.transAxes)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    plt.close(fig)
+    return path
