@@ -38,6 +38,8 @@ import numpy as np
 
 from sam_env.atomic import write_atomic, write_json_atomic
 
+from .nets.format import ONNX_FILE
+
 TOLERANCE = 1e-5
 OPSET = 17
 ONNX_FORMAT = "samloc-onnx/1"
@@ -88,7 +90,7 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
     torch.set_num_threads(1)
     ckpt = resolve(checkpoint)
     net, meta = load_checkpoint(ckpt)  # CheckpointError (a ValueError): damaged, or for another engine
-    out_path = Path(out) if out is not None else ckpt / "policy.onnx"
+    out_path = Path(out) if out is not None else ckpt / ONNX_FILE
     if out_path.suffix != ".onnx":
         raise ValueError(f"the output file must end in .onnx, not {out_path.name!r}")
     tables = meta.tables

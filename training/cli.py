@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sam_env.atomic import write_atomic, write_json_atomic
+from sam_env.atomic import write_json_atomic
 
 from .config import (ConfigError, TrainConfig, config_text, eval_players, eval_rules, keys_help, load_config,
                      run_name, stop_reason, training_tables)
@@ -336,10 +336,7 @@ def main(argv: list[str]) -> int:
         write_hparams(trainer, summary, report)
         if cfg.checkpoint.export_to:
             extra = {"eval_report.json": report} if report else {}
-            dest = copy_checkpoint(ckpt_dir, Path(cfg.checkpoint.export_to), extra)
-            if onnx is not None:  # the served artifact travels with the bot, byte for byte
-                for f in (onnx, onnx.with_suffix(".json")):
-                    write_atomic(dest / f.name, f.read_bytes())
+            dest = copy_checkpoint(ckpt_dir, Path(cfg.checkpoint.export_to), extra)  # ONNX included
             summary["exported_to"] = str(dest)
         write_json_atomic(run_dir / "summary.json", summary)
     except (TrainError, CheckpointError, ConfigError) as exc:

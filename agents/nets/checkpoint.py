@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from sam_env.atomic import replace_dir
 
-from .format import (BELIEF_FILE, BELIEF_META, FORMAT, META_FILE, MODEL_FILE, TRAINER_JSON, TRAINER_TENSORS,
+from .format import (BELIEF_FILE, BELIEF_META, FORMAT, ONNX_FILE, ONNX_META, META_FILE, MODEL_FILE, TRAINER_JSON, TRAINER_TENSORS,
                      CheckpointError, CheckpointMeta, check_tensors, file_sha256, list_checkpoints,
                      policy_shapes, resolve, verify)
 from .policy import PolicyNet
@@ -104,7 +104,8 @@ def prune(run_dir: str | Path, keep: int) -> None:
 
 
 def copy_checkpoint(ckpt_dir: str | Path, dest: str | Path, extra_files: dict[str, Any] | None = None) -> Path:
-    """Copy a checkpoint's weights, metadata and belief (not the trainer state) to ``dest``, atomically."""
+    """Copy a checkpoint's weights, metadata, belief and ONNX export (not the trainer state) to ``dest``,
+    atomically: what a bot folder serves."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
@@ -112,7 +113,7 @@ def copy_checkpoint(ckpt_dir: str | Path, dest: str | Path, extra_files: dict[st
     tmp.mkdir()
     shutil.copy2(Path(ckpt_dir) / MODEL_FILE, tmp / MODEL_FILE)
     shutil.copy2(Path(ckpt_dir) / META_FILE, tmp / META_FILE)
-    for name in (BELIEF_FILE, BELIEF_META):  # the search's hand belief, when the run made one
+    for name in (BELIEF_FILE, BELIEF_META, ONNX_FILE, ONNX_META):  # when the run made them
         if (Path(ckpt_dir) / name).is_file():
             shutil.copy2(Path(ckpt_dir) / name, tmp / name)
     for name, data in (extra_files or {}).items():

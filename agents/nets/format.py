@@ -43,6 +43,7 @@ from sam_env.rules import RuleSet, RulesError
 MODEL_FILE, META_FILE = "model.safetensors", "metadata.json"
 TRAINER_TENSORS, TRAINER_JSON = "trainer.safetensors", "trainer.json"
 BELIEF_FILE, BELIEF_META = "belief.safetensors", "belief.json"
+ONNX_FILE, ONNX_META = "policy.onnx", "policy.json"  # the served artifact (agents/export.py)
 FORMAT = "samloc-checkpoint/1"
 MAX_JSON_BYTES = 1 << 20          # a metadata, sidecar, belief or report file (they are a few KiB)
 MAX_PARAMS = 1 << 28              # parameters of one network (1 GiB in float32; the shipped bot has 0.6 M)
