@@ -1,0 +1,1 @@
+"""Adapters for third-party RL libraries, each imported only on demand (it imports its library)."""
