@@ -1,9 +1,12 @@
 """RLlib 2.60 (new API stack): the MultiAgentEnv passes RLlib's env checker and plays SamLoc-v0's
-games; PPO with the action-masking module samples with one remote env runner and with none, and
-logs the learner's lá per game; an iteration that sampled nothing is an error.  One Ray for all."""
+games; PPO with the action-masking module samples with one remote env runner and with none (the
+example, at a tiny size), and logs the learner's lá per game; an iteration that sampled nothing is an
+error.  One Ray for all."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -21,6 +24,7 @@ from sam_env.integrations.rllib import (  # noqa: E402
 from sam_env.pettingzoo_env import env as aec_env  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_env_checker_passes_and_an_unmasked_action_is_replaced():
@@ -98,10 +102,9 @@ def local_ray():
     ray.shutdown()
 
 
-@pytest.mark.parametrize("runners", [1, 0])
-def test_ppo_with_the_masking_module_samples_and_logs_la_per_game(local_ray, runners):
+def test_ppo_with_the_masking_module_samples_with_one_env_runner(local_ray):
     config = (masked_ppo_config({"players": 4, "opponents": "heuristic"}, hidden=(32,))
-              .env_runners(num_env_runners=runners, rollout_fragment_length=100)
+              .env_runners(num_env_runners=1, rollout_fragment_length=100)
               .training(train_batch_size_per_learner=200, minibatch_size=100, num_epochs=1)
               .debugging(seed=0))
     algo = config.build_algo()
@@ -114,3 +117,18 @@ def test_ppo_with_the_masking_module_samples_and_logs_la_per_game(local_ray, run
     assert er[GAMES] == er["num_episodes"] > 10
     assert np.isfinite(er[LA_PER_GAME]) and er[LA_PER_GAME] == er[LA_SUM] / er[GAMES]
     assert LEARNER in result["learners"]   # the one module trained
+
+
+def test_the_example_trains_without_env_runners_and_scores_before_and_after(local_ray):
+    path = ROOT / "examples" / "rllib_ppo_masked.py"
+    spec = importlib.util.spec_from_file_location("example_rllib_ppo_masked", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    out = example.main(["--iterations", "2", "--num-env-runners", "0", "--batch", "200", "--minibatch", "100",
+                        "--epochs", "1", "--hidden", "32", "--eval-deals", "5", "--rules", "online",
+                        "--players", "3"])
+    assert out["env_steps"] >= 400 and [row["iteration"] for row in out["iterations"]] == [1, 2]
+    assert all(row["games"] > 0 and np.isfinite(row[LA_PER_GAME]) for row in out["iterations"])
+    for when in ("before", "after"):
+        s = out[when]
+        assert s["games"] == 15 and s["ci95"][0] <= s["mean_la"] <= s["ci95"][1]
