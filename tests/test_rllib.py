@@ -103,7 +103,11 @@ def local_ray():
 
 
 def test_ppo_with_the_masking_module_samples_with_one_env_runner(local_ray):
-    config = (masked_ppo_config({"players": 4, "opponents": "heuristic"}, hidden=(32,))
+    """The checker off (its unmasked action would raise) and illegal actions raising: the masking
+    module never picks one; the env compiles in its constructor, not in the timed first sample."""
+    env_config = {"players": 4, "opponents": "heuristic", "illegal_action": "raise"}
+    config = (masked_ppo_config(env_config, hidden=(32,))
+              .environment(disable_env_checking=True)
               .env_runners(num_env_runners=1, rollout_fragment_length=100)
               .training(train_batch_size_per_learner=200, minibatch_size=100, num_epochs=1)
               .debugging(seed=0))

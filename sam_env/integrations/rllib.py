@@ -106,8 +106,8 @@ def _compile_now(game: SamLocEnv, cfg: dict[str, Any]) -> None:
     its cache) the engine and the opponents' kernels here, in the env runner's constructor.
 
     Otherwise that happens in RLlib's first ``sample()``, which a remote env runner must finish
-    within ``sample_timeout_s`` (60 s): a cold compile takes longer on a busy machine (68 s measured
-    on 2 shared cores), and PPO then returns an iteration of 0 env steps with only a log warning.
+    within ``sample_timeout_s`` (60 s): a cold compile can take longer on a busy machine (26 to 68 s
+    measured on 2 shared cores), and PPO then returns an iteration of 0 env steps with only a warning.
     """
     scratch = SamLocEnv(**{**cfg, "opponents": [o.spec for o in game.games.opponents]})
     obs, _ = scratch.reset(seed=0)
