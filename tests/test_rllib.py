@@ -6,6 +6,7 @@ error.  One Ray for all."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -100,6 +101,14 @@ def local_ray():
     init_local_ray(num_cpus=2)
     yield
     ray.shutdown()
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc (Linux)")
+def test_the_local_ray_listens_on_loopback_only(local_ray):
+    from test_training_ray import LOOPBACK, _descendants, _listening
+    seen = _listening(_descendants({os.getpid()}))
+    assert len(seen) >= 3, seen   # the driver, GCS, raylet: each serves gRPC
+    assert all(addr in LOOPBACK for addr, _ in seen), seen
 
 
 def test_ppo_with_the_masking_module_samples_with_one_env_runner(local_ray):
