@@ -16,12 +16,13 @@ and be deterministic for a given ``seed``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sam_env.game import Game
-from sam_env.obs import encode_to_act
+from sam_env.obs import encode, encode_to_act
 
 if TYPE_CHECKING:
     from .nets.format import Table
@@ -86,3 +87,25 @@ def check_seat(game: Game, seat: int) -> None:
     if game.to_act != seat:
         who = "nobody (the game is over)" if game.to_act is None else f"seat {game.to_act}"
         raise ValueError(f"it is {who}'s turn, not seat {seat}'s")
+
+
+class ObsPolicy(Agent):
+    """A policy of observations as an agent: ``fn(obs float32[N, 993], masks int8[N, 201]) -> int[N]``.
+
+    How a network trained elsewhere (SB3, RLlib, a CleanRL loop: ``examples/``) takes a seat in
+    :func:`agents.evaluate.evaluate`, so it is scored on ``samloc eval``'s duplicate deals."""
+
+    needs_obs = True
+
+    def __init__(self, fn: Callable[[np.ndarray, np.ndarray], Any], name: str = "policy"):
+        super().__init__(seed=0)
+        self.fn, self.name = fn, name
+
+    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+                  masks: np.ndarray) -> np.ndarray:
+        return np.asarray(self.fn(self.observations(states, ru, obs), masks), dtype=np.int64).reshape(-1)
+
+    def act(self, game: Game, seat: int) -> int:
+        check_seat(game, seat)
+        mask = np.asarray(game.legal_mask(), dtype=np.int8)[None, :]
+        return int(self.act_batch(game.state[None, :], game.rules_array, encode(game, seat)[None, :], mask)[0])

@@ -38,11 +38,10 @@ from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 import sam_env.gym_env  # noqa: F401  (registers SamLoc-v0)
-from agents.base import Agent, check_seat
+from agents.base import ObsPolicy
 from agents.evaluate import evaluate
 from sam_env.actions import NUM_ACTIONS
-from sam_env.game import Game
-from sam_env.obs import OBS_SIZE, encode
+from sam_env.obs import OBS_SIZE
 
 
 # ---- 1. config ------------------------------------------------------------------------------------
@@ -139,35 +138,22 @@ class MaskedAgent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(x)
 
 
-class GreedyAgent(Agent):
+def greedy(net: MaskedAgent, device: torch.device) -> ObsPolicy:
     """The network as a project agent (the most probable legal action), for ``agents.evaluate``."""
 
-    needs_obs = True
-    name = "cleanrl_ppo_masked"
-
-    def __init__(self, net: MaskedAgent, device: torch.device):
-        super().__init__(seed=0)
-        self.net, self.device = net, device
-
     @torch.no_grad()
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
-                  masks: np.ndarray) -> np.ndarray:
-        x = torch.as_tensor(self.observations(states, ru, obs), device=self.device)
-        m = torch.as_tensor(masks, device=self.device).bool()
-        return self.net.masked_logits(x, m).argmax(1).cpu().numpy().astype(np.int64)
+    def act(obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        x = torch.as_tensor(obs, device=device)
+        return net.masked_logits(x, torch.as_tensor(masks, device=device).bool()).argmax(1).cpu().numpy()
 
-    def act(self, game: Game, seat: int) -> int:
-        check_seat(game, seat)
-        mask = np.asarray(game.legal_mask(), dtype=np.int8)[None, :]
-        obs = encode(game, seat)[None, :]
-        return int(self.act_batch(game.state[None, :], game.rules_array, obs, mask)[0])
+    return ObsPolicy(act, name="cleanrl_ppo_masked")
 
 
 def score(net: MaskedAgent, args: Args, device: torch.device) -> dict[str, Any] | None:
     """Mean lá per game against the opponents (duplicate deals), or None when ``eval_deals`` is 0."""
     if args.eval_deals < 1:
         return None
-    res = evaluate(GreedyAgent(net, device), args.opponents, args.rules, args.players, deals=args.eval_deals,
+    res = evaluate(greedy(net, device), args.opponents, args.rules, args.players, deals=args.eval_deals,
                    seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"]}
 

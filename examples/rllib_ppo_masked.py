@@ -30,45 +30,28 @@ import numpy as np
 import ray
 import torch
 
-from agents.base import Agent, check_seat
+from agents.base import ObsPolicy
 from agents.evaluate import evaluate
-from sam_env.game import Game
 from sam_env.integrations.rllib import GAMES, LA_PER_GAME, LEARNER, init_local_ray, masked_ppo_config
-from sam_env.obs import encode
 
 OPPONENTS = "heuristic"
 
 
-class RLModuleAgent(Agent):
-    """The learner's RLModule as a project agent (greedy among the legal moves), so that the
-    project's evaluation can seat it."""
+def greedy(module: Any) -> ObsPolicy:
+    """The learner's RLModule as a project agent: the most probable legal move."""
 
-    needs_obs = True
-
-    def __init__(self, module: Any, name: str = "rllib_ppo"):
-        super().__init__(seed=0)
-        self.module = module
-        self.name = name
-
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
-                  masks: np.ndarray) -> np.ndarray:
-        obs = self.observations(states, ru, obs)
+    def act(obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
         batch = {"obs": {"observations": torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)),
                          "action_mask": torch.from_numpy(np.ascontiguousarray(masks))}}
         with torch.no_grad():
-            logits = self.module.forward_inference(batch)["action_dist_inputs"]
-        return logits.argmax(-1).numpy().astype(np.int64)
+            return module.forward_inference(batch)["action_dist_inputs"].argmax(-1).numpy()
 
-    def act(self, game: Game, seat: int) -> int:
-        check_seat(game, seat)
-        mask = np.asarray(game.legal_mask(), dtype=np.int8)[None, :]
-        return int(self.act_batch(game.state[None, :], game.rules_array, encode(game, seat)[None, :],
-                                  mask)[0])
+    return ObsPolicy(act, name="rllib_ppo")
 
 
 def score(module: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Mean lá per game against the heuristic (duplicate deals, ``samloc eval``'s numbers)."""
-    res = evaluate(RLModuleAgent(module), OPPONENTS, args.rules, args.players, deals=args.eval_deals,
+    res = evaluate(greedy(module), OPPONENTS, args.rules, args.players, deals=args.eval_deals,
                    seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"],
             "win_rate": res["win_rate"]}

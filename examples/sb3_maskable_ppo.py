@@ -30,41 +30,24 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import VecMonitor
 
-from agents.base import Agent, check_seat
+from agents.base import ObsPolicy
 from agents.evaluate import evaluate
-from sam_env.game import Game
 from sam_env.integrations.sb3 import SamLocVecEnv
-from sam_env.obs import encode
 
 
-class MaskablePPOAgent(Agent):
-    """A trained MaskablePPO model as a project agent (greedy among the legal moves), so that the
-    project's evaluation can seat it."""
+def greedy(model: MaskablePPO) -> ObsPolicy:
+    """A trained MaskablePPO model as a project agent: the most probable legal move."""
 
-    needs_obs = True
+    def act(obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        return model.predict({"observation": obs, "action_mask": masks}, action_masks=masks.astype(bool),
+                             deterministic=True)[0]
 
-    def __init__(self, model: MaskablePPO, name: str = "maskable_ppo"):
-        super().__init__(seed=0)
-        self.model = model
-        self.name = name
-
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
-                  masks: np.ndarray) -> np.ndarray:
-        obs = self.observations(states, ru, obs)
-        acts, _ = self.model.predict({"observation": obs, "action_mask": masks},
-                                     action_masks=masks.astype(bool), deterministic=True)
-        return np.asarray(acts, dtype=np.int64)
-
-    def act(self, game: Game, seat: int) -> int:
-        check_seat(game, seat)
-        mask = np.asarray(game.legal_mask(), dtype=np.int8)[None, :]
-        return int(self.act_batch(game.state[None, :], game.rules_array, encode(game, seat)[None, :],
-                                  mask)[0])
+    return ObsPolicy(act, name="maskable_ppo")
 
 
 def score(model: MaskablePPO, args: argparse.Namespace) -> dict[str, Any]:
     """Mean lá per game against the opponents (duplicate deals, ``samloc eval``'s numbers)."""
-    res = evaluate(MaskablePPOAgent(model), args.opponents, args.rules, args.players, deals=args.eval_deals,
+    res = evaluate(greedy(model), args.opponents, args.rules, args.players, deals=args.eval_deals,
                    seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"],
             "win_rate": res["win_rate"], "sam_declared": res["sam_declared"]}

@@ -18,17 +18,28 @@ import numpy as np
 import pytest
 
 from agents import make_agent
-from agents.base import Agent
+from agents.base import Agent, ObsPolicy
 from conftest import live_server, play_positions, shuffle_hidden
+from sam_env.actions import NUM_ACTIONS
 from sam_env.cards import cards_str
 from sam_env.game import Game
+from sam_env.obs import OBS_SIZE
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "standard"
 TABLES = [("hoi_quan_bai", 4), ("s666pg", 5), ("online", 3), ("mien_bac", 2)]
 SEED = 7
 
-#: kind -> (spec, positions per table, the file it needs); ``{url}`` is the live test server.
-KINDS: dict[str, tuple[str, int, Path | None]] = {
+
+
+def linear_policy(seed: int) -> Agent:
+    """A fixed linear scorer of the observation in an ObsPolicy: a stand-in for a network trained
+    by another library (examples/)."""
+    w = np.random.default_rng(seed).standard_normal((OBS_SIZE, NUM_ACTIONS)).astype(np.float32)
+    return ObsPolicy(lambda obs, masks: np.where(masks > 0, obs @ w, -np.inf).argmax(1), name="linear")
+
+
+#: kind -> (spec or factory(seed), positions per table, the file it needs); ``{url}`` is the live test server.
+KINDS: dict[str, tuple[Any, int, Path | None]] = {
     "random": ("random", 24, None),
     "heuristic": ("heuristic", 24, None),
     "heuristic:noblock": ("heuristic:noblock", 24, None),
@@ -36,6 +47,7 @@ KINDS: dict[str, tuple[str, int, Path | None]] = {
     "search": (f"{SHIPPED}+search:candidates=3,worlds=4,horizon=0", 2, SHIPPED / "model.safetensors"),
     "onnx": (str(SHIPPED / "policy.onnx"), 8, SHIPPED / "policy.onnx"),
     "http": ("{url}", 6, None),
+    "obs_policy": (linear_policy, 24, None),
 }
 
 
@@ -48,10 +60,12 @@ def live_url() -> Iterator[str]:
         yield url
 
 
-def _spec(kind: str, request: pytest.FixtureRequest) -> str:
+def _spec(kind: str, request: pytest.FixtureRequest) -> Any:
     spec, _, needs = KINDS[kind]
     if needs is not None and not needs.is_file():
         pytest.skip(f"no {needs}")
+    if callable(spec):
+        return spec
     return spec.format(url=request.getfixturevalue("live_url")) if "{url}" in spec else spec
 
 
@@ -78,7 +92,7 @@ def answers(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     made: list[Agent] = []
 
     def fresh() -> Agent:
-        made.append(make_agent(spec, seed=SEED))
+        made.append(spec(SEED) if callable(spec) else make_agent(spec, seed=SEED))
         return made[-1]
 
     views = [Game.from_view(g.rules, g.players, g.opener, g.to_act, cards_str(g.hand(g.to_act)), g.events)
