@@ -116,24 +116,30 @@ def shipped_models(root: Path = ROOT) -> list[Path]:
 def measured_strength(folder: Path, name: str) -> dict[tuple[str, int], float]:
     """Mean lá per game against ``heuristic`` of the agent ``name`` at each table, from the evaluation
     reports shipped in its checkpoint folder: the training's ``eval_report.json`` (the policy) and
-    ``samloc eval`` run folders (``*/result.json``, their ``by_table``)."""
-    out: dict[tuple[str, int], float] = {}
+    ``samloc eval`` run folders (``*/result.json``, their ``by_table``).  Several reports of one table
+    are pooled, each weighted by its deals: the mean over every deal measured, not the luckiest report."""
+    pooled: dict[tuple[str, int], tuple[float, float]] = {}  # table -> (sum of mean × deals, deals)
+
+    def add(key: tuple[str, int], mean: Any, deals: Any) -> None:
+        w = float(deals) if isinstance(deals, (int, float)) and deals > 0 else 1.0
+        total, n = pooled.get(key, (0.0, 0.0))
+        pooled[key] = (total + float(mean) * w, n + w)
+
     rep = _read_json(folder / "eval_report.json")
     heur = ((rep or {}).get("results") or {}).get("heuristic") or {}
     if "mean_score" in heur and "players" in rep:
-        out[(_rules_key(RuleSet.parse(rep.get("rules") or "hoi_quan_bai")), int(rep["players"]))] = \
-            float(heur["mean_score"])
+        add((_rules_key(RuleSet.parse(rep.get("rules") or "hoi_quan_bai")), int(rep["players"])),
+            heur["mean_score"], heur.get("deals"))
     for path in sorted(folder.glob("*/result.json")):
         res = _read_json(path) or {}
         if res.get("agent") != name or res.get("opponents") != "heuristic":
             continue
         for r in (res.get("by_table") or {res.get("rules"): res}).values():
             try:
-                key = (_rules_key(RuleSet.parse(r["rules"])), int(r["players"]))
+                add((_rules_key(RuleSet.parse(r["rules"])), int(r["players"])), r["mean_score"], r.get("deals"))
             except (KeyError, TypeError, ValueError):
                 continue
-            out[key] = max(out.get(key, float("-inf")), float(r["mean_score"]))
-    return out
+    return {key: total / n for key, (total, n) in pooled.items()}
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

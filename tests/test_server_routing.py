@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from agents.nets.checkpoint import save_checkpoint  # noqa: E402
 from agents.nets.policy import build_net  # noqa: E402
-from agents.server import Bots, create_app  # noqa: E402
+from agents.server import Bots, create_app, measured_strength  # noqa: E402
 from sam_env.actions import ACTION_TABLE_VERSION  # noqa: E402
 from sam_env.game import Game  # noqa: E402
 from sam_env.obs import OBS_VERSION  # noqa: E402
@@ -84,6 +84,23 @@ def test_each_table_goes_to_the_strongest_bot_that_was_trained_for_it(two: tuple
         new = lambda rules, n: c.post("/play/api/new", json={"rules": rules, "players": n}).json()  # noqa
         assert new("hoi_quan_bai", 4)["bot"] == "special" and new("online", 3)["bot"] == "wide"
         assert new("mien_bac", 2)["bot"] == "heuristic (stand-in: no trained bot for this table)"
+
+
+def test_reports_of_one_table_are_pooled_by_their_deals(tmp_path: Path) -> None:
+    """Two evaluations of one table: the strength is the mean over all their deals, not the better one."""
+    ckpt = _checkpoint(tmp_path / "b", "b", [{"rules": "hoi_quan_bai", "players": 4}], {"hoi_quan_bai/4": 1.0})
+    res = json.loads((ckpt / "eval_tables" / "result.json").read_text())
+    res["by_table"]["hoi_quan_bai/4"]["deals"] = 10_000
+    (ckpt / "eval_tables" / "result.json").write_text(json.dumps(res))
+    (ckpt / "eval_more").mkdir()
+    (ckpt / "eval_more" / "result.json").write_text(json.dumps(
+        {"agent": "b", "opponents": "heuristic", "rules": "hoi_quan_bai", "players": 4, "deals": 2_000,
+         "mean_score": 2.0}))
+    (ckpt / "eval_other").mkdir()  # another agent's report in the folder does not count
+    (ckpt / "eval_other" / "result.json").write_text(json.dumps(
+        {"agent": "b+search", "opponents": "heuristic", "rules": "hoi_quan_bai", "players": 4, "deals": 2_000,
+         "mean_score": 9.0}))
+    assert measured_strength(ckpt, "b") == {(json.dumps("hoi_quan_bai"), 4): pytest.approx(14_000 / 12_000)}
 
 
 def test_a_rule_based_bot_covers_the_tables_no_network_knows(two: tuple[Path, Path]) -> None:
