@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 import time
 from collections import Counter
@@ -267,6 +268,7 @@ def _markdown(res: dict[str, Any]) -> str:
              f"Seed {res['seed']}, {next(iter(res['by_table'].values()))['deals']} deals per table."
              + ("  Agent settings: " + ", ".join(f"{k}={v}" for k, v in res["agent_settings"].items())
                 if res.get("agent_settings") else ""), "",
+             *([f"Command: `{res['command']}`", ""] if res.get("command") else []),
              "| table | games | mean lá | 95% CI | win rate (equal play) | Sâm declared (success) "
              "| chops made / suffered (lá) | đền paid | cóng (inflicted) |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -485,6 +487,7 @@ def main(argv: list[str]) -> int:
     for name, r in res["by_table"].items():
         r["out_of_distribution"] = name in off
     res["out_of_distribution"] = off
+    res["command"] = shlex.join(["samloc", "eval", *argv])  # what made the report, to make it again
     stamp = time.strftime("%Y%m%d-%H%M%S")
     safe = lambda s: "".join(c if c.isalnum() or c in "-_." else "_" for c in s)[-40:]  # noqa: E731
     default = Path("runs") / "eval" / f"{safe(res['agent'])}_vs_{safe(res['opponents'])}__{stamp}"

@@ -127,6 +127,9 @@ def test_cli_writes_report_and_json(tmp_path, capsys):
     for f in ("result.json", "report.md", "scores.png"):
         assert (out / f).stat().st_size > 100
     assert "| hoi_quan_bai/3 |" in (out / "report.md").read_text()
+    made = json.loads((out / "result.json").read_text())["command"]  # the report says how to make it again
+    assert made.startswith("samloc eval --agent heuristic --opponents random --rules hoi_quan_bai,s666pg")
+    assert f"Command: `{made}`" in (out / "report.md").read_text()
     assert (out / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len((tmp_path / "g.hoi_quan_bai_3.jsonl").read_text().splitlines()) == 180
 
