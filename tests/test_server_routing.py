@@ -118,3 +118,32 @@ def test_a_checkpoint_served_with_pytorch_claims_only_its_tables(two: tuple[Path
         info = c.get("/v1/info").json()
         assert info["supports"] == [{"rules": "hoi_quan_bai", "players": [4]}] and not info["any_rule_overrides"]
         assert c.post("/v1/act", json=_request("s666pg", 4)).status_code == 422
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints"
+
+
+def test_the_shipped_bots_play_all_fourteen_tables_each_with_its_measured_strongest() -> None:
+    """`samloc serve` with no --agent: the shipped bots together play every preset table, with a trained
+    network (never the stand-in), each table routed to the bot whose shipped reports measure it strongest."""
+    if not (SHIPPED / "all_tables" / "policy.onnx").is_file():
+        pytest.skip("checkpoints/all_tables is not shipped")
+    tables = [(p, n) for p in PRESET_NAMES for n in range(2, RuleSet.preset(p).max_players + 1)]
+    assert len(tables) == 14
+    strength = {name: measured_strength(SHIPPED / name, name) for name in ("standard", "all_tables")}
+    with TestClient(create_app()) as c:
+        info = c.get("/v1/info").json()
+        assert {b["name"] for b in info["bots"]} == {"standard", "all_tables"}
+        assert sorted((s["rules"], p) for s in info["supports"] for p in s["players"]) == sorted(tables)
+        routes = {(json.loads(json.dumps(r["rules"])), r["players"]): r["bot"] for r in info["routes"]}
+        assert set(routes) == set(tables)
+        for rules, players in tables:
+            key = (json.dumps(rules), players)
+            best = max((n for n in strength if key in strength[n]), key=lambda n: strength[n][key])
+            assert routes[(rules, players)] == best, (rules, players)
+            r = c.post("/v1/act", json=_request(rules, players))
+            assert r.status_code == 200 and "info" in r.json(), (rules, players, r.text)
+            game = c.post("/play/api/new", json={"rules": rules, "players": players}).json()
+            assert game["bot"] == best
+        assert {routes[t] for t in tables} == {"standard", "all_tables"} or routes[("hoi_quan_bai", 4)] == \
+            "all_tables"
