@@ -207,14 +207,16 @@ def _summary(parts: list[dict[str, np.ndarray]], n: int) -> dict[str, Any]:
 def evaluate(agent: "str | Agent", opponents: "str | Agent",
              rules: "str | Mapping[str, Any] | RuleSet" = "hoi_quan_bai", players: int = 4,
              deals: int = 1000, seed: int = 0, *, save_games: str | None = None,
-             progress: Callable[[int, int], None] | None = None, chunk: int = 512) -> dict[str, Any]:
+             progress: Callable[[int, int], None] | None = None, chunk: int = 512,
+             deal_scores: bool = False) -> dict[str, Any]:
     """Duplicate evaluation of ``agent`` against ``opponents`` (specs or Agents).
 
     Returns a JSON-able dict: ``mean_score`` (the agent's lá per game) with its
     ``ci95``, ``win_rate``, ``sam_declared``/``sam_success_rate``, chops made and
     suffered, ``den_paid``, ``cong``, the score histogram, speed.  Identical
     results for the same arguments.  ``save_games`` writes every game as
-    ``samloc/1`` JSON Lines.
+    ``samloc/1`` JSON Lines.  ``deal_scores`` adds the agent's mean lá in each deal (over its
+    rotations), deal by deal: a league's bootstrap resamples them (:mod:`agents.league`).
     """
     rs = RuleSet.parse(rules)
     n = rs.check_players(players)
@@ -252,6 +254,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
            **_summary(parts, n), "instant_deals_skipped": skipped,
            "seconds": round(dt, 3), "games_per_s": round(deals * n / dt, 1) if dt > 0 else None,
            "batched": fast}
+    if deal_scores:
+        out["deal_scores"] = np.concatenate([p["score"] for p in parts]).reshape(deals, n).mean(1).tolist()
     if a.settings:  # e.g. a search's: the name alone does not say how it played
         out["agent_settings"] = a.settings
     if save_games is not None:

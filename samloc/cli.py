@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("sam_env.bench", "throughput: engine, environments; --agent matches; --learner, --rollout training"),
     "demo": ("sam_env.demo", "simulate random games, write their records and replay them"),
     "eval": ("agents.evaluate", "duplicate-deal evaluation of an agent against opponents"),
+    "league": ("agents.league", "every pair of agents on duplicate deals: ratings on the lá scale"),
     "train": ("training.cli", "self-play training on Ray"),
     "belief": ("training.belief", "learn where the unseen cards are, for a checkpoint's play-time search"),
     "export": ("agents.export", "export a checkpoint's policy to ONNX"),

@@ -1,0 +1,319 @@
+"""``samloc league``: every ordered pair of agents on duplicate deals, one rating each.
+
+Each ordered pair (A, B) is one :func:`agents.evaluate.evaluate` run (A in one seat,
+B in the others, A's seat rotated), all pairs on the same deals of ``--seed``; the
+ratings, their bootstrap intervals and the model's misfits are :func:`agents.ratings.rate`'s.
+A run folder among the agents stands for its checkpoints, oldest first, so a league of
+one run shows how its training went (``ratings.png``: rating against decisions trained).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sam_env.atomic import write_atomic, write_with
+from sam_env.rules import RuleSet, RulesError
+
+from .evaluate import IllegalMoveError, evaluate, parse_tables, table_name, trained_tables
+from .nets.format import META_FILE, CheckpointError, list_checkpoints, read_metadata, resolve, verify
+from .ratings import MISFIT_Z, rate
+from .registry import make_agent, parse_spec
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One agent of the league: its ``name`` in the reports, the ``spec`` that builds it, the
+    run folder it came from (a run given as an agent) and its checkpoint's decisions trained."""
+
+    name: str
+    spec: str
+    run: str | None = None
+    decisions_trained: int | None = None
+
+
+def _is_run(path: str) -> bool:
+    p = Path(path)
+    return p.is_dir() and not (p / META_FILE).exists() and (p / "checkpoints").is_dir()
+
+
+def expand(specs: Sequence[str], warn: Callable[[str], None] | None = None) -> list[Entry]:
+    """The league's agents: each spec checked (:func:`agents.registry.parse_spec`), a run folder
+    replaced by its checkpoints in training order (a checkpoint that does not verify is skipped,
+    ``warn`` hears of it).  ValueError (one line) for a bad spec, a run without a usable
+    checkpoint, or an agent listed twice."""
+    out: list[Entry] = []
+    for raw in specs:
+        s = raw.strip()
+        if _is_run(s):
+            run = os.path.normpath(s)
+            kept = 0
+            for ck in list_checkpoints(run):
+                try:
+                    meta = verify(ck)
+                except CheckpointError as exc:
+                    if warn is not None:
+                        warn(f"skipping bad checkpoint: {exc}")
+                    continue
+                out.append(Entry(str(ck), str(ck), run, meta.decisions_trained))
+                kept += 1
+            if not kept:
+                raise ValueError(f"{s}: no usable checkpoint in this run folder")
+            continue
+        p = parse_spec(s)
+        name, decisions = s, None
+        if p.kind in ("checkpoint", "search"):
+            folder = os.path.normpath(p.target)
+            name = folder + ("+search" + p.option if p.kind == "search" else "")
+            decisions = read_metadata(resolve(folder)).decisions_trained
+        elif p.kind == "onnx":
+            name = os.path.normpath(p.target)
+        out.append(Entry(name, s, None, decisions))
+    seen: set[str] = set()
+    for e in out:
+        if e.name in seen:
+            raise ValueError(f"{e.name} is in the league twice (each agent once)")
+        seen.add(e.name)
+    if len(out) < 2:
+        raise ValueError(f"a league needs at least two agents, not {len(out)}")
+    return out
+
+
+def play(entries: Sequence[Entry], rules: RuleSet, players: int, deals: int, seed: int,
+         progress: Callable[[int, str], None] | None = None) -> tuple[list[tuple[int, int]], list[dict]]:
+    """Every ordered pair's :func:`evaluate` result (with its ``deal_scores``), on the same deals;
+    ``progress(deals done in all, pair)``."""
+    pairs = [(i, j) for i in range(len(entries)) for j in range(len(entries)) if i != j]
+    results = []
+    for k, (i, j) in enumerate(pairs):
+        what = f"{entries[i].name} vs {entries[j].name}"
+        step = None if progress is None else (lambda d, _t, k=k, what=what: progress(k * deals + d, what))
+        results.append(evaluate(entries[i].spec, entries[j].spec, rules, players, deals, seed,
+                                progress=step, deal_scores=True))
+        if progress is not None:
+            progress((k + 1) * deals, what)
+    return pairs, results
+
+
+# ---- reports -----------------------------------------------------------------------------------
+def _fmt(x: float) -> str:
+    return f"{x:+.2f}"
+
+
+def _markdown(res: dict[str, Any]) -> str:
+    names = [a["name"] for a in res["agents"]]
+    rt = res["ratings"]
+    order = sorted(names, key=lambda n: -rt[n]["rating"])
+    dec = {a["name"]: a["decisions_trained"] for a in res["agents"]}
+    p = res["players"]
+    lines = [f"# League: {res['table']}, {res['deals']} deals, seed {res['seed']}", "",
+             f"Command: `{res['command']}`", "",
+             f"Every ordered pair (A, B) played the same {res['deals']} duplicate deals, A in one seat and B "
+             f"in the other {p - 1} (A's seat rotated); score(A vs B) is A's mean lá per game.  Model: "
+             "score(A vs B) ≈ r_A − r_B for both directions, so r_A − r_B is the mean of what one A wins at a "
+             f"table of {p - 1} × B and what one B loses at a table of {p - 1} × A; fitted to those means by "
+             f"least squares weighted by their variances, `{res['pin']}` pinned at 0; 95% intervals from "
+             f"{res['bootstrap']['reps']} bootstrap resamples of the deals.", "",
+             "| rank | agent | rating (lá per game) | 95% CI | decisions trained |", "|---|---|---|---|---|"]
+    for k, n in enumerate(order, 1):
+        d = dec[n]
+        lines.append(f"| {k} | {n} | {_fmt(rt[n]['rating'])} | [{_fmt(rt[n]['ci95'][0])}, "
+                     f"{_fmt(rt[n]['ci95'][1])}] | {'' if d is None else f'{d:,}'} |")
+    cell = {(q["agent"], q["opponents"]): q for q in res["pairs"]}
+    lines += ["", f"## Pairs: score(row alone vs {p - 1} × column), lá per game (r_row − r_column in brackets)", "",
+              "| alone \\ table | " + " | ".join(order) + " |", "|---" * (len(order) + 1) + "|"]
+    for a in order:
+        row = [f"{_fmt(cell[a, b]['score'])} ({_fmt(cell[a, b]['predicted'])})" if (a, b) in cell else "—"
+               for b in order]
+        lines.append(f"| {a} | " + " | ".join(row) + " |")
+    f = res["fit"]
+    lines += ["", "## Where the model does not fit", "",
+              "The matchup score of A and B is (score(A vs B) − score(B vs A)) / 2, what the model fits; "
+              f"χ² {f['chi2']} on {f['dof']} degrees of freedom ({f['chi2_per_dof']} per degree: about 1 when "
+              "the ratings explain every matchup to within its noise).", ""]
+    if res["misfits"]:
+        lines += [f"Matchups more than {MISFIT_Z:g} standard errors from r_A − r_B:", "",
+                  "| A | B | matchup score | r_A − r_B | residual | z |", "|---|---|---|---|---|---|"]
+        lines += [f"| {q['a']} | {q['b']} | {_fmt(q['score'])} | {_fmt(q['predicted'])} "
+                  f"| {_fmt(q['residual'])} | {q['z']:+.1f} |" for q in res["misfits"]]
+    else:
+        lines.append(f"No matchup is more than {MISFIT_Z:g} standard errors from r_A − r_B.")
+    lines += ["", "Cycles (A beats B beats C beats A, each matchup significantly): "
+              + ("; ".join(" > ".join(c + c[:1]) for c in res["cycles"]) if res["cycles"] else "none") + ".", "",
+              "## One seat against the table, both ways", "",
+              "The model makes score(B vs A) = −score(A vs B); the sum is what it leaves out.  "
+              "k = −score(B vs A) / score(A vs B) (A the higher rated): what one B loses at a table of A's "
+              f"for each lá one A wins at a table of B's.  Pooled: k = {res['lone_seat_k']}.", "",
+              "| A | B | A alone | B alone | sum (se) | k |", "|---|---|---|---|---|---|"]
+    for q in res["matchups"]:
+        if q["sum"] is None:
+            continue
+        k = "" if q["k"] is None else f"{q['k']:.2f}"
+        lines.append(f"| {q['a']} | {q['b']} | {_fmt(q['a_alone'])} | {_fmt(q['b_alone'])} "
+                     f"| {_fmt(q['sum'])} ({q['sum_se']:.2f}) | {k} |")
+    off = [a["name"] for a in res["agents"] if a["out_of_distribution"]]
+    if off:
+        lines += ["", "Out of training distribution at this table: " + ", ".join(off) + "."]
+    lines += ["", "![ratings](ratings.png)", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(res: dict[str, Any], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rt = res["ratings"]
+    nets = [a for a in res["agents"] if a["decisions_trained"] is not None]
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    if nets:
+        series: dict[str, list[dict]] = {}
+        for a in nets:
+            series.setdefault(a["run"] or a["name"], []).append(a)
+        for label, items in series.items():
+            xs = np.array([a["decisions_trained"] for a in items]) / 1e6
+            ys = np.array([rt[a["name"]]["rating"] for a in items])
+            err = np.array([[y - rt[a["name"]]["ci95"][0], rt[a["name"]]["ci95"][1] - y]
+                            for a, y in zip(items, ys)]).T
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for k, a in enumerate(x for x in res["agents"] if x["decisions_trained"] is None):
+            c = colors[(len(series) + k) % len(colors)]
+            r = rt[a["name"]]
+            ax.axhline(r["rating"], color=c, ls="--", lw=1, label=f"{a['name']} {r['rating']:+.2f}")
+            ax.axhspan(r["ci95"][0], r["ci95"][1], color=c, alpha=0.12)
+        ax.set_xlabel("decisions trained (millions)")
+        ax.set_ylabel("rating (lá per game)")
+    else:
+        order = sorted(rt, key=lambda n: rt[n]["rating"])
+        ys = np.arange(len(order))
+        xs = np.array([rt[n]["rating"] for n in order])
+        err = np.array([[x - rt[n]["ci95"][0], rt[n]["ci95"][1] - x] for n, x in zip(order, xs)]).T
+        ax.errorbar(xs, ys, xerr=err, fmt="o", capsize=3)
+        ax.set_yticks(ys, order)
+        ax.set_xlabel("rating (lá per game)")
+    ax.set_title(f"League ratings, {res['table']} ({res['deals']} deals, {res['pin']} = 0, 95% intervals)")
+    if nets:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    plt.close(fig)
+
+
+def write_report(res: dict[str, Any], out_dir: str | Path) -> Path:
+    """``league.json``, ``league.md`` and ``ratings.png`` in ``out_dir``."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    write_atomic(d / "league.json", json.dumps(res, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(d / "league.md", _markdown(res))
+    _plot(res, d / "ratings.png")
+    return d
+
+
+# ---- the command ------------------------------------------------------------------------------
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="samloc league",
+        description="Every ordered pair of agents on the same duplicate deals (one seat A, the others B), "
+                    "then one rating per agent on the lá scale: score(A vs B) ≈ r_A − r_B.")
+    ap.add_argument("agents", nargs="+", metavar="AGENT",
+                    help="agent specs (as samloc eval's); a run folder stands for its checkpoints")
+    ap.add_argument("--rules", help="preset name (default hoi_quan_bai)")
+    ap.add_argument("--players", help="player count (default 4)")
+    ap.add_argument("--deals", type=int, default=1000, help="deals per ordered pair (default 1000)")
+    ap.add_argument("--seed", type=int, default=0, help="the deals' seed, and the bootstrap's")
+    ap.add_argument("--pin", help="the agent rated 0 (default random if it plays, else the first agent)")
+    ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the deals (default 1000)")
+    ap.add_argument("--off-table", action="store_true",
+                    help="allow a network at a table it was not trained for (reported as out of distribution)")
+    ap.add_argument("--json", action="store_true", help="print only the JSON line")
+    ap.add_argument("--out", help="run folder (default runs/league/RULES_P__TIME)")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    warn = lambda m: print(f"samloc league: {m}", file=sys.stderr)  # noqa: E731
+    try:
+        tables = parse_tables(None, args.rules, args.players) or [(RuleSet.preset("hoi_quan_bai"), 4)]
+        if len(tables) != 1:
+            raise ValueError("a league plays one table: give one rule set and one player count")
+        rules, players = tables[0]
+        if args.deals < 2:
+            raise ValueError("--deals must be at least 2 (the intervals resample deals)")
+        if args.bootstrap < 100:
+            raise ValueError("--bootstrap must be at least 100 resamples")
+        if args.seed < 0:
+            raise ValueError("--seed must be a non-negative integer")
+        entries = expand(args.agents, warn=warn)
+        names = [e.name for e in entries]
+        pin = args.pin if args.pin is not None else ("random" if "random" in names else names[0])
+        if pin not in names:
+            raise ValueError(f"--pin {pin}: not in the league ({', '.join(names)})")
+        here = table_name(rules, players)
+        off = []
+        for e in entries:
+            agent = make_agent(e.spec, seed=args.seed)
+            own = trained_tables(agent)
+            agent.close()
+            if own is not None and here not in {table_name(*t) for t in own}:
+                if not args.off_table:
+                    raise ValueError(f"{e.name} was trained for {', '.join(table_name(*t) for t in own)}, not "
+                                     f"{here}; add --off-table to play it there (out of training distribution)")
+                off.append(e.name)
+    except (RulesError, ValueError) as exc:
+        print(f"samloc league: {exc}", file=sys.stderr)
+        return 2
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    n_pairs = len(entries) * (len(entries) - 1)
+    t0 = time.perf_counter()
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("deals"), TimeRemainingColumn(), console=Console(stderr=True),
+                      transient=args.json) as prog:
+            task = prog.add_task(f"{n_pairs} pairs", total=n_pairs * args.deals)
+            pairs, results = play(entries, rules, players, args.deals, args.seed,
+                                  progress=lambda done, what: prog.update(task, completed=done,
+                                                                             description=what[-60:]))
+    except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
+        print(f"samloc league: {exc}", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - t0
+    deal_scores = np.array([r.pop("deal_scores") for r in results])
+    fitted = rate(names, pairs, deal_scores, pin=names.index(pin), reps=args.bootstrap, seed=args.seed)
+    res = {"command": shlex.join(["samloc", "league", *argv]), "table": here, "rules": rules.name,
+           "players": players, "deals": args.deals, "seed": args.seed,
+           "agents": [{"name": e.name, "spec": e.spec, "run": e.run, "decisions_trained": e.decisions_trained,
+                       "out_of_distribution": e.name in off} for e in entries],
+           **fitted, "seconds": round(seconds, 1)}
+    full = res | {"evaluations": {f"{names[i]} vs {names[j]}": {k: v for k, v in r.items() if k != "score_hist"}
+                                  for (i, j), r in zip(pairs, results)}}
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else Path("runs") / "league" / f"{rules.name}_{players}__{stamp}"
+    try:
+        write_report(full, out)
+    except OSError as exc:
+        print(f"samloc league: cannot write the report to {out}: {exc}", file=sys.stderr)
+        return 1
+    res["report_dir"] = str(out)
+    if not args.json:
+        rt = res["ratings"]
+        for n in sorted(names, key=lambda n: -rt[n]["rating"]):
+            print(f"{rt[n]['rating']:+8.2f} [{rt[n]['ci95'][0]:+.2f}, {rt[n]['ci95'][1]:+.2f}]  {n}")
+        for q in res["misfits"]:
+            print(f"misfit: {q['a']} vs {q['b']}: matchup score {q['score']:+.2f} lá, r_A − r_B "
+                  f"{q['predicted']:+.2f} (z {q['z']:+.1f})")
+        print(f"report: {out / 'league.md'}")
+    print(json.dumps(res, ensure_ascii=False))
+    return 0
