@@ -119,17 +119,18 @@ def _markdown(res: dict[str, Any]) -> str:
              f"Command: `{res['command']}`", "",
              f"Every ordered pair (A, B) played the same {res['deals']} duplicate deals, A in one seat and B "
              f"in the other {p - 1} (A's seat rotated); score(A vs B) is A's mean lá per game.  Model: "
-             "score(A vs B) ≈ r_A − r_B for both directions, so r_A − r_B is the mean of what one A wins at a "
-             f"table of {p - 1} × B and what one B loses at a table of {p - 1} × A; fitted to those means by "
-             f"least squares weighted by their variances, `{res['pin']}` pinned at 0; 95% intervals from "
-             f"{res['bootstrap']['reps']} bootstrap resamples of the deals.", "",
+             "score(A vs B) ≈ r_A − r_B for both directions, so r_A − r_B is the mean of what one A wins "
+             f"at a table of {p - 1} × B and what one B loses at a table of {p - 1} × A; fitted to those "
+             f"means by least squares weighted by their variances, `{res['pin']}` pinned at 0; 95% intervals "
+             f"from {res['bootstrap']['reps']} bootstrap resamples of the deals.", "",
              "| rank | agent | rating (lá per game) | 95% CI | decisions trained |", "|---|---|---|---|---|"]
     for k, n in enumerate(order, 1):
         d = dec[n]
         lines.append(f"| {k} | {n} | {_fmt(rt[n]['rating'])} | [{_fmt(rt[n]['ci95'][0])}, "
                      f"{_fmt(rt[n]['ci95'][1])}] | {'' if d is None else f'{d:,}'} |")
     cell = {(q["agent"], q["opponents"]): q for q in res["pairs"]}
-    lines += ["", f"## Pairs: score(row alone vs {p - 1} × column), lá per game (r_row − r_column in brackets)", "",
+    lines += ["", f"## Pairs: score(row alone vs {p - 1} × column), lá per game "
+              "(r_row − r_column in brackets)", "",
               "| alone \\ table | " + " | ".join(order) + " |", "|---" * (len(order) + 1) + "|"]
     for a in order:
         row = [f"{_fmt(cell[a, b]['score'])} ({_fmt(cell[a, b]['predicted'])})" if (a, b) in cell else "—"
@@ -138,8 +139,8 @@ def _markdown(res: dict[str, Any]) -> str:
     f = res["fit"]
     lines += ["", "## Where the model does not fit", "",
               "The matchup score of A and B is (score(A vs B) − score(B vs A)) / 2, what the model fits; "
-              f"χ² {f['chi2']} on {f['dof']} degrees of freedom ({f['chi2_per_dof']} per degree: about 1 when "
-              "the ratings explain every matchup to within its noise).", ""]
+              f"χ² {f['chi2']} on {f['dof']} degrees of freedom ({f['chi2_per_dof']} per degree: "
+              "about 1 when the ratings explain every matchup to within its noise).", ""]
     if res["misfits"]:
         lines += [f"Matchups more than {MISFIT_Z:g} standard errors from r_A − r_B:", "",
                   "| A | B | matchup score | r_A − r_B | residual | z |", "|---|---|---|---|---|---|"]
@@ -147,8 +148,8 @@ def _markdown(res: dict[str, Any]) -> str:
                   f"| {_fmt(q['residual'])} | {q['z']:+.1f} |" for q in res["misfits"]]
     else:
         lines.append(f"No matchup is more than {MISFIT_Z:g} standard errors from r_A − r_B.")
-    lines += ["", "Cycles (A beats B beats C beats A, each matchup significantly): "
-              + ("; ".join(" > ".join(c + c[:1]) for c in res["cycles"]) if res["cycles"] else "none") + ".", "",
+    cycles = "; ".join(" > ".join(c + c[:1]) for c in res["cycles"]) or "none"
+    lines += ["", f"Cycles (A beats B beats C beats A, each matchup significantly): {cycles}.", "",
               "## One seat against the table, both ways", "",
               "The model makes score(B vs A) = −score(A vs B); the sum is what it leaves out.  "
               "k = −score(B vs A) / score(A vs B) (A the higher rated): what one B loses at a table of A's "
@@ -190,6 +191,7 @@ def _plot(res: dict[str, Any], path: Path) -> None:
             r = rt[a["name"]]
             ax.axhline(r["rating"], color=c, ls="--", lw=1, label=f"{a['name']} {r['rating']:+.2f}")
             ax.axhspan(r["ci95"][0], r["ci95"][1], color=c, alpha=0.12)
+        ax.set_xlim(left=0)
         ax.set_xlabel("decisions trained (millions)")
         ax.set_ylabel("rating (lá per game)")
     else:
@@ -232,9 +234,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--deals", type=int, default=1000, help="deals per ordered pair (default 1000)")
     ap.add_argument("--seed", type=int, default=0, help="the deals' seed, and the bootstrap's")
     ap.add_argument("--pin", help="the agent rated 0 (default random if it plays, else the first agent)")
-    ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the deals (default 1000)")
+    ap.add_argument("--bootstrap", type=int, default=1000,
+                    help="bootstrap resamples of the deals (default 1000)")
     ap.add_argument("--off-table", action="store_true",
-                    help="allow a network at a table it was not trained for (reported as out of distribution)")
+                    help="allow a network at a table it was not trained for "
+                         "(reported as out of distribution)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     ap.add_argument("--out", help="run folder (default runs/league/RULES_P__TIME)")
     try:
@@ -267,8 +271,9 @@ def main(argv: list[str]) -> int:
             agent.close()
             if own is not None and here not in {table_name(*t) for t in own}:
                 if not args.off_table:
-                    raise ValueError(f"{e.name} was trained for {', '.join(table_name(*t) for t in own)}, not "
-                                     f"{here}; add --off-table to play it there (out of training distribution)")
+                    raise ValueError(f"{e.name} was trained for {', '.join(table_name(*t) for t in own)}, "
+                                     f"not {here}; add --off-table to play it there "
+                                     "(out of training distribution)")
                 off.append(e.name)
     except (RulesError, ValueError) as exc:
         print(f"samloc league: {exc}", file=sys.stderr)
@@ -297,7 +302,8 @@ def main(argv: list[str]) -> int:
            "agents": [{"name": e.name, "spec": e.spec, "run": e.run, "decisions_trained": e.decisions_trained,
                        "out_of_distribution": e.name in off} for e in entries],
            **fitted, "seconds": round(seconds, 1)}
-    full = res | {"evaluations": {f"{names[i]} vs {names[j]}": {k: v for k, v in r.items() if k != "score_hist"}
+    full = res | {"evaluations": {f"{names[i]} vs {names[j]}": {k: v for k, v in r.items()
+                                                                 if k != "score_hist"}
                                   for (i, j), r in zip(pairs, results)}}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("runs") / "league" / f"{rules.name}_{players}__{stamp}"

@@ -186,7 +186,8 @@ def rate(names: Sequence[str], pairs: Sequence[Pair], deal_scores: np.ndarray, p
         ka, kb = where.get((a, b)), where.get((b, a))
         row = {"a": names[a], "b": names[b],
                "a_alone": None if ka is None else _r(s[ka]), "b_alone": None if kb is None else _r(s[kb]),
-               "score": _r(sign * s[p + u]), "se": _r(math.sqrt(var[p + u])), "predicted": _r(abs(r[i] - r[j])),
+               "score": _r(sign * s[p + u]), "se": _r(math.sqrt(var[p + u])),
+               "predicted": _r(abs(r[i] - r[j])),
                "residual": _r(sign * resid[u]), "z": round(float(sign * z[u]), 2),
                "sum": None, "sum_se": None, "k": None}
         if ka is not None and kb is not None:
@@ -206,6 +207,7 @@ def rate(names: Sequence[str], pairs: Sequence[Pair], deal_scores: np.ndarray, p
         "misfits": sorted((q for q in rows if abs(q["z"]) > MISFIT_Z), key=lambda q: -abs(q["z"])),
         "cycles": _cycles(names, keys, s[p:], d_sd),
         "lone_seat_k": _r(num / den) if den > 0 else None,
-        "fit": {"chi2": round(chi2, 2), "dof": dof, "chi2_per_dof": round(chi2 / dof, 3) if dof > 0 else None},
+        "fit": {"chi2": round(chi2, 2), "dof": dof,
+                "chi2_per_dof": round(chi2 / dof, 3) if dof > 0 else None},
         "bootstrap": {"reps": reps, "seed": seed, "unit": "deal", "deals": deals},
     }
