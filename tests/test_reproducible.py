@@ -89,6 +89,33 @@ def test_a_rollout_is_a_function_of_its_lane_state_and_seed() -> None:
     assert "\n" not in str(err.value)
 
 
+
+def test_a_checkpoint_keeps_the_weights_only_the_requests_out_play() -> None:
+    """The lanes' record: each lane's games, and the weights of a version only a request out plays (an
+    older update's, a snapshot the pool dropped), not the checkpoint's own or its pool's."""
+    from training.lanes import Lanes, Request
+
+    def w(x: float) -> dict[str, np.ndarray]:
+        return {"inp.weight": np.full((2, 2), x, dtype=np.float32)}
+
+    lanes = Lanes(2)
+    lanes.states[0] = {"0.states": np.arange(3, dtype=np.int32)}
+    lanes.ask(Request(7, 0, 5, w(5), [(2, w(2)), (4, w(4))]))
+    lanes.ask(Request(6, 1, 3, w(3), [(2, w(2))]))
+    arrays, record = lanes.to_checkpoint(5, {4})
+    assert sorted(arrays) == ["bank.2.inp.weight", "bank.3.inp.weight", "lane.0.0.states"]
+    assert record == {"count": 2, "out": [[6, 1, 3, [2]], [7, 0, 5, [2, 4]]]}
+    back = Lanes.from_checkpoint(arrays, record, {5: w(5), 4: w(4)})
+    assert back.states[1] is None and np.array_equal(back.states[0]["0.states"], np.arange(3))
+    assert back.next().id == 6 and back.of_lane(0).id == 7
+    for a, b in zip(sorted(lanes.out.values(), key=lambda r: r.id), (back.out[6], back.out[7])):
+        assert (a.id, a.lane, a.version) == (b.id, b.lane, b.version)
+        for (va, wa), (vb, wb) in zip([(a.version, a.weights), *a.pool], [(b.version, b.weights), *b.pool]):
+            assert va == vb and np.array_equal(wa["inp.weight"], wb["inp.weight"])
+    with pytest.raises(ValueError, match="version 4 that request 7 plays"):
+        Lanes.from_checkpoint(arrays, record, {5: w(5)})
+
+
 # ---- whole runs on Ray ---------------------------------------------------------------------------
 def _kill_worker_at(update: int, killed: list[int]) -> Any:
     def hook(tr: Trainer) -> None:

@@ -99,11 +99,11 @@ class RolloutConfig:
     giving up with the reason; the wait is reported every few seconds (0: wait without limit)."""
     deterministic: bool = False
     """Reproducible runs: rollouts are learned from in request order, not arrival order; each worker has one
-    request out, asked for when its previous rollout is learned from (the weights it plays depend on the
-    request, not on timing), seeded from seed and the request id, with its games carried in the request;
-    a due evaluation waits for the one running; a sitting stops only after an update.  The same config
-    and seed then give the same weights, and a stop and --resume those of a run that never stopped
-    (on the CPU learner; docs/training.md, Reproducible runs).  Slower: a worker that finishes first waits."""
+    request out (learner.queue_rollouts aside), asked for when its previous rollout is learned from, so the
+    weights it plays depend on the request, not on timing; each request is seeded from seed and its id and
+    carries its worker's games; a due evaluation waits for the running one; a sitting stops only after an
+    update.  The same config and seed then give the same weights, and a stop and --resume those of a run
+    that never stopped (docs/training.md, Reproducible runs).  Slower where workers are uneven."""
 
 
 @dataclass
