@@ -150,7 +150,8 @@ def _has_bank(ckpt: Path) -> bool:
     return any(k.startswith("bank.") for k in _tensors(ckpt, ckfmt.TRAINER_TENSORS))
 
 
-def test_two_runs_of_one_config_give_the_same_weights(straight: dict[str, Any], stopped: dict[str, Any]) -> None:
+def test_two_runs_of_one_config_give_the_same_weights(straight: dict[str, Any],
+                                                    stopped: dict[str, Any]) -> None:
     """At every update of the stopped run both runs hold the same checkpoint bit for bit, though one lost a
     worker (its rollouts came late, the other worker's first) and their budgets differ."""
     n = stopped["summary"]["updates"]

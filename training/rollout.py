@@ -382,7 +382,7 @@ def _actor_class():
                     seed: int, lane: dict[str, Any] | None = None) -> dict[str, Any]:
             """One rollout.  ``lane`` (deterministic mode): ``{"state": the games its lane's last consumed
             rollout left, or None for the lane's first}``; the rollout then starts from that state with
-            streams seeded by ``seed`` alone, whatever this actor did before, and returns its own end state."""
+            streams seeded by ``seed`` alone, whatever this actor did before, and returns its end state."""
             if lane is None:
                 if self.engine is None:
                     self.engine = RolloutEngine(self.cfg, self.worker_id, seed)
