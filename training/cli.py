@@ -192,7 +192,7 @@ def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, c
     minutes = f"max_minutes {cfg.max_minutes:g}" if cfg.max_minutes else "no max_minutes"
     print(f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)")
     print(f"  workers:     {ro.num_workers} x {ro.cpus_per_worker:g} CPU on {where}; learner on {device}"
-          f" ({cfg.learner.precision})")
+          f" ({cfg.learner.precision})" + ("; deterministic (reproducible)" if ro.deterministic else ""))
     final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
              else "no final evaluation")
     print(f"  at the end:  {final}, ONNX export, curve.png"

@@ -97,6 +97,13 @@ class RolloutConfig:
     place_timeout_s: float = 300.0
     """Seconds to wait for Ray to start every worker (a cluster's nodes may still be joining) before
     giving up with the reason; the wait is reported every few seconds (0: wait without limit)."""
+    deterministic: bool = False
+    """Reproducible runs: rollouts are learned from in request order, not arrival order; each worker has one
+    request out (learner.queue_rollouts aside), asked for when its previous rollout is learned from, so the
+    weights it plays depend on the request, not on timing; each request is seeded from seed and its id and
+    carries its worker's games; a due evaluation waits for the running one; a sitting stops only after an
+    update.  The same config and seed then give the same weights, and a stop and --resume those of a run
+    that never stopped (docs/training.md, Reproducible runs).  Slower where workers are uneven."""
 
 
 @dataclass

@@ -38,7 +38,7 @@ from agents.nets.policy import PolicyNet, build_net
 from . import compact
 from .config import TrainConfig, training_tables
 
-from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch
+from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch, encode_mask_batch
 from sam_env.vector import SelfPlayBatch
 
 MAX_SEATS = 5
@@ -163,6 +163,45 @@ class RolloutEngine:
 
     def _new_net(self) -> PolicyNet:
         return build_net(self.cfg.model.hidden, self.cfg.model.layers, self.cfg.model.critic).eval()
+
+    # ---- the games in progress, for deterministic mode -----------------------------------
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The games in progress, as flat arrays: what the next rollout continues from.  With
+        :meth:`set_state` and :meth:`reseed` a rollout is a function of (this state, its seed, the weights,
+        the pool), so deterministic mode can checkpoint it and ask it again of a restarted worker."""
+        out = {"seed": np.array([self.seed], dtype=np.int64)}
+        for i, st in enumerate(self.streams):
+            gb = st.env.game_batch
+            out |= {f"{i}.states": gb.states.copy(), f"{i}.rng": gb.rng.view(np.int64).copy(),
+                    f"{i}.hands": gb.hands.copy(), f"{i}.opp": st.opp.copy(), f"{i}.lseat": st.lseat.copy(),
+                    f"{i}.score": st.score.copy()}
+        return out
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None:
+        """Continue the games of :meth:`get_state` (of an engine of the same config); the observations and
+        masks are encoded again from the game states.  ValueError names an array that does not fit."""
+        want = self.get_state()
+        for k, v in want.items():
+            got = state.get(k)
+            if got is None or np.shape(got) != v.shape:
+                raise ValueError(f"rollout state: {k} is {'missing' if got is None else np.shape(got)},"
+                                 f" this engine has {v.shape} (another config?)")
+        seed = int(np.asarray(state["seed"])[0])
+        if seed != self.seed:
+            self.seed, self._heuristic = seed, None  # the heuristic's own seed is the lane's
+        for i, st in enumerate(self.streams):
+            env, gb = st.env, st.env.game_batch
+            gb.states[:] = state[f"{i}.states"]
+            gb.rng[:] = np.asarray(state[f"{i}.rng"]).view(np.uint64)
+            gb.hands[:] = state[f"{i}.hands"]
+            st.opp[:], st.lseat[:], st.score[:] = state[f"{i}.opp"], state[f"{i}.lseat"], state[f"{i}.score"]
+            encode_mask_batch(gb.states, gb.ru, env.obs, env.masks, env.seats)
+            st.seat, st.obs, st.mask = env.seats.copy(), env.obs.copy(), env.masks.copy()
+
+    def reseed(self, seed: int) -> None:
+        """Restart the streams this engine samples from (opponent draws, learner seats, actions)."""
+        self.rng = np.random.default_rng(seed)
+        self.gen = torch.Generator().manual_seed(seed)
 
     # ---- opponents ------------------------------------------------------------
     @property
@@ -324,7 +363,9 @@ def _actor_class():
         """A Ray actor around :class:`RolloutEngine`; it (re)creates its engine from the first request.
 
         A restarted actor gets its seed from the request that finds it fresh, so
-        it never replays the games its previous incarnation played.
+        it never replays the games its previous incarnation played.  In deterministic mode
+        (``rollout.deterministic``) each request brings its lane's games instead, so any incarnation
+        plays the same rollout for the same request.
         """
 
         def __init__(self, cfg_dict: dict[str, Any], worker_id: int):
@@ -332,17 +373,32 @@ def _actor_class():
             torch.set_num_threads(1)
             from .config import from_dict
             self.cfg = from_dict(cfg_dict)
+            if self.cfg.rollout.deterministic:
+                torch.use_deterministic_algorithms(True)
             self.worker_id = worker_id
             self.engine: RolloutEngine | None = None
 
         def rollout(self, weights: dict[str, np.ndarray], version: int, pool: list[tuple[int, Any]],
-                    seed: int) -> dict[str, Any]:
-            if self.engine is None:
+                    seed: int, lane: dict[str, Any] | None = None) -> dict[str, Any]:
+            """One rollout.  ``lane`` (deterministic mode): ``{"state": the games its lane's last consumed
+            rollout left, or None for the lane's first}``; the rollout then starts from that state with
+            streams seeded by ``seed`` alone, whatever this actor did before, and returns its end state."""
+            if lane is None:
+                if self.engine is None:
+                    self.engine = RolloutEngine(self.cfg, self.worker_id, seed)
+            elif lane["state"] is None:  # the lane's first rollout: fresh games from its seed
                 self.engine = RolloutEngine(self.cfg, self.worker_id, seed)
+            else:
+                if self.engine is None:
+                    self.engine = RolloutEngine(self.cfg, self.worker_id, seed)
+                self.engine.set_state(lane["state"])
+                self.engine.reseed(seed)
             self.engine.set_weights(weights, version)
             self.engine.set_pool(pool)
             out = self.engine.rollout()
             out["worker"] = self.worker_id
+            if lane is not None:
+                out["state"] = self.engine.get_state()
             return out
 
         def info(self) -> dict[str, Any]:

@@ -22,6 +22,14 @@ again under a new id with a new seed, so nothing is counted twice.  While Ray
 restarts an actor, requests to it fail at once as "unavailable": they are
 asked again every half second and count as the same failure, so a restart
 that is slow on a loaded machine does not use up ``max_restarts``.
+
+``rollout.deterministic`` trades speed for reproducible runs: the schedule of
+:mod:`training.lanes` (rollouts learned from in request order, one request
+out per worker, asked for when its previous rollout is learned from, a
+failed request asked again as it was), stops only after an update, waits
+for a running evaluation rather than skip a due one, and torch's
+deterministic algorithms; its checkpoints hold the lanes, so a resume goes
+on as if the run had never stopped.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from sam_env.seeding import mix
 
 from .config import (TrainConfig, eval_players, eval_rules, flat, stop_reason, to_dict, to_yaml,
                      training_tables)
+from .lanes import Lanes, Request
 from .learner import DeviceError, Learner, resolve_device, wants_cuda
 from .queue import RolloutQueue
 from .rollout import _actor_class
@@ -157,6 +166,9 @@ class Trainer:
         self.gpu_reservation: Any = None
         self.actors: list[Any] = []
         self.started_ray = False
+        self.det = cfg.rollout.deterministic
+        self.was_deterministic = torch.are_deterministic_algorithms_enabled()
+        self.lanes: Lanes | None = None  # deterministic mode's schedule (restored by a resume)
         if resume:
             self._restore()
         elif cfg.init_from:
@@ -207,6 +219,9 @@ class Trainer:
         tensors["rng.gen"] = self.gen.get_state()
         state = {"counters": vars(self.c) | {"snapshot_ids": [sid for sid, _ in self.pool]},
                  "param_groups": opt_state["param_groups"], "eval_history": self.eval_history}
+        if self.lanes is not None:  # deterministic mode: the lanes' games and their requests out
+            arrays, state["lanes"] = self.lanes.to_checkpoint(self.c.updates, {sid for sid, _ in self.pool})
+            tensors |= {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}  # Ray's are read-only
         name = f"ckpt_{self.c.updates:08d}"
         try:
             path = ckpt.save_checkpoint(self.run_dir / "checkpoints" / name, self.net, self.metadata(), tensors, state)
@@ -249,11 +264,31 @@ class Trainer:
             self.pool.append((sid, {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}))
         torch.set_rng_state(tensors["rng.torch"])
         self.gen.set_state(tensors["rng.gen"])
+        if self.det:
+            self._restore_lanes(path, tensors, state.get("lanes"))
         self.eval_history = self._evals_on_record(list(state.get("eval_history", [])))
         self.last_eval = self.eval_history[-1] if self.eval_history else None
         self.tb_step = self.tb_first = self.c.decisions_trained
         self.resumed_from = path
         self.log(f"resumed from {path} (update {self.c.updates}, {self.c.decisions_trained:,} decisions trained)")
+
+    def _restore_lanes(self, path: Path, tensors: dict[str, torch.Tensor], saved: dict[str, Any] | None) -> None:
+        """Deterministic mode: the lanes of the checkpoint, whose requests out are asked again as they were
+        (a checkpoint of a run that was not deterministic has none: its lanes start afresh, said once)."""
+        workers = self.cfg.rollout.num_workers
+        if not saved:
+            self.log(f"{path} holds no deterministic lanes (written without rollout.deterministic):"
+                     " the lanes start afresh")
+            return
+        if saved["count"] != workers:
+            raise TrainError(f"{path}: a deterministic run of {saved['count']} lanes resumes with"
+                             f" rollout.num_workers={saved['count']}, not {workers}")
+        arrays = {k: v.numpy() for k, v in tensors.items() if k.startswith(("lane.", "bank."))}
+        known = {self.c.updates: self.learner.weights()} | {sid: w for sid, w in self.pool}
+        try:
+            self.lanes = Lanes.from_checkpoint(arrays, saved, known)
+        except ValueError as exc:
+            raise TrainError(f"{path}: {exc}") from None
 
     def _evals_on_record(self, saved: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The evaluations of this run up to the resumed checkpoint.  ``eval.jsonl`` may hold more than the
@@ -287,6 +322,7 @@ class Trainer:
         try:
             self._start()
             s = self.session
+            s.stop_reason = self._stop_reason()
             with s.display:
                 while not s.stop_reason:
                     self._resubmit_restarted()
@@ -298,7 +334,8 @@ class Trainer:
                         self._after_update()
                     self._poll_eval()
                     self._log()
-                    s.stop_reason = self._stop_reason()
+                    if batches or not self.det:  # deterministic: only after an update (nothing queued)
+                        s.stop_reason = self._stop_reason()
             if s.eval_ref is not None:  # let a periodic evaluation in flight finish: it is part of the curve
                 import ray
                 self._record_eval(ray.get(s.eval_ref[0]), s.eval_ref[1])
@@ -306,6 +343,7 @@ class Trainer:
             final = self.save()
         finally:
             self._stop()
+            torch.use_deterministic_algorithms(self.was_deterministic)
         summary = self.summary(s.rate, s.stop_reason, final)
         write_json_atomic(self.run_dir / "summary.json", summary)
         self.writer.flush()
@@ -317,6 +355,9 @@ class Trainer:
         from torch.utils.tensorboard import SummaryWriter
 
         cfg = self.cfg
+        if self.det:
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # what cuBLAS needs for it
+            torch.use_deterministic_algorithms(True)
         self.started_ray = self._start_ray()
         if wants_cuda(cfg.learner.device):
             self._reserve_gpu()
@@ -340,7 +381,8 @@ class Trainer:
                                      max_task_retries=0, scheduling_strategy="SPREAD").remote(cfg_dict, w)
                        for w in range(cfg.rollout.num_workers)]
         self.placement = self._wait_placed()
-        self.weights_ref = ray.put(self.learner.weights())
+        self.cur_weights = self.learner.weights()
+        self.weights_ref = ray.put(self.cur_weights)
         self.pool_refs = [(sid, ray.put(w)) for sid, w in self.pool]
         self.pending: dict[Any, tuple[int, int]] = {}
         self.consumed: set[int] = set()
@@ -348,8 +390,18 @@ class Trainer:
         self.session = _Session(workers=len(self.actors), wall0=self.c.wall_s, eval_fn=_evaluate_remote_fn(),
                                 display=_Display(cfg, self), queue=RolloutQueue(cfg.learner.max_policy_lag),
                                 capacity=cfg.learner.queue_rollouts or len(self.actors) + 1)
+        if not self.det:
+            for w in range(len(self.actors)):
+                self._submit(w)
+            return
+        if self.lanes is None:
+            self.lanes = Lanes(len(self.actors))
+        asked = {r.lane for r in self.lanes.out.values()}
+        for req in sorted(self.lanes.out.values(), key=lambda r: r.id):  # a resume: the requests out again
+            self._send(req)
         for w in range(len(self.actors)):
-            self._submit(w)
+            if w not in asked:
+                self._ask_lane(w)
 
     def _start_ray(self) -> bool:
         """Join the cluster at ``ray_address``, or start an embedded Ray that listens on 127.0.0.1 only
@@ -451,7 +503,12 @@ class Trainer:
         s = self.session
         for w in [w for w, t in s.retry_at.items() if time.perf_counter() >= t]:
             del s.retry_at[w]
-            self._ask(w)
+            if self.lanes is not None:
+                req = self.lanes.of_lane(w)
+                if req is not None and req.ref is None:
+                    self._send(req)  # the same request again: the same rollout
+            else:
+                self._ask(w)
 
     def _collect(self, timeout: float) -> None:
         """Queue the rollouts that arrived (waiting up to ``timeout`` for the first); each worker that
@@ -461,6 +518,9 @@ class Trainer:
         from ray.exceptions import RayActorError, RayTaskError
 
         s = self.session
+        if self.lanes is not None:
+            self._collect_in_order(timeout)
+            return
         if not self.pending:
             time.sleep(min(timeout, 0.05))
             return
@@ -481,6 +541,50 @@ class Trainer:
             s.queue.put(out)
             self._ask(w)
 
+    def _collect_in_order(self, timeout: float) -> None:
+        """Deterministic mode: consume the oldest request's rollout when it is there (waiting up to
+        ``timeout``), then ask its lane again with the learner's weights and pool as they are now."""
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        req = self.lanes.next()
+        if req is None or req.ref is None:  # it waits to be asked again (its worker is restarting)
+            time.sleep(min(timeout, 0.05))
+            return
+        if not ray.wait([req.ref], timeout=timeout)[0]:
+            return
+        try:
+            out = ray.get(req.ref)
+        except (RayActorError, RayTaskError) as exc:
+            req.ref = None
+            self._worker_failed(req.lane, req.id, exc)
+            return
+        self.session.recovering[req.lane] = False
+        if req.id in self.consumed:  # impossible by construction; kept as a guard
+            raise TrainError(f"rollout {req.id} arrived twice")
+        self.consumed.add(req.id)
+        self.lanes.consumed(req, out.pop("state"))
+        self.session.queue.put(out)
+        self._ask_lane(req.lane)
+
+    def _ask_lane(self, lane: int) -> None:
+        """Deterministic mode: the lane's next request, with the weights and the pool of now."""
+        req = Request(self.c.next_request, lane, self.c.updates, self.cur_weights, list(self.pool),
+                      refs=(self.weights_ref, self.pool_refs))
+        self.c.next_request += 1
+        self.lanes.ask(req)
+        self._send(req)
+
+    def _send(self, req: Request) -> None:
+        """Ask ``req`` of its lane's worker (again after a failure, or after a resume: the same rollout)."""
+        import ray
+        if req.refs is None:
+            req.refs = (ray.put(req.weights), [(sid, ray.put(w)) for sid, w in req.pool])
+        weights_ref, pool_refs = req.refs
+        req.ref = self.actors[req.lane].rollout.remote(weights_ref, req.version, pool_refs,
+                                                       mix(self.cfg.seed, req.lane, req.id),
+                                                       {"state": self.lanes.states[req.lane]})
+
     def _ask(self, w: int) -> None:
         """Ask worker ``w`` again if the queue has room (rollouts in flight and waiting) or the learner
         still lacks a batch, else let it wait."""
@@ -498,9 +602,11 @@ class Trainer:
             self._ask(w)
 
     def _between_steps(self) -> None:
-        """Run between the update's gradient steps: keep the workers busy."""
+        """Run between the update's gradient steps: keep the workers busy (deterministic mode consumes
+        nothing here: when a rollout arrives must not change which weights its lane plays next)."""
         self._resubmit_restarted()
-        self._collect(timeout=0)
+        if self.lanes is None:
+            self._collect(timeout=0)
 
     def _take(self) -> list[dict[str, Any]]:
         """The next update's rollouts: every fresh one queued, once they hold ``ppo.batch_decisions``."""
@@ -525,8 +631,8 @@ class Trainer:
         if mr >= 0 and self.failures_by_worker[w] > mr + 1:
             raise TrainError(f"rollout worker {w} failed {self.failures_by_worker[w]} times;"
                              f" last error: {str(exc).splitlines()[0]}") from None
-        self.log(f"rollout worker {w} failed ({type(exc).__name__}); Ray restarts it,"
-                 f" request {req} is dropped and asked again")
+        again = "asked again as it was" if self.det else "dropped and asked again"
+        self.log(f"rollout worker {w} failed ({type(exc).__name__}); Ray restarts it, request {req} is {again}")
 
     def _after_update(self) -> None:
         """Snapshot, evaluation and checkpoint on their schedules, then the test hook."""
@@ -534,8 +640,13 @@ class Trainer:
         s.rate.add(time.perf_counter(), self.c.decisions_trained, u, self.c.decisions)
         if u % cfg.rollout.snapshot_every == 0:
             self._snapshot()
-        if cfg.eval.every_updates and u % cfg.eval.every_updates == 0 and s.eval_ref is None:
-            s.eval_ref = self._launch_eval(s.eval_fn, cfg.eval.deals)
+        if cfg.eval.every_updates and u % cfg.eval.every_updates == 0:
+            if s.eval_ref is not None and self.det:  # deterministic: every due evaluation, none skipped
+                import ray
+                self._record_eval(ray.get(s.eval_ref[0]), s.eval_ref[1])
+                s.eval_ref = None
+            if s.eval_ref is None:
+                s.eval_ref = self._launch_eval(s.eval_fn, cfg.eval.deals)
         if u % cfg.checkpoint.every_updates == 0:
             self.c.wall_s = s.wall()
             self.save()
@@ -583,7 +694,8 @@ class Trainer:
         self.losses["update_s"] = time.perf_counter() - t0
         self.losses["policy_lag"] = float(np.mean(lags))
         self.losses["policy_lag_max"] = float(max(lags))
-        self.weights_ref = ray.put(self.learner.weights())
+        self.cur_weights = self.learner.weights()
+        self.weights_ref = ray.put(self.cur_weights)
         self.c.updates += 1
         self.c.decisions_trained += sum(len(b["batch"]["act"]) for b in batches)
         self.c.rollouts += len(batches)
