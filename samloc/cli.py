@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("agents.evaluate", "duplicate-deal evaluation of an agent against opponents"),
     "league": ("agents.league", "every pair of agents on duplicate deals: ratings on the lá scale"),
     "train": ("training.cli", "self-play training on Ray"),
+    "exploit": ("training.exploit", "train a best response to a frozen agent: how exploitable it is"),
     "belief": ("training.belief", "learn where the unseen cards are, for a checkpoint's play-time search"),
     "export": ("agents.export", "export a checkpoint's policy to ONNX"),
     "serve": ("agents.server", "serve a bot over HTTP (PROTOCOL §4) with a page to play it"),

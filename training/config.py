@@ -104,6 +104,11 @@ class RolloutConfig:
     carries its worker's games; a due evaluation waits for the running one; a sitting stops only after an
     update.  The same config and seed then give the same weights, and a stop and --resume those of a run
     that never stopped (docs/training.md, Reproducible runs).  Slower where workers are uneven."""
+    opponent: str = "heuristic"
+    """The fixed opponent of the heuristic_share games: an agent spec (make_agent: heuristic[:variant],
+    random, a checkpoint folder, a .onnx file); samloc exploit sets it to the target it trains against."""
+    opponent_temperature: float = 0.0
+    """Sampling temperature of a neural rollout.opponent (0: greedy, as served by default)."""
 
 
 @dataclass
@@ -375,6 +380,7 @@ def validate(cfg: TrainConfig) -> None:
     need(ro.max_restarts >= -1, "rollout.max_restarts must be >= -1")
     need(ro.cpus_per_worker > 0, "rollout.cpus_per_worker must be positive")
     need(ro.place_timeout_s >= 0, "rollout.place_timeout_s must be >= 0")
+    _check_opponent(ro.opponent, ro.opponent_temperature)
     pp = cfg.ppo
     need(pp.lr > 0, "ppo.lr must be positive")
     need(pp.sam_lesson_coef >= 0, "ppo.sam_lesson_coef must be >= 0")
@@ -410,6 +416,20 @@ def validate(cfg: TrainConfig) -> None:
     be = cfg.belief
     need(be.deals >= 0 and be.epochs >= 1 and be.hidden >= 1,
          "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")
+
+
+def _check_opponent(spec: str, temperature: float) -> None:
+    """rollout.opponent is an agent spec (checked without loading it); a temperature only for a network."""
+    from agents.registry import parse_spec
+
+    try:
+        kind = parse_spec(spec).kind
+    except ValueError as exc:
+        raise ConfigError(f"rollout.opponent: {exc}") from None
+    if not temperature >= 0:
+        raise ConfigError("rollout.opponent_temperature must be >= 0")
+    if temperature and kind not in ("checkpoint", "onnx"):
+        raise ConfigError(f"rollout.opponent_temperature applies to a network, not to {spec!r}")
 
 
 @dataclass(frozen=True)

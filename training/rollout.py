@@ -11,9 +11,9 @@ that seat's view of the current state; its later rewards are not credited to
 anything else, so no reward is counted twice.
 
 In a share of the games (``rollout.opponent_fraction``) only one seat is the
-learner and the others are a fixed opponent: the heuristic agent or a past
-snapshot.  Their decisions are not trained on.  This keeps self-play from
-collapsing into a style that only beats itself.
+learner and the others are a fixed opponent: the heuristic agent (or the agent
+``rollout.opponent`` names) or a past snapshot.  Their decisions are not trained
+on.  This keeps self-play from collapsing into a style that only beats itself.
 
 :class:`RolloutEngine` is plain Python (tests use it directly);
 :class:`RolloutActor` is the Ray actor around it.
@@ -160,6 +160,7 @@ class RolloutEngine:
         self.net = self._new_net()
         self.version = -1
         self._heuristic = None
+        self._opponent: Any = None  # rollout.opponent, when it is not the heuristic
 
     def _new_net(self) -> PolicyNet:
         return build_net(self.cfg.model.hidden, self.cfg.model.layers, self.cfg.model.critic).eval()
@@ -209,6 +210,19 @@ class RolloutEngine:
         if self._heuristic is None:
             self._heuristic = make_agent("heuristic", seed=self.seed)
         return self._heuristic
+
+    @property
+    def opponent(self) -> Any:
+        """The fixed opponent of the heuristic_share games: ``rollout.opponent`` (the heuristic by default),
+        made with this engine's seed (again when the seed changes), so its sampled play is reproducible."""
+        ro = self.cfg.rollout
+        if ro.opponent == "heuristic":
+            return self.heuristic
+        made = self._opponent
+        if made is None or made.seed != self.seed:
+            kw = {"temperature": ro.opponent_temperature} if ro.opponent_temperature else {}
+            self._opponent = made = make_agent(ro.opponent, seed=self.seed, **kw)
+        return made
 
     def set_pool(self, pool: list[tuple[int, Any]]) -> None:
         """``pool``: (snapshot id, numpy weights or an ObjectRef to them), oldest first."""
@@ -346,7 +360,7 @@ class RolloutEngine:
         if h.any():
             idx = np.flatnonzero(h)
             gb = st.env.game_batch
-            act[idx] = np.asarray(self.heuristic.act_batch(gb.states[idx], gb.ru, st.obs[idx], st.mask[idx]))
+            act[idx] = np.asarray(self.opponent.act_batch(gb.states[idx], gb.ru, st.obs[idx], st.mask[idx]))
         for slot, sid in enumerate(self.pool_ids):
             sel = rows & (opp == slot + 1)
             if sel.any():
