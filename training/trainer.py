@@ -173,12 +173,14 @@ class Trainer:
             self._restore()
         elif cfg.init_from:
             self._init_from(Path(cfg.init_from))
+        #: the code this sitting runs, read once: the tree may move on while it trains
+        self.code_commit = git_commit()
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             write_atomic(self.run_dir / "config.yaml", to_yaml(cfg))  # the resolved config
             if not resume:
                 write_json_atomic(self.run_dir / "run.json", {
-                    "git_commit": git_commit(), "command": self.command,
+                    "git_commit": self.code_commit, "command": self.command,
                     "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                     "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
         except OSError as exc:
@@ -199,7 +201,7 @@ class Trainer:
             "heuristic_share": cfg.rollout.opponent_fraction * cfg.rollout.heuristic_share,
             "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION,
             "updates": self.c.updates, "games": self.c.games, "decisions": self.c.decisions,
-            "decisions_trained": self.c.decisions_trained, "git_commit": git_commit(),
+            "decisions_trained": self.c.decisions_trained, "git_commit": self.code_commit,
             "command": self.first_command, "resumes": self.resumes,
             "wall_time_s": round(self.c.wall_s, 1), "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
             "last_eval": self.last_eval,
