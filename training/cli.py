@@ -32,8 +32,8 @@ from .config import (ConfigError, TrainConfig, config_text, eval_players, eval_r
                      run_name, stop_reason, training_tables)
 
 
-def _count(text: str) -> int:
-    """A positive whole number of decisions: 5000000, 5_000_000 or 5e6."""
+def count_arg(text: str) -> int:
+    """argparse type: a positive whole number (of decisions, deals): 5000000, 5_000_000 or 5e6."""
     try:
         v = float(text.replace("_", ""))
     except ValueError:
@@ -43,7 +43,8 @@ def _count(text: str) -> int:
     return int(v)
 
 
-def _minutes(text: str) -> float:
+def minutes_arg(text: str) -> float:
+    """argparse type: a positive number of minutes."""
     try:
         v = float(text)
     except ValueError:
@@ -61,10 +62,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                " --resume RUN]):\n" + keys_help())
     ap.add_argument("--config", help="a YAML config (configs/quick.yaml, standard, cluster) or its name")
     ap.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest good checkpoint")
-    ap.add_argument("--more-minutes", type=_minutes, metavar="N",
+    ap.add_argument("--more-minutes", type=minutes_arg, metavar="N",
                     help="with --resume: train N minutes more than the run's sittings so far (max_minutes ="
                          " minutes trained + N)")
-    ap.add_argument("--more-decisions", type=_count, metavar="N",
+    ap.add_argument("--more-decisions", type=count_arg, metavar="N",
                     help="with --resume: train N decisions more (total_decisions = decisions trained + N;"
                          " ppo.anneal_lr anneals over the new total)")
     ap.add_argument("--print-config", action="store_true",
