@@ -39,6 +39,7 @@ from . import compact
 from .config import TrainConfig, training_tables
 
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch, encode_mask_batch
+from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
 MAX_SEATS = 5
@@ -139,6 +140,16 @@ class _Stream:
         self.b_teach = np.full((T, N), -1, dtype=np.int16)  # the heuristic's action at Sâm decisions (-1: none)
 
 
+def request_seed(run_seed: int, worker: int, request: int) -> int:
+    """The seed of one rollout request: a worker's engine restarts its streams from it."""
+    return mix(run_seed, worker, request)
+
+
+def table_seed(engine_seed: int, table: int) -> int:
+    """The deal seed of an engine's ``table``-th batch; its game g plays the deals of this seed + g."""
+    return (engine_seed + 7919 * table) % 2**63
+
+
 class RolloutEngine:
     """Plays ``envs_per_worker`` games with the current policy and returns training data."""
 
@@ -153,7 +164,7 @@ class RolloutEngine:
         self.pool: dict[int, PolicyNet] = {}
         self.pool_ids: list[int] = []
         self.streams = [_Stream(t.rules, t.players, n, cfg.rollout.steps_per_rollout,
-                                (seed + 7919 * i) % 2**63, FULL_EXTRA if self.full_critic else 0)
+                                table_seed(seed, i), FULL_EXTRA if self.full_critic else 0)
                         for i, (t, n) in enumerate(zip(tables, sizes))]
         for st in self.streams:
             self._draw(st, np.ones(st.n, dtype=bool))

@@ -60,7 +60,7 @@ from .config import (TrainConfig, eval_players, eval_rules, flat, stop_reason, t
 from .lanes import Lanes, Request
 from .learner import DeviceError, Learner, resolve_device, wants_cuda
 from .queue import RolloutQueue
-from .rollout import _actor_class
+from .rollout import _actor_class, request_seed
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -584,7 +584,7 @@ class Trainer:
             req.refs = (ray.put(req.weights), [(sid, ray.put(w)) for sid, w in req.pool])
         weights_ref, pool_refs = req.refs
         req.ref = self.actors[req.lane].rollout.remote(weights_ref, req.version, pool_refs,
-                                                       mix(self.cfg.seed, req.lane, req.id),
+                                                       request_seed(self.cfg.seed, req.lane, req.id),
                                                        {"state": self.lanes.states[req.lane]})
 
     def _ask(self, w: int) -> None:
@@ -679,7 +679,7 @@ class Trainer:
     def _submit(self, w: int) -> None:
         req = self.c.next_request
         self.c.next_request += 1
-        seed = mix(self.cfg.seed, w, req)
+        seed = request_seed(self.cfg.seed, w, req)
         ref = self.actors[w].rollout.remote(self.weights_ref, self.c.updates, self.pool_refs, seed)
         self.pending[ref] = (w, req)
 
