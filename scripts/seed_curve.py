@@ -69,9 +69,8 @@ def plot(runs: list[tuple[list[dict[str, Any]], dict[str, Any] | None, float]], 
     fig, axes = plt.subplots(1, len(opponents), figsize=(5 * len(opponents), 4), squeeze=False)
     for ax, opp in zip(axes[0], opponents):
         for i, ((evals, final, wall), name) in enumerate(zip(runs, names)):
-            xs = [0.0] + [e["wall_s"] / 60 for e in evals]
-            ys = [float("nan")] + [e["results"][opp]["mean_score"] for e in evals]
-            ax.plot(xs[1:], ys[1:], marker="o", ms=3, color=f"C{i}", label=name)
+            ax.plot([e["wall_s"] / 60 for e in evals], [e["results"][opp]["mean_score"] for e in evals],
+                    marker="o", ms=3, color=f"C{i}", label=name)
             if final is not None:
                 r = final["results"][opp]
                 ax.errorbar([wall / 60], [r["mean_score"]], fmt="D", color=f"C{i}", capsize=3,
