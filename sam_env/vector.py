@@ -312,7 +312,7 @@ class _Opponent:
             self.kind = "random"
             self.sam_ok = spec == "random:uniform"
         elif isinstance(spec, str):
-            from .upward import named_agent  # the one place the engine reaches up to agents
+            from .named_agents import named_agent  # the agents layer's factory, by entry point
             self.__init__(named_agent(spec))
             return
         elif hasattr(spec, "act_batch") and getattr(spec, "batched", True):

@@ -15,8 +15,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("sam_env", "agents", "training", "samloc")  # each may import only those before it
-#: The engine's one upward reference: a named opponent ("heuristic") for the environments.
-UPWARD = {"sam_env/upward.py": {"agents"}}
 #: Third-party packages a layer must not import, and the modules exempt from that.
 FORBIDDEN = {
     "sam_env": ({"torch", "ray", "onnxruntime", "fastapi", "gymnasium", "pettingzoo",
@@ -52,20 +50,34 @@ def test_imports_run_one_way(path: Path) -> None:
     rel = path.relative_to(ROOT).as_posix()
     layer = rel.split("/")[0]
     above = set(LAYERS[LAYERS.index(layer) + 1:])
-    allowed_up = UPWARD.get(rel, set())
     found = _imports(path)
-    bad = (found & above) - allowed_up
+    bad = found & above
     assert not bad, f"{rel} imports {sorted(bad)}, a layer above {layer}"
     banned, exempt = FORBIDDEN.get(layer, (set(), {}))
     bad = (found & banned) - exempt.get(rel, set())
     assert not bad, f"{rel} imports {sorted(bad)}, which {layer} must not depend on"
 
 
-def test_the_upward_exceptions_exist() -> None:
-    """An exception for a file that no longer exists would silently allow nothing: keep the list true."""
-    for rel, names in UPWARD.items():
-        assert (ROOT / rel).is_file(), rel
-        assert names <= _imports(ROOT / rel), f"{rel} no longer needs its exception"
+def test_named_opponents_come_through_the_entry_point_not_an_import() -> None:
+    """The engine builds "heuristic" with the factory the agents layer declares (pyproject.toml),
+    and that lookup is the only thing a named opponent loads."""
+    from importlib.metadata import entry_points
+
+    from agents import make_agent
+    from sam_env.named_agents import GROUP, NAME, named_agent
+
+    (factory,) = entry_points(group=GROUP, name=NAME)
+    assert factory.load() is make_agent
+    assert type(named_agent("heuristic")).__name__ == "HeuristicAgent"
+
+
+def test_named_opponents_without_a_provider_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sam_env.named_agents as named
+
+    monkeypatch.setattr(named, "entry_points", lambda **_: ())
+    with pytest.raises(ValueError, match=r"opponent 'heuristic': no installed package provides named agents"
+                                         r" \(entry point samloc.agents:make_agent\)"):
+        named.named_agent("heuristic")
 
 
 def test_a_forbidden_import_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
