@@ -361,13 +361,13 @@ class DistillTrainer(Trainer):
         self.belief = {"hidden": cfg.belief.hidden, "weights": weights_to_numpy(bnet), "info": info}
         self.log(f"round {self.d.round}: hand belief learned from {d.belief_deals:,} deals,"
                  f" {info['decisions']:,} decisions, held-out {info['holdout_nll']:.4f} nats/card"
-                 f" (uniform {info['uniform_nll']:.4f}),"
-                 f" {info['seconds']:.0f} s")
+                 f" (uniform {info['uniform_nll']:.4f}), {info['seconds']:.0f} s")
 
     def _round_record(self, belief: str) -> dict[str, Any]:
-        return {"round": self.d.round, "updates": self.c.updates,
-                "decisions_trained": self.c.decisions_trained,
-                "searched": self.d.searched, "wall_s": round(self.c.wall_s, 1), "belief": belief}
+        """Where a round began (``belief``: init_from, none, learned or kept), for the metadata."""
+        c = self.c
+        return {"round": self.d.round, "updates": c.updates, "decisions_trained": c.decisions_trained,
+                "searched": self.d.searched, "wall_s": round(c.wall_s, 1), "belief": belief}
 
     def _put_round(self) -> None:
         """The round's network and belief in Ray's object store, for every search request of the round."""
@@ -398,8 +398,7 @@ class DistillTrainer(Trainer):
         self.d.rounds.append(self._round_record(belief))
         self.save()
         self.log(f"round {self.d.round} begins at update {self.c.updates} ({self.d.searched:,} searched"
-                 " decisions"
-                 f" so far); the search workers play the new network")
+                 " decisions so far); the search workers play the new network")
 
     # ---- the loop's hooks -----------------------------------------------------------------------------
     def _start(self) -> None:
