@@ -166,6 +166,7 @@ def test_the_distillation_term_is_the_kl_to_the_target() -> None:
      "distill.buffer (100) must hold at least one minibatch"),
     (["distill.reuse=0"], "distill.reuse"),
     (["distill.belief_deals=-1"], "distill.belief_deals"),
+    (["distill.heldout=-1"], "heldout must be >= 0"),
     (["distill.envs_per_worker=0"], "distill.envs_per_worker"),
     (["distill.enabled=true", "model.critic=obs"], "distill.critic > 0 needs the perfect-information critic"),
     (["distill.enabled=true", "rollout.deterministic=true"], "rollout.deterministic"),
@@ -220,6 +221,11 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
     tags = _scalars(tmp_path / "run")
     kl = [v for _, v in tags["losses/distill_kl"]]
     assert len(kl) >= 10 and np.mean(kl[-3:]) < np.mean(kl[:3])
+    # the run's own held-out decisions (every 20th), never trained on: the policy moved towards them too
+    own = tr.held.rows(np.arange(len(tr.held)))
+    assert len(own["cands"]) >= 80 and tags["losses/distill_kl_heldout"][-1][1] == pytest.approx(
+        summary["distill"]["heldout"]["distill_kl"])
+    assert kl_to_targets(after_net, own, 1.0)["distill_kl"] < kl_to_targets(net, own, 1.0)["distill_kl"]
     for tag in ("losses/distill_ce", "charts/search_agreement", "charts/search_la", "charts/round",
                 "charts/search_decisions_per_s", "charts/search_changed", "eval/random/mean_la"):
         assert tag in tags, tag

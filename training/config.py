@@ -266,6 +266,9 @@ class DistillConfig:
     steps wait for new data beyond that, so a fast learner does not overfit a slow search."""
     batch_decisions: int = 4096
     """Without PPO: new searched decisions that make one update (reuse x this / minibatch steps)."""
+    heldout: int = 2048
+    """Searched decisions kept out of training (every 20th that arrives, the newest this many) to measure
+    the policy's KL to targets it never learned from (losses/distill_kl_heldout; 0: none)."""
     belief_deals: int = 0
     """Duplicate deals the new network plays at each round's start to learn the search's hand belief
     again (training/belief.py, belief.hidden and belief.epochs); 0: the belief of init_from throughout
@@ -503,7 +506,7 @@ def _check_distill(cfg: TrainConfig, tables: int) -> None:
     need(d.buffer >= d.minibatch,
          f"buffer ({d.buffer:,}) must hold at least one minibatch ({d.minibatch:,})")
     need(d.reuse > 0, f"reuse must be positive, not {d.reuse}")
-    need(d.belief_deals >= 0, "belief_deals must be >= 0")
+    need(d.belief_deals >= 0 and d.heldout >= 0, "belief_deals and heldout must be >= 0")
     if not d.enabled:
         return
     need(not (d.horizon >= 0 and d.critic > 0 and cfg.model.critic != "full"),

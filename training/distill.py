@@ -65,6 +65,7 @@ from .config import TrainConfig, to_dict, training_tables
 from .rollout import load_numpy_weights, request_seed, slot_shares, table_seed, weights_to_numpy
 from .trainer import TrainError, Trainer
 
+HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of training (distill.heldout)
 SEARCH_STREAM = 0x5EA4C4  # the search workers' seeds: a stream of their own beside the rollout workers'
 BELIEF_STREAM = 0xBE11EF  # the deals a round's belief is learned from
 OPP_HEURISTIC, OPP_POLICY = 0, 1  # who sits in a search game's other seats
@@ -277,10 +278,12 @@ class TargetBuffer:
 @torch.no_grad()
 def kl_to_targets(net: torch.nn.Module, packed: dict[str, np.ndarray],
                   temperature: float) -> dict[str, float]:
-    """KL(target || policy), cross-entropy and agreement of ``net`` on searched decisions (a held-out set)."""
+    """KL(target || policy), cross-entropy and agreement of ``net`` (in eval mode) on searched decisions
+    it was not trained on, on the network's device."""
     from .ppo import DISTILL_NAMES, distill_terms
 
-    terms = distill_terms(net.eval(), target_batch(packed, torch.device("cpu"), temperature), bf16=False)
+    device = next(net.parameters()).device
+    terms = distill_terms(net.eval(), target_batch(packed, device, temperature), bf16=False)
     return dict(zip(DISTILL_NAMES, terms.tolist()))
 
 
@@ -315,11 +318,13 @@ class DistillTrainer(Trainer):
                 self.belief = self._belief_of(Path(cfg.init_from))
             self.d.rounds = [self._round_record("init_from" if self.belief else "none")]
         self.buffer = TargetBuffer(cfg.distill.buffer)
+        self.held = TargetBuffer(cfg.distill.heldout) if cfg.distill.heldout else None  # never trained on
         self.drawn = self.received = self.fresh = 0  # this sitting's draws into minibatches, arrivals
         self.search_actors: list[Any] = []
         self.search_pending: dict[Any, tuple[int, int]] = {}
         self.search_points: deque[tuple[float, int]] = deque(maxlen=20)
         self.marks = dataclasses.replace(self.d, rounds=[])  # the counters at the last charts written
+        self.held_kl: dict[str, float] = {}  # the last measure on the held-out decisions
 
     @property
     def rollout_workers(self) -> int:
@@ -468,10 +473,17 @@ class DistillTrainer(Trainer):
         return len(ready)
 
     def _take_targets(self, out: dict[str, Any]) -> None:
-        n = len(out["batch"]["cands"])
-        self.buffer.add(out["batch"])
-        self.received += n
-        self.fresh += n
+        """A search result into the buffer (every HOLD_EVERY-th decision into the held-out set instead),
+        and its counts into the stage's."""
+        batch = out["batch"]
+        n = len(batch["cands"])
+        if self.held is not None:
+            hold = np.arange(n) % HOLD_EVERY == 0
+            self.held.add({k: v[hold] for k, v in batch.items()})
+            batch = {k: v[~hold] for k, v in batch.items()}
+        self.buffer.add(batch)
+        self.received += len(batch["cands"])
+        self.fresh += len(batch["cands"])
         st, d = out["stats"], self.d
         d.games += st["games"]
         d.decisions += st["decisions"]
@@ -577,6 +589,12 @@ class DistillTrainer(Trainer):
         if r is not None:
             self.writer.add_scalar("charts/search_decisions_per_s", r, self.c.decisions_trained)
         self.writer.add_scalar("charts/searched_decisions", self.d.searched, self.c.decisions_trained)
+        if self.held is not None and len(self.held):
+            self.held_kl = kl_to_targets(self.net, self.held.rows(np.arange(len(self.held))),
+                                         self.cfg.distill.temperature)
+            step = self.c.decisions_trained
+            self.writer.add_scalar("losses/distill_kl_heldout", self.held_kl["distill_kl"], step)
+            self.writer.add_scalar("charts/search_agreement_heldout", self.held_kl["search_agreement"], step)
 
     def _search_rate(self) -> float | None:
         """Searched decisions received per second over the last log intervals."""
@@ -591,6 +609,8 @@ class DistillTrainer(Trainer):
         text = f"round {d.round}, {d.searched:,} searched" + (f" ({r:,.0f}/s)" if r else "")
         if "distill_kl" in ls:
             text += f", KL {ls['distill_kl']:.3f}, agreement {100 * ls['search_agreement']:.0f}%"
+        if self.held_kl:
+            text += f", held out {self.held_kl['distill_kl']:.3f}"
         return [("search", text)]
 
     def _launch_eval(self, eval_fn: Any, deals: int) -> tuple[Any, dict[str, Any]]:
@@ -646,6 +666,7 @@ class DistillTrainer(Trainer):
         out["distill"] = {"round": d.round, "searched": d.searched, "games": d.games,
                           "search_la": round(d.la_sum / d.games, 4) if d.games else None,
                           "changed": round(d.changed / d.searched, 4) if d.searched else None,
+                          "heldout": self.held_kl,
                           "rounds": d.rounds,
                           "losses": {k: v for k, v in self.losses.items()
                                      if k.startswith("distill") or k == "search_agreement"}}
