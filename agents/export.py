@@ -10,7 +10,11 @@ The model runs anywhere onnxruntime does, without PyTorch:
 
 Before the file is put in place it is checked against PyTorch on 1,000 real
 positions from random games and 1,000 uniformly random observations and
-masks: the largest difference of any output must be below 1e-5.  A JSON
+masks: the largest difference of any output must be below 1e-5 on the real
+positions and 1e-4 on the random inputs.  Those are far from any game: their
+logits reach the hundreds, where float32 rounding alone moves a probability by
+1e-5 (seen: 1.2e-5 on random inputs, 1.5e-6 on positions, for a trained
+network).  A JSON
 sidecar (``FILE.json``) says what the model plays: observation and
 action-table versions, the rule sets and player counts it was trained for,
 its checkpoint and the SHA-256 of its weights; the same JSON is embedded in
@@ -40,7 +44,8 @@ from sam_env.atomic import write_atomic, write_json_atomic
 
 from .nets.format import ONNX_FILE
 
-TOLERANCE = 1e-5
+TOLERANCE = 1e-5  # on real positions
+RANDOM_TOLERANCE = 1e-4  # on uniformly random observations and masks (the docstring says why)
 OPSET = 17
 ONNX_FORMAT = "samloc-onnx/1"
 
@@ -144,9 +149,11 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
         onnx.checker.check_model(proto)
         check = _check(model, tmp, tables[0].rules, tables[0].players, samples, seed)
         sidecar["check"] = check
-        if check["max_abs_diff"] >= TOLERANCE:
-            raise ValueError(f"the ONNX model differs from PyTorch by {check['max_abs_diff']:.3g}"
-                             f" (tolerance {TOLERANCE}); not written")
+        for name, tol in (("positions", TOLERANCE), ("random", RANDOM_TOLERANCE)):
+            worst = max(check[name]["max_abs_diff_probs"], check[name]["max_abs_diff_value"])
+            if worst >= tol:
+                raise ValueError(f"the ONNX model differs from PyTorch by {worst:.3g} on {name}"
+                                 f" (tolerance {tol}); not written")
         del proto.metadata_props[:]
         onnx.helper.set_model_props(proto, {"samloc": json.dumps(sidecar)})
         blob = proto.SerializeToString()
@@ -173,7 +180,7 @@ def _check(model: Any, onnx_path: Path, rules: Any, players: int, samples: int, 
     sess = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
     sets = {"positions": _positions(rules, players, samples, seed),
             "random": _noise(obs_mod.OBS_SIZE, NUM_ACTIONS, samples, seed + 1)}
-    out: dict[str, Any] = {"samples": 0, "tolerance": TOLERANCE}
+    out: dict[str, Any] = {"samples": 0, "tolerance": TOLERANCE, "random_tolerance": RANDOM_TOLERANCE}
     worst = 0.0
     for name, (obs, mask) in sets.items():
         with torch.no_grad():
@@ -213,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {side['path']} and {Path(side['path']).with_suffix('.json')}")
         print(f"checked on {c['samples']} inputs: max |onnx - torch| = {c['max_abs_diff']:.2e}"
               f" (probs {c['positions']['max_abs_diff_probs']:.1e} on real positions,"
-              f" value {c['positions']['max_abs_diff_value']:.1e}); tolerance {TOLERANCE}")
+              f" value {c['positions']['max_abs_diff_value']:.1e}); tolerance {TOLERANCE}"
+              f" ({RANDOM_TOLERANCE} on random inputs)")
         print(f"plays {', '.join(map(str, side['rules']))} with {', '.join(map(str, side['players']))} players")
     return 0
 

@@ -146,15 +146,18 @@ def test_a_non_finite_answer_is_a_clear_503_not_a_500(exported: Path) -> None:
     g = Game.new("hoi_quan_bai", 4, seed=3)
     body = {"format": "samloc/1", "rules": "hoi_quan_bai", "players": 4, "opener": g.opener, "seat": g.to_act,
             "hand": [card_str(c) for c in g.hand(g.to_act)], "events": []}
-    with TestClient(create_app(bot=bot), raise_server_exceptions=False) as c:
+    table = {"rules": "hoi_quan_bai", "players": 4, "seed": 7}
+    with TestClient(create_app(bot=bot, allow_client_seed=True), raise_server_exceptions=False) as c:
         assert c.post("/v1/act", json=body).status_code == 200
+        opener = c.post("/play/api/new", json={**table, "seat": 0}).json()["opener"]
         bot.onnx._infer = lambda obs, mask: (np.full((len(obs), 201), np.nan, np.float32),  # type: ignore
                                              np.zeros(len(obs), np.float32))
         r = c.post("/v1/act", json=body)
         assert r.status_code == 503, r.text
         assert r.json()["error"] == ("the model tiny cannot answer this position:"
                                      " its probabilities are not finite")
-        r = c.post("/play/api/new", json={"rules": "hoi_quan_bai", "players": 4, "seat": 0})
+        # the same deal, seen from the seat after the opener's: a bot moves before the human can
+        r = c.post("/play/api/new", json={**table, "seat": (opener + 1) % 4})
         assert r.status_code == 503 and "not finite" in r.json()["error"]
     with pytest.raises(AgentFailure, match="not finite"):
         bot.onnx.act(g, g.to_act)
