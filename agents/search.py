@@ -28,12 +28,18 @@ every step: out of time, the move with the best mean over the slices done is
 played, or the policy's own move when none is done.  So a deadline makes an
 answer depend on the machine's speed; where it is not reached, the answer is
 the one without a deadline (every world, the same rollouts).
+
+:meth:`SearchAgent.search_batch` returns what was searched as well as the
+moves (each decision's candidates and their values); :func:`search_targets`
+turns them into a distribution over the actions, the target that expert
+iteration (``training/distill.py``) trains the policy towards.
 """
 
 from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +201,50 @@ def _apply_all(states, ru, rows, acts):
         core.apply_action(states[rows[i]], ru, acts[i])
 
 
+@dataclass(frozen=True)
+class SearchResult:
+    """What :meth:`SearchAgent.search_batch` found for a batch of decisions.
+
+    ``rows`` are the decisions searched (a real play choice, in time under a deadline);
+    ``cands[i]`` are row ``rows[i]``'s candidate moves, the policy's most probable first
+    (-1: fewer legal moves than candidates), ``values[i]`` their mean rollout values in lá
+    (-inf where there is no candidate).  ``acts`` is every row's move: the best candidate
+    where searched (the first of equal ones), the policy's own elsewhere."""
+
+    acts: np.ndarray     # int64 [B]
+    rows: np.ndarray     # int64 [R]
+    cands: np.ndarray    # int64 [R, candidates]
+    values: np.ndarray   # float64 [R, candidates]
+
+
+def search_targets(cands: np.ndarray, values: np.ndarray, temperature: float) -> np.ndarray:
+    """The search's answer as a distribution over every action (float32 ``[R, NUM_ACTIONS]``):
+    a softmax of ``values / temperature`` (lá) over each row's candidates, 0 elsewhere;
+    ``temperature`` 0 puts all of it on the best candidate (the first of equal ones: the
+    search's own move).  A soft target keeps what the values say of near-equal moves, which
+    a noisy search cannot tell apart, instead of naming one of them."""
+    cands = np.asarray(cands)
+    values = np.asarray(values, dtype=np.float64)
+    if not temperature >= 0 or not np.isfinite(temperature):
+        raise ValueError(f"temperature must be a finite number >= 0 (lá), not {temperature!r}")
+    if cands.shape != values.shape or cands.ndim != 2:
+        raise ValueError(f"cands {cands.shape} and values {values.shape} must be two equal [rows, k] shapes")
+    valid = cands >= 0
+    if not valid.any(axis=1).all() or not np.isfinite(values[valid]).all():
+        raise ValueError("every row needs a candidate, and every candidate a finite value")
+    score = np.where(valid, values, -np.inf)
+    out = np.zeros((cands.shape[0], NUM_ACTIONS), dtype=np.float32)
+    rows = np.arange(cands.shape[0])
+    if temperature == 0:
+        out[rows, cands[rows, score.argmax(axis=1)]] = 1.0
+        return out
+    z = np.exp((score - score.max(axis=1, keepdims=True)) / temperature)
+    p = z / z.sum(axis=1, keepdims=True)
+    r, j = np.nonzero(valid)
+    out[r, cands[r, j]] = p[r, j]
+    return out
+
+
 class SearchAgent(Agent):
     """A policy plus determinized rollouts at play decisions (see the module docstring)."""
 
@@ -327,25 +377,27 @@ class SearchAgent(Agent):
             done.append(value.reshape(decisions, -1, k))
         return np.concatenate(done, axis=1) if done else None
 
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
-                  masks: np.ndarray) -> np.ndarray:
+    def search_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+                     masks: np.ndarray) -> SearchResult:
+        """The search of every row with a real play choice, and the move each row plays
+        (:meth:`act_batch` is its ``acts``; expert iteration records the rest, training/distill.py)."""
         deadline = time.perf_counter() + self.deadline_ms / 1000 if self.deadline_ms else None
         obs = self.observations(states, ru, obs)
         logits = self.policy.logits(obs, masks).cpu().numpy()
         acts = logits.argmax(axis=1).astype(np.int64)
         legal = (masks > 0).sum(axis=1)
         rows = np.flatnonzero((legal > 1) & (states[:, core.O_PHASE] == core.PH_PLAY))
-        if rows.size == 0:
-            return acts
         k = self.candidates
         order = np.argsort(-logits[rows], axis=1, kind="stable")[:, :k]
         cands = np.where(np.take_along_axis(masks[rows], order, axis=1) > 0, order, -1).astype(np.int64)
+        values = np.full(cands.shape, -np.inf)
+        done = 0  # rows[:done] were searched; a deadline leaves the rest to the policy
         per = self.worlds * k
         # decisions in chunks so the rollout batch stays near self.chunk rows
         step = max(1, 4 * self.chunk // per)
         for lo in range(0, rows.size, step):
             if _late(deadline):
-                break  # the rest keep the policy's moves
+                break
             r = rows[lo:lo + step]
             c = cands[lo:lo + step]
             sim = np.zeros((r.size * per, core.STATE_SIZE), dtype=np.int32)
@@ -356,8 +408,14 @@ class SearchAgent(Agent):
             if score is None:
                 break
             mean = np.where(c >= 0, score.mean(axis=1), -np.inf)
+            values[lo:lo + r.size] = mean
             acts[r] = c[np.arange(r.size), mean.argmax(axis=1)]
-        return acts
+            done = lo + r.size
+        return SearchResult(acts, rows[:done], cands[:done], values[:done])
+
+    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+                  masks: np.ndarray) -> np.ndarray:
+        return self.search_batch(states, ru, obs, masks).acts
 
     def act(self, game: Game, seat: int) -> int:
         check_seat(game, seat)

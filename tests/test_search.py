@@ -14,7 +14,7 @@ import torch
 from agents import make_agent
 from agents.evaluate import evaluate, write_report
 from agents.policy_agent import PolicyAgent, load_policy_agent
-from agents.search import DEFAULTS, SearchAgent, _expand, parse_search_spec
+from agents.search import DEFAULTS, SearchAgent, _expand, parse_search_spec, search_targets
 from conftest import play_positions
 from sam_env import core
 from sam_env import obs as obs_mod
@@ -154,6 +154,68 @@ def test_the_leaf_blends_the_critic_and_the_own_value_head():
         torch.testing.assert_close(net.leaf_value(obs, hands, 0.25), 0.25 * critic + 0.75 * own)
         with pytest.raises(ValueError, match="no critic"):
             build_net(32, 2, "obs").leaf_value(obs, hands, 0.5)
+
+
+def test_search_batch_says_what_it_searched_and_plays_what_act_batch_plays():
+    """Rows are the real play choices; their candidates are the policy's most probable legal moves,
+    each valued by its rollouts (to the end here: means of whole lá over the worlds); the move played
+    is the best candidate, the policy's own everywhere else."""
+    torch.manual_seed(2)
+    policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
+    k, worlds = 4, 5
+    agent = SearchAgent(policy, k, worlds, -1, bf16=False, seed=9)
+    pos = _positions(40, seed=12)
+    g0 = Game.new("hoi_quan_bai", 4, seed=11)  # and a forced move
+    while int(g0.legal_mask().sum()) > 1 or g0.state[core.O_PHASE] != core.PH_PLAY:
+        g0.apply(int(np.flatnonzero(g0.legal_mask())[-1]))
+    pos.append((g0, g0.to_act))
+    states = np.stack([g.state for g, _ in pos])
+    masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
+    ru = pos[0][0].rules_array
+    res = agent.search_batch(states.copy(), ru, None, masks)
+    legal = masks.sum(1)
+    want = np.flatnonzero((legal > 1) & (states[:, core.O_PHASE] == core.PH_PLAY))
+    assert res.rows.tolist() == want.tolist() and 0 < len(want) < len(pos)
+    assert res.acts.tolist() == agent.act_batch(states.copy(), ru, None, masks).tolist()
+    greedy = policy.act_batch(states, ru, None, masks)
+    others = np.setdiff1d(np.arange(len(pos)), res.rows)
+    assert (res.acts[others] == greedy[others]).all()
+    assert res.cands.shape == res.values.shape == (len(want), k)
+    for i, r in enumerate(res.rows):
+        c, v = res.cands[i], res.values[i]
+        n = min(k, int(legal[r]))
+        assert (c[:n] >= 0).all() and (c[n:] == -1).all() and len(set(c[:n].tolist())) == n
+        assert c[0] == greedy[r] and (masks[r, c[:n]] == 1).all()
+        assert np.isfinite(v[:n]).all() and np.isneginf(v[n:]).all()
+        np.testing.assert_allclose(v[:n] * worlds, np.rint(v[:n] * worlds), atol=1e-9)  # whole lá
+        assert res.acts[r] == c[int(np.argmax(v))]
+    assert (res.acts[res.rows] != res.cands[:, 0]).any(), "a search that never departs from the policy"
+
+
+def test_search_targets_are_a_softmax_of_the_values_over_the_candidates():
+    ln2 = float(np.log(2.0))
+    cands = np.array([[5, 9, -1], [7, 3, 12]])
+    values = np.array([[1.0, 0.0, -np.inf], [0.0, 2 * ln2, 4 * ln2]])
+    t = search_targets(cands, values, 2.0)
+    assert t.shape == (2, NUM_ACTIONS) and t.dtype == np.float32
+    e = float(np.exp(0.5))
+    np.testing.assert_allclose(t[0, [5, 9]], [e / (e + 1), 1 / (e + 1)], rtol=1e-6)  # 0.6225, 0.3775
+    np.testing.assert_allclose(t[1, [7, 3, 12]], [1 / 7, 2 / 7, 4 / 7], rtol=1e-6)  # e^0 : e^ln2 : e^ln4
+    np.testing.assert_allclose(t.sum(1), 1.0, rtol=1e-6)
+    assert np.count_nonzero(t[0]) == 2 and np.count_nonzero(t[1]) == 3  # nothing off the candidates
+    np.testing.assert_allclose(search_targets(cands, values, 1.0)[0, 5], e * e / (e * e + 1), rtol=1e-6)
+    cold = search_targets(cands, values, 0.0)  # the search's own move
+    assert cold[0, 5] == 1 and cold[1, 12] == 1 and cold.sum() == 2
+    tie = search_targets(np.array([[4, 2]]), np.array([[1.5, 1.5]]), 0.0)
+    assert tie[0, 4] == 1 and tie[0, 2] == 0  # the first of equal ones, as the search plays
+    np.testing.assert_allclose(search_targets(np.array([[4, 2]]), np.array([[1.5, 1.5]]), 3.0)[0, [4, 2]], 0.5)
+    for bad_c, bad_v, temp, words in (([[1, 2]], [[0.0, 1.0]], -1.0, "temperature"),
+                                      ([[1, 2]], [[0.0, 1.0]], float("nan"), "temperature"),
+                                      ([[-1, -1]], [[-np.inf, -np.inf]], 1.0, "needs a candidate"),
+                                      ([[1, 2]], [[0.0, np.nan]], 1.0, "finite value"),
+                                      ([[1, 2]], [[0.0]], 1.0, "shapes")):
+        with pytest.raises(ValueError, match=words):
+            search_targets(np.array(bad_c), np.array(bad_v), temp)
 
 
 # ---- specs ------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def expanded(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 # ---- config -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["quick", "standard", "cluster", "all_tables"])
+@pytest.mark.parametrize("name", ["quick", "standard", "cluster", "all_tables", "expert"])
 def test_shipped_configs_load(name: str) -> None:
     cfg = load_config(REPO / "configs" / f"{name}.yaml")
     assert isinstance(cfg, TrainConfig) and cfg.name == name

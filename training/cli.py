@@ -192,8 +192,16 @@ def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, c
     print(f"  name:        {cfg.name}; tables {tables}")
     minutes = f"max_minutes {cfg.max_minutes:g}" if cfg.max_minutes else "no max_minutes"
     print(f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)")
-    print(f"  workers:     {ro.num_workers} x {ro.cpus_per_worker:g} CPU on {where}; learner on {device}"
+    d = cfg.distill
+    rollout = (f"{ro.num_workers} x {ro.cpus_per_worker:g} CPU" if not d.enabled or d.ppo
+               else "no rollout workers")
+    print(f"  workers:     {rollout} on {where}; learner on {device}"
           f" ({cfg.learner.precision})" + ("; deterministic (reproducible)" if ro.deterministic else ""))
+    if d.enabled:
+        print(f"  expert iteration: {d.num_workers} x {d.cpus_per_worker:g} CPU search workers"
+              f" (candidates {d.candidates}, worlds {d.worlds}, horizon {d.horizon}, critic {d.critic});"
+              f" KL x {d.coef:g} at temperature {d.temperature:g} lá"
+              + (" beside PPO" if d.ppo else ", no PPO") + f"; rounds of {d.round_updates:,} updates")
     final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
              else "no final evaluation")
     print(f"  at the end:  {final}, ONNX export, curve.png"
@@ -281,7 +289,8 @@ def main(argv: list[str]) -> int:
     from agents.evaluate import table_name
     from agents.nets.checkpoint import copy_checkpoint
     from .curve import plot_curve
-    from .trainer import TrainError, Trainer, new_run_dir, write_hparams
+    from .distill import trainer_class
+    from .trainer import TrainError, new_run_dir, write_hparams
 
     torch.set_num_threads(1)
     resume = run_dir is not None
@@ -294,8 +303,8 @@ def main(argv: list[str]) -> int:
     errors: list[str] = []  # steps after training that failed; the trained policy is kept all the same
     paths: dict[str, str] = {}
     try:
-        trainer = Trainer(cfg, run_dir, resume=resume, ray_address=args.ray_address, command=command,
-                          dashboard=args.dashboard)
+        trainer = trainer_class(cfg)(cfg, run_dir, resume=resume, ray_address=args.ray_address,
+                                     command=command, dashboard=args.dashboard)
         print(f"samloc train: run folder {run_dir}  (tensorboard --logdir {run_dir.parent})", flush=True)
         summary = trainer.run()
         ckpt_dir = Path(summary["checkpoint"])

@@ -90,6 +90,16 @@ def pack(obs: np.ndarray, mask: np.ndarray, hid: np.ndarray, act: np.ndarray,
          plain: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The learner decisions a worker ships: ``obs`` float32 ``[n, OBS_SIZE]``, ``mask`` ``[n, NUM_ACTIONS]``
     and ``hid`` ``[n, FULL_EXTRA or 0]`` (0/1), ``act`` ``[n]``, and ``plain`` (logp, val, adv, ret, teach) as is."""
+    out = pack_obs(obs, mask)
+    out["hid"] = np.packbits(hid != 0, axis=-1)
+    out["act"] = act.astype(np.uint8)
+    out.update({k: plain[k] for k in _PLAIN})
+    return out
+
+
+def pack_obs(obs: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """Observations and legal masks alone, packed (the ``obs_*`` and ``mask`` arrays of :func:`pack`;
+    the search's targets travel this way too, training/distill.py)."""
     lay = layout()
     bits = obs != 0
     q = np.rint(np.take(obs, lay.quarters, axis=1) * 4).astype(np.uint8)
@@ -100,9 +110,6 @@ def pack(obs: np.ndarray, mask: np.ndarray, hid: np.ndarray, act: np.ndarray,
     for c in lay.coded:
         out[f"obs_{c.name}"] = np.rint(np.take(obs, c.cols, axis=1) * c.denom).astype(c.dtype)
     out["mask"] = np.packbits(mask != 0, axis=-1)
-    out["hid"] = np.packbits(hid != 0, axis=-1)
-    out["act"] = act.astype(np.uint8)
-    out.update({k: plain[k] for k in _PLAIN})
     return out
 
 
@@ -144,7 +151,18 @@ def _on(device: torch.device) -> tuple[torch.Tensor, tuple[tuple[torch.Tensor, t
 def expand(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The training batch from packed tensors, on their device: obs float32, mask int8, hid uint8,
     act int64, and logp, val, adv, ret, teach as shipped."""
-    device = packed["act"].device
+    obs, mask = expand_obs(packed)
+    hid_size = FULL_EXTRA if packed["hid"].shape[1] else 0  # no critic: no hands
+    out = {"obs": obs, "mask": mask,
+           "hid": _unpack_bits(packed["hid"], hid_size).to(torch.uint8),
+           "act": packed["act"].to(torch.int64)}
+    out.update({k: packed[k] for k in _PLAIN})
+    return out
+
+
+def expand_obs(packed: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 observations and int8 masks of :func:`pack_obs`'s arrays, on their device."""
+    device = packed["mask"].device
     quarters, coded = _on(device)
     bits = _unpack_bits(packed["obs_bits"], OBS_SIZE)
     high = _unpack_bits(packed["obs_quarters"], len(quarters))
@@ -153,10 +171,4 @@ def expand(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     obs.index_copy_(1, quarters, counts.to(torch.float32) * 0.25)  # exact: small integers times 2**-2
     for c, (cols, table) in zip(layout().coded, coded):
         obs.index_copy_(1, cols, table[packed[f"obs_{c.name}"].to(torch.int64) - c.lo])
-    hid_size = FULL_EXTRA if packed["hid"].shape[1] else 0  # no critic: no hands
-    out = {"obs": obs,
-           "mask": _unpack_bits(packed["mask"], NUM_ACTIONS).to(torch.int8),
-           "hid": _unpack_bits(packed["hid"], hid_size).to(torch.uint8),
-           "act": packed["act"].to(torch.int64)}
-    out.update({k: packed[k] for k in _PLAIN})
-    return out
+    return obs, _unpack_bits(packed["mask"], NUM_ACTIONS).to(torch.int8)

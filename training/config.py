@@ -214,6 +214,68 @@ class BeliefConfig:
 
 
 @dataclass
+class DistillConfig:
+    """Expert iteration: the policy trained towards what play-time search finds (training/distill.py)."""
+
+    enabled: bool = False
+    """Run the stage (docs/training.md, Expert iteration): search workers play games with the search and
+    the learner adds a KL term towards its answers; off, nothing in this section is used."""
+    ppo: bool = True
+    """Keep the PPO objective on the rollout workers' games beside the distillation term (it also keeps
+    the value heads, which the search's leaves read, in step with the policy); false: a supervised stage
+    without rollout workers, an update every batch_decisions new searched decisions."""
+    coef: float = 1.0
+    """Weight of the distillation term, KL(search target || policy), beside the PPO loss."""
+    temperature: float = 1.0
+    """In lá: the target is a softmax of the candidates' mean values / temperature, so moves the search
+    cannot tell apart share it (0: all of it on the search's move)."""
+    round_updates: int = 500
+    """Learner updates per round.  The search plays with the network frozen at the round's start, so its
+    targets do not chase the network they train; at a round's end the trainer retrains the belief
+    (belief_deals), evaluates, checkpoints and sends the search workers the new network."""
+    num_workers: int = 1
+    """Search actors (processes), each stepping its own batch of games on one CPU thread."""
+    cpus_per_worker: float = 1.0
+    """CPUs Ray reserves per search actor (they count with the rollout workers against Ray's CPUs)."""
+    envs_per_worker: int = 128
+    """Games each search actor steps together: its searched decisions of one step are searched in one
+    batch, which is faster per decision the more there are."""
+    decisions_per_request: int = 512
+    """Searched decisions a search actor returns per request (it plays on until it has them)."""
+    candidates: int = 6
+    """The search's candidate moves per decision (play time: 10): the policy's most probable ones."""
+    worlds: int = 16
+    """Deals of the unseen cards each candidate is played out in (play time: 64): fewer worlds give
+    noisier values but more targets per CPU second (docs/training.md has the trade-off)."""
+    horizon: int = 2
+    """The searching seat's moves a rollout plays before the network values the rest (-1: to the end)."""
+    critic: int = 50
+    """Percent of the leaf value taken from the perfect-information critic (the rest: the seat's own value
+    head); 0 is needed for a network trained with model.critic: obs unless horizon is -1."""
+    heuristic_share: float = 0.5
+    """Share of the search actors' games in which the searching seat's opponents are heuristics; the rest
+    are copies of the round's greedy policy.  One seat per game searches."""
+    buffer: int = 200_000
+    """Searched decisions kept for the learner (the newest; 237 bytes each + 10 per candidate), sampled
+    uniformly."""
+    minibatch: int = 512
+    """Searched decisions per distillation gradient step (with PPO: one such step rides on each PPO
+    step)."""
+    reuse: float = 4.0
+    """How often each searched decision is drawn into a minibatch on average, at most: distillation
+    steps wait for new data beyond that, so a fast learner does not overfit a slow search."""
+    batch_decisions: int = 4096
+    """Without PPO: new searched decisions that make one update (reuse x this / minibatch steps)."""
+    heldout: int = 2048
+    """Searched decisions kept out of training (every 20th that arrives, the newest this many) to measure
+    the policy's KL to targets it never learned from (losses/distill_kl_heldout; 0: none)."""
+    belief_deals: int = 0
+    """Duplicate deals the new network plays at each round's start to learn the search's hand belief
+    again (training/belief.py, belief.hidden and belief.epochs); 0: the belief of init_from throughout
+    (uniform worlds when it has none)."""
+
+
+@dataclass
 class TrainConfig:
     """Everything ``samloc train`` needs."""
 
@@ -245,6 +307,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     belief: BeliefConfig = field(default_factory=BeliefConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
 
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -416,6 +479,41 @@ def validate(cfg: TrainConfig) -> None:
     be = cfg.belief
     need(be.deals >= 0 and be.epochs >= 1 and be.hidden >= 1,
          "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")
+    _check_distill(cfg, len(tabs))
+
+
+def _check_distill(cfg: TrainConfig, tables: int) -> None:
+    """The distill section: ranges, and what the search needs of the network and of the trainer."""
+    d = cfg.distill
+
+    def need(ok: bool, msg: str) -> None:
+        if not ok:
+            raise ConfigError(f"distill.{msg}")
+
+    need(d.coef > 0, f"coef must be positive, not {d.coef}")
+    need(d.temperature >= 0, f"temperature must be >= 0 lá (0: the search's move), not {d.temperature}")
+    need(d.round_updates >= 1, f"round_updates must be at least 1, not {d.round_updates}")
+    need(1 <= d.num_workers <= MAX_WORKERS, f"num_workers must be from 1 to {MAX_WORKERS:,}")
+    need(d.cpus_per_worker > 0, "cpus_per_worker must be positive")
+    need(d.envs_per_worker >= tables,
+         "envs_per_worker must give every (rules, players) pair at least one game")
+    need(d.decisions_per_request >= 1, "decisions_per_request must be at least 1")
+    need(d.candidates >= 2, f"candidates must be at least 2 (one is no search), not {d.candidates}")
+    need(d.worlds >= 1 and d.horizon >= -1, "worlds must be >= 1 and horizon >= -1")
+    need(0 <= d.critic <= 100, f"critic is a percentage (0 to 100), not {d.critic}")
+    need(0 <= d.heuristic_share <= 1, "heuristic_share must be in [0, 1]")
+    need(d.minibatch >= 1 and d.batch_decisions >= 1, "minibatch and batch_decisions must be positive")
+    need(d.buffer >= d.minibatch,
+         f"buffer ({d.buffer:,}) must hold at least one minibatch ({d.minibatch:,})")
+    need(d.reuse > 0, f"reuse must be positive, not {d.reuse}")
+    need(d.belief_deals >= 0 and d.heldout >= 0, "belief_deals and heldout must be >= 0")
+    if not d.enabled:
+        return
+    need(not (d.horizon >= 0 and d.critic > 0 and cfg.model.critic != "full"),
+         "critic > 0 needs the perfect-information critic (model.critic: full); use distill.critic=0"
+         " or horizon=-1")
+    need(not cfg.rollout.deterministic, "enabled does not run with rollout.deterministic (the search"
+         " workers' requests are not scheduled in lanes)")
 
 
 def _check_opponent(spec: str, temperature: float) -> None:

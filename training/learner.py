@@ -20,7 +20,7 @@ from agents.nets.policy import PolicyNet, build_net
 
 from . import compact
 from .config import TrainConfig
-from .ppo import ppo_update
+from .ppo import DistillSampler, distill_update, ppo_update
 from .rollout import weights_to_numpy
 
 
@@ -56,6 +56,8 @@ class Learner:
         self.device = torch.device("cpu")
         self.net: PolicyNet = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic).eval()
         self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.ppo.lr, eps=1e-5)
+        #: search targets whose KL term rides on each PPO step (expert iteration sets it; None: plain PPO)
+        self.distill: DistillSampler | None = None
 
     def to(self, device: torch.device) -> None:
         """Move the network and the optimizer's moments.  The optimizer is made anew on the moved
@@ -78,7 +80,14 @@ class Learner:
         data = compact.expand(packed)
         sizes = torch.tensor([len(b["act"]) for b in batches])
         data["lag"] = torch.repeat_interleave(torch.tensor(lags), sizes).to(self.device)
-        return ppo_update(self.net, self.opt, data, self.cfg.ppo, self.cfg.learner, gen, between_steps)
+        return ppo_update(self.net, self.opt, data, self.cfg.ppo, self.cfg.learner, gen, between_steps,
+                          self.distill, self.cfg.distill.coef)
+
+    def distill_update(self, sample: DistillSampler, steps: int,
+                       between_steps: Callable[[], None] | None = None) -> dict[str, float]:
+        """Up to ``steps`` gradient steps on search targets alone (expert iteration without PPO)."""
+        return distill_update(self.net, self.opt, sample, steps, self.cfg.ppo.max_grad_norm,
+                              self.cfg.learner.precision == "bf16", between_steps)
 
     def weights(self) -> dict[str, np.ndarray]:
         """The network's weights as CPU numpy arrays (what the workers and the evaluation load)."""

@@ -24,11 +24,16 @@ Two additions to plain PPO, both explained in docs/training.md:
   and worth ±60 lá, so exploration alone drives its probability to 0 long
   before it meets the hands where declaring pays, and a declared hand is
   played too rarely for PPO alone to learn to play it out.
+
+Expert iteration (``training/distill.py``) adds a third term: KL(search
+target || policy) on minibatches of decisions the play-time search answered,
+weighted by ``distill.coef`` (:func:`distill_terms`), riding on each PPO step
+or, without PPO, as steps of their own (:func:`distill_update`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -59,14 +64,63 @@ def proximal_logp(net: PolicyNet, data: dict[str, torch.Tensor], stale: torch.Te
     return prox
 
 
+#: A minibatch of search targets (``obs``, ``mask``, ``target``, ``target_entropy``, ``move``), or None
+#: when none is due (training/distill.py: ``TargetBuffer.sample``).
+DistillSampler = Callable[[], Optional[dict]]
+DISTILL_NAMES = ("distill_kl", "distill_ce", "search_agreement")
+
+
+def distill_terms(net: PolicyNet, batch: dict[str, torch.Tensor], bf16: bool) -> torch.Tensor:
+    """``[KL(target || policy), cross-entropy, agreement]`` on a minibatch of search targets, KL first
+    (the loss: cross-entropy less the target's entropy, so it is 0 when the policy is the target).
+    Agreement is the share of decisions whose most probable move is the search's own."""
+    with torch.autocast(batch["obs"].device.type, torch.bfloat16, enabled=bf16):
+        logits, _ = net(batch["obs"], batch["mask"])
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    # the target is 0 off the candidates, which are legal: illegal moves' (finite) log-probs add 0
+    ce = -(batch["target"] * logp).sum(-1).mean()
+    agree = (logits.argmax(-1) == batch["move"]).float().mean()
+    return torch.stack([ce - batch["target_entropy"].mean(), ce, agree.detach()])
+
+
+def distill_update(net: PolicyNet, opt: torch.optim.Optimizer, sample: DistillSampler, steps: int,
+                   max_grad_norm: float, bf16: bool,
+                   between_steps: Callable[[], None] | None = None) -> dict[str, float]:
+    """Up to ``steps`` gradient steps on the distillation term alone (a stage without PPO); returns the
+    mean KL, cross-entropy, agreement and gradient norm, and ``distill_steps`` (steps the sampler fed)."""
+    net.train()
+    sums = torch.zeros(len(DISTILL_NAMES) + 1)
+    done = 0
+    for _ in range(steps):
+        batch = sample()
+        if batch is None:
+            break
+        terms = distill_terms(net, batch, bf16)
+        opt.zero_grad(set_to_none=True)
+        terms[0].backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), max_grad_norm)
+        opt.step()
+        sums += torch.cat([terms.detach(), grad_norm.float()[None]]).cpu()
+        done += 1
+        if between_steps is not None:
+            between_steps()
+    net.eval()
+    out = dict(zip((*DISTILL_NAMES, "grad_norm"), (sums / max(done, 1)).tolist()))
+    out["distill_steps"] = float(done)
+    return out
+
+
 def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: PPOConfig,
                lcfg: LearnerConfig, gen: torch.Generator,
-               between_steps: Callable[[], None] | None = None) -> dict[str, float]:
+               between_steps: Callable[[], None] | None = None, distill: DistillSampler | None = None,
+               distill_coef: float = 0.0) -> dict[str, float]:
     """``cfg.epochs`` passes of minibatch PPO over ``data`` (tensors on the network's device, from
     ``compact.expand``, plus ``lag``: each row's policy lag in updates); returns mean losses and diagnostics.
 
     ``between_steps`` runs after every gradient step (the trainer collects rollouts there, so workers
     never wait for a long update).  ``gen`` is a CPU generator, so the minibatches are the same on any device.
+    ``distill``: at each step, a minibatch of search targets whose KL term joins the loss with weight
+    ``distill_coef`` (none when it answers None); its means come back as ``distill_kl`` ... .
     """
     device = data["obs"].device
     bf16 = lcfg.precision == "bf16"
@@ -80,6 +134,8 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch
     names = ("policy", "value", "entropy", "approx_kl", "clipfrac", "sam_lesson")
     sums = torch.zeros(len(names) + 1, device=device)  # and the gradient norm before clipping
     steps = 0
+    dsums = torch.zeros(len(DISTILL_NAMES), device=device)
+    dsteps = 0
     for _ in range(cfg.epochs):
         perm = torch.randperm(n, generator=gen).to(device)
         for start in range(0, n - mb + 1, mb):
@@ -109,6 +165,12 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch
             if cfg.sam_lesson_coef > 0 and bool(asked.any()):
                 lesson = -logp_all[asked].gather(1, teach[asked].long()[:, None]).mean()
                 loss = loss + cfg.sam_lesson_coef * lesson
+            dbatch = distill() if distill is not None else None
+            if dbatch is not None:
+                terms = distill_terms(net, dbatch, bf16)
+                loss = loss + distill_coef * terms[0]
+                dsums += terms.detach()
+                dsteps += 1
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
@@ -125,4 +187,7 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch
     out["explained_variance"] = explained_variance(data["val"], data["ret"])
     out["stale_fraction"] = float(stale.float().mean())
     out["is_weight"] = float(is_weight.mean())
+    if distill is not None:
+        out |= dict(zip(DISTILL_NAMES, (dsums / max(dsteps, 1)).tolist())) if dsteps else {}
+        out["distill_steps"] = float(dsteps)
     return out

@@ -119,18 +119,22 @@ def embedded_cpus() -> int:
 
 
 def cpu_shortfall(cfg: TrainConfig, have: float, embedded: bool) -> str:
-    """'' when the rollout workers fit in ``have`` CPUs, else why not in one line (for an embedded Ray,
-    which never grows, with the settings that would fit)."""
-    ro = cfg.rollout
-    need = ro.num_workers * ro.cpus_per_worker
+    """'' when the workers (rollout, and search with ``distill.enabled``) fit in ``have`` CPUs, else why not
+    in one line (for an embedded Ray, which never grows, with the settings that would fit)."""
+    on = {"rollout": not cfg.distill.enabled or cfg.distill.ppo, "distill": cfg.distill.enabled}
+    groups = [(sec, getattr(cfg, sec)) for sec in ("rollout", "distill") if on[sec]]
+    need = sum(g.num_workers * g.cpus_per_worker for _, g in groups)
     if need <= have + 1e-9:
         return ""
-    msg = (f"rollout.num_workers={ro.num_workers} x rollout.cpus_per_worker={ro.cpus_per_worker:g} need"
-           f" {need:g} CPUs, Ray has {have:g}")
-    if embedded:
-        fit = int(have // ro.cpus_per_worker)
-        share = f"rollout.cpus_per_worker={int(have / ro.num_workers * 100) / 100:g}"
-        msg += f" (use rollout.num_workers={fit} or {share})" if fit > 0 else f" (use {share})"
+    msg = " + ".join(f"{sec}.num_workers={g.num_workers} x {sec}.cpus_per_worker={g.cpus_per_worker:g}"
+                     for sec, g in groups) + f" need {need:g} CPUs, Ray has {have:g}"
+    if embedded and len(groups) == 1:
+        sec, g = groups[0]
+        fit = int(have // g.cpus_per_worker)
+        share = f"{sec}.cpus_per_worker={int(have / g.num_workers * 100) / 100:g}"
+        msg += f" (use {sec}.num_workers={fit} or {share})" if fit > 0 else f" (use {share})"
+    elif embedded:
+        msg += " (use fewer workers or lower their cpus_per_worker)"
     return msg
 
 
@@ -190,6 +194,11 @@ class Trainer:
     def net(self) -> torch.nn.Module:
         return self.learner.net
 
+    @property
+    def rollout_workers(self) -> int:
+        """Rollout actors this trainer runs (a subclass may need none)."""
+        return self.cfg.rollout.num_workers
+
     # ---- checkpoints ------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -224,6 +233,9 @@ class Trainer:
         if self.lanes is not None:  # deterministic mode: the lanes' games and their requests out
             arrays, state["lanes"] = self.lanes.to_checkpoint(self.c.updates, {sid for sid, _ in self.pool})
             tensors |= {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}  # Ray's are read-only
+        extra_tensors, extra_state = self._extra_state()
+        tensors |= extra_tensors
+        state |= extra_state
         name = f"ckpt_{self.c.updates:08d}"
         try:
             path = ckpt.save_checkpoint(self.run_dir / "checkpoints" / name, self.net, self.metadata(), tensors, state)
@@ -233,6 +245,13 @@ class Trainer:
                              f"{good[-1] if good else 'none yet'}") from None
         ckpt.prune(self.run_dir, self.cfg.checkpoint.keep)
         return path
+
+    def _extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """What a subclass keeps in a checkpoint besides the trainer's own: (tensors, JSON state)."""
+        return {}, {}
+
+    def _restore_extra(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
+        """A subclass's part of a checkpoint, on a resume (:meth:`_extra_state` wrote it)."""
 
     def _init_from(self, path: Path) -> None:
         """Start a new run from another checkpoint's network (its optimizer and counters are not taken)."""
@@ -272,6 +291,7 @@ class Trainer:
         self.last_eval = self.eval_history[-1] if self.eval_history else None
         self.tb_step = self.tb_first = self.c.decisions_trained
         self.resumed_from = path
+        self._restore_extra(tensors, state)
         self.log(f"resumed from {path} (update {self.c.updates}, {self.c.decisions_trained:,} decisions trained)")
 
     def _restore_lanes(self, path: Path, tensors: dict[str, torch.Tensor], saved: dict[str, Any] | None) -> None:
@@ -381,8 +401,8 @@ class Trainer:
         cfg_dict = to_dict(cfg)
         self.actors = [Actor.options(num_cpus=cfg.rollout.cpus_per_worker, max_restarts=cfg.rollout.max_restarts,
                                      max_task_retries=0, scheduling_strategy="SPREAD").remote(cfg_dict, w)
-                       for w in range(cfg.rollout.num_workers)]
-        self.placement = self._wait_placed()
+                       for w in range(self.rollout_workers)]
+        self.placement = self._wait_placed(self.actors, "rollout worker", cfg.rollout.cpus_per_worker)
         self.cur_weights = self.learner.weights()
         self.weights_ref = ray.put(self.cur_weights)
         self.pool_refs = [(sid, ray.put(w)) for sid, w in self.pool]
@@ -458,14 +478,14 @@ class Trainer:
         if msg:
             self.log(msg + "; waiting for more nodes to join (rollout.place_timeout_s)")
 
-    def _wait_placed(self) -> list[dict[str, Any]]:
-        """Every worker's process, once started; what Ray is waiting for is said every few seconds, and
-        after ``rollout.place_timeout_s`` it is an error."""
+    def _wait_placed(self, actors: list[Any], what: str, cpus: float) -> list[dict[str, Any]]:
+        """Every process of ``actors`` (each a ``what`` asking for ``cpus``), once started; what Ray is
+        waiting for is said every few seconds, and after ``rollout.place_timeout_s`` it is an error."""
         import ray
         from ray.exceptions import RayActorError
 
         ro = self.cfg.rollout
-        pending = {a.info.remote(): w for w, a in enumerate(self.actors)}
+        pending = {a.info.remote(): w for w, a in enumerate(actors)}
         info: dict[int, dict[str, Any]] = {}
         t0 = time.perf_counter()
         while pending:
@@ -475,17 +495,17 @@ class Trainer:
                 try:
                     info[w] = ray.get(ref)
                 except RayActorError as exc:
-                    raise TrainError(f"rollout worker {w} did not start: {str(exc).splitlines()[0]}") from None
+                    raise TrainError(f"{what} {w} did not start: {str(exc).splitlines()[0]}") from None
             if not pending:
                 break
             waited, free = time.perf_counter() - t0, ray.available_resources().get("CPU", 0)
-            why = (f"Ray has {free:g} CPUs free, each asks for {ro.cpus_per_worker:g}" if free < ro.cpus_per_worker
+            why = (f"Ray has {free:g} CPUs free, each asks for {cpus:g}" if free < cpus
                    else "their processes are starting")
-            msg = f"{len(pending)} of {len(self.actors)} rollout workers not started after {waited:.0f} s ({why})"
+            msg = f"{len(pending)} of {len(actors)} {what}s not started after {waited:.0f} s ({why})"
             if ro.place_timeout_s and waited >= ro.place_timeout_s:
                 raise TrainError(msg + "; giving up (rollout.place_timeout_s)")
             self.log(msg)
-        return [info[w] for w in range(len(self.actors))]
+        return [info[w] for w in range(len(actors))]
 
     def _stop(self) -> None:
         import ray
@@ -687,8 +707,7 @@ class Trainer:
         """One PPO update on these rollouts; new weights go out with the next requests."""
         import ray
         cfg = self.cfg
-        if cfg.ppo.anneal_lr:
-            self.learner.set_lr(cfg.ppo.lr * max(0.0, 1.0 - self.c.decisions_trained / cfg.total_decisions))
+        self._anneal()
         lags = [self.c.updates - b["version"] for b in batches]
         lr = self.learner.opt.param_groups[0]["lr"]
         t0 = time.perf_counter()
@@ -709,15 +728,25 @@ class Trainer:
         self.c.decisions += int(st["decisions"])
         self.c.sam_declared += int(st["sam_declared"])
         step = self.c.decisions_trained
-        for k, v in self.losses.items():
-            self.writer.add_scalar(f"losses/{k}", v, step)
-        self.writer.add_scalar("charts/learning_rate", lr, step)
+        self._write_losses(lr, step)
         if st["vs_heuristic_games"]:
             self.writer.add_scalar("charts/train_vs_heuristic_la", st["vs_heuristic_sum"] / st["vs_heuristic_games"],
                                    step)
         if st["vs_pool_games"]:
             self.writer.add_scalar("charts/train_vs_pool_la", st["vs_pool_sum"] / st["vs_pool_games"], step)
         self.writer.add_scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
+
+    def _anneal(self) -> None:
+        """``ppo.anneal_lr``: the learning rate for the share of ``total_decisions`` still to train."""
+        cfg = self.cfg
+        if cfg.ppo.anneal_lr:
+            self.learner.set_lr(cfg.ppo.lr * max(0.0, 1.0 - self.c.decisions_trained / cfg.total_decisions))
+
+    def _write_losses(self, lr: float, step: int) -> None:
+        """The update's losses (``losses/<name>``) and the learning rate it used, in TensorBoard."""
+        for k, v in self.losses.items():
+            self.writer.add_scalar(f"losses/{k}", v, step)
+        self.writer.add_scalar("charts/learning_rate", lr, step)
 
     def _snapshot(self) -> None:
         import ray
@@ -782,6 +811,10 @@ class Trainer:
             w.add_scalar("charts/generated_decisions_per_s", r["generated_per_s"], step)
             w.add_scalar("charts/updates_per_s", r["updates_per_s"], step)
         w.flush()
+
+    def display_rows(self) -> list[tuple[str, str]]:
+        """(label, text) rows a subclass adds to the live display and the plain log line."""
+        return []
 
     def summary(self, rate: "_Rate", reason: str, final: Path) -> dict[str, Any]:
         r = rate.rates(window=False)
@@ -901,10 +934,12 @@ class _Display:
         t.add_row("decisions/s", f"{r.get('trained_per_s', 0):,.0f} trained, {r.get('generated_per_s', 0):,.0f} generated")
         t.add_row("updates", f"{c.updates:,} ({r.get('updates_per_s', 0):.2f}/s)")
         t.add_row("ETA", self._eta(r))
-        if self.tr.losses:
-            ls = self.tr.losses
+        ls = self.tr.losses
+        if "policy" in ls:
             t.add_row("losses", f"policy {ls['policy']:+.4f}  value {ls['value']:.4f}  entropy {ls['entropy']:.3f}"
                                 f"  kl {ls['approx_kl']:.4f}")
+        for label, text in self.tr.display_rows():
+            t.add_row(label, text)
         t.add_row("last eval", self._eval_text())
         if c.worker_failures:
             t.add_row("worker failures", str(c.worker_failures))
@@ -920,9 +955,10 @@ class _Display:
             self.live.update(self._render(r))
         elif self.mode == "plain":
             c = self.tr.c
+            extra = "".join(f" | {label} {text}" for label, text in self.tr.display_rows())
             print(f"[{self.cfg.name}] update {c.updates} games {c.games:,} trained {c.decisions_trained:,}"
                   f" ({r.get('trained_per_s', 0):,.0f}/s, generated {r.get('generated_per_s', 0):,.0f}/s)"
-                  f" ETA {self._eta(r)} | eval {self._eval_text()}", flush=True)
+                  f" ETA {self._eta(r)}{extra} | eval {self._eval_text()}", flush=True)
 
 
 def new_run_dir(cfg: TrainConfig) -> Path:

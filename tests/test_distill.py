@@ -1,0 +1,282 @@
+"""Expert iteration (training/distill.py): the search workers' games and what they record, the buffer, the
+distillation term, the config's errors, and tiny stages on Ray: the loss falls and the policy moves towards
+the search's targets on held-out decisions, with PPO and without, across rounds and a resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from agents.nets import checkpoint as ckpt
+from agents.nets import format as ckfmt
+from agents.nets.belief import BeliefNet, load_belief, save_belief
+from agents.nets.policy import build_net
+from sam_env.actions import NUM_ACTIONS
+from sam_env.obs import OBS_SIZE
+from training.config import ConfigError, load_config
+from training.distill import (DistillTrainer, SearchEngine, TargetBuffer, kl_to_targets, search_request_seed,
+                              target_batch, trainer_class)
+from training.ppo import distill_terms
+from training.rollout import request_seed, weights_to_numpy
+from training.trainer import Trainer
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+#: a stage small enough for CI: a tiny network and a search of 3 candidates in 2 worlds, 1 move deep
+TINY = ["model.hidden=32", "model.layers=1", "distill.enabled=true", "distill.envs_per_worker=24",
+        "distill.decisions_per_request=96", "distill.candidates=3", "distill.worlds=2",
+        "distill.horizon=1",
+        "distill.minibatch=64", "distill.batch_decisions=96", "rollout.num_workers=1",
+        "rollout.cpus_per_worker=0.5", "distill.cpus_per_worker=0.5", "eval.deals=8",
+        "eval.final_deals=0", "eval.opponents=[random]", "eval.every_updates=1000", "display=none",
+        "log_every_s=1", "max_minutes=0"]
+
+
+def _engine(overrides: list[str], seed: int, weights: dict[str, np.ndarray] | None = None) -> SearchEngine:
+    cfg = load_config("quick", [*TINY, *overrides])
+    if weights is None:
+        torch.manual_seed(0)
+        weights = weights_to_numpy(build_net(32, 1, "full"))
+    eng = SearchEngine(cfg, 0, seed)
+    eng.set_network(weights, 0, None)
+    return eng
+
+
+def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+# ---- the search workers' games --------------------------------------------------------------------
+def test_the_search_games_record_every_searched_decision_with_legal_candidates_reproducibly() -> None:
+    eng = _engine([], seed=7)
+    out = eng.play()
+    b, st = out["batch"], out["stats"]
+    n = len(b["cands"])
+    assert n == st["searched"] >= 96 and out["round"] == 0
+    assert st["decisions"] > n and 0 < st["changed"] <= n
+    assert st["heuristic_games"] <= st["games"]
+    tb = target_batch(b, torch.device("cpu"), 1.0)
+    mask = tb["mask"].numpy()
+    cands, values = b["cands"].astype(np.int64), b["values"]
+    for i in range(n):
+        c = cands[i][cands[i] >= 0]
+        assert len(c) >= 2 and (mask[i, c] == 1).all() and mask[i].sum() >= len(c)  # a real, legal choice
+        assert np.isfinite(values[i][cands[i] >= 0]).all()
+    target = tb["target"].numpy()
+    np.testing.assert_allclose(target.sum(1), 1.0, rtol=1e-6)
+    assert ((target > 0) <= (mask > 0)).all()  # nothing on an illegal move
+    assert (target[np.arange(n), tb["move"].numpy()] == target.max(1)).all()
+    # the observations the learner gets are those of the searched seats: the policy's own top move
+    # from them is the first candidate
+    torch.manual_seed(0)
+    net = build_net(32, 1, "full").eval()
+    with torch.no_grad():
+        top = net(tb["obs"], tb["mask"])[0].argmax(1).numpy()
+    assert (top == cands[:, 0]).all()
+    again = _engine([], seed=7).play()["batch"]
+    assert all(np.array_equal(again[k], b[k]) for k in b)  # the seed decides everything
+    other = _engine([], seed=8).play()["batch"]
+    assert not np.array_equal(other["obs_bits"][:50], b["obs_bits"][:50])
+
+
+@pytest.mark.parametrize("share, heuristic", [(1.0, True), (0.0, False)])
+def test_the_opponent_mix_is_the_configured_one(share: float, heuristic: bool) -> None:
+    eng = _engine([f"distill.heuristic_share={share}", "distill.decisions_per_request=300"], seed=3)
+    st = eng.play()["stats"]
+    assert st["games"] > 0
+    assert st["heuristic_games"] == (st["games"] if heuristic else 0)
+
+
+def test_search_seeds_are_a_stream_of_their_own() -> None:
+    seeds = {search_request_seed(0, w, r) for w in range(4) for r in range(50)}
+    assert len(seeds) == 200 and not seeds & {request_seed(0, w, r) for w in range(4) for r in range(50)}
+    assert search_request_seed(0, 1, 2) == search_request_seed(0, 1, 2) != search_request_seed(1, 1, 2)
+
+
+# ---- the buffer and the loss ----------------------------------------------------------------------
+def _rows(first: int, n: int) -> dict[str, np.ndarray]:
+    return {"cands": np.arange(first, first + n, dtype=np.int16)[:, None].repeat(2, 1),
+            "values": np.zeros((n, 2))}
+
+
+def test_the_buffer_keeps_the_newest_decisions() -> None:
+    buf = TargetBuffer(5)
+    buf.add(_rows(0, 3))
+    assert len(buf) == 3 and sorted(buf.rows(np.arange(3))["cands"][:, 0]) == [0, 1, 2]
+    buf.add(_rows(3, 4))  # 7 in all: 0 and 1 are gone
+    assert len(buf) == 5 and sorted(buf.rows(np.arange(5))["cands"][:, 0]) == [2, 3, 4, 5, 6]
+    buf.add(_rows(10, 8))  # more than it holds at once: the newest 5
+    assert sorted(buf.rows(np.arange(5))["cands"][:, 0]) == [13, 14, 15, 16, 17]
+
+
+class _Fixed(torch.nn.Module):
+    """A 'network' whose masked logits are given."""
+
+    def __init__(self, logits: torch.Tensor):
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.where(mask > 0, self.logits, torch.full_like(self.logits, -1e9)), torch.zeros(len(obs))
+
+
+def test_the_distillation_term_is_the_kl_to_the_target() -> None:
+    mask = torch.zeros(2, NUM_ACTIONS, dtype=torch.int8)
+    mask[0, [3, 5, 8, 9]] = 1
+    mask[1, [1, 2]] = 1
+    target = torch.zeros(2, NUM_ACTIONS)
+    target[0, [3, 5]] = torch.tensor([0.75, 0.25])
+    target[1, 2] = 1.0
+    t = target.double()
+    entropy = -(t * torch.log(torch.where(t > 0, t, torch.ones_like(t)))).sum(1).float()
+    batch = {"obs": torch.zeros(2, OBS_SIZE), "mask": mask, "target": target, "target_entropy": entropy,
+             "move": torch.tensor([3, 2])}
+    uniform = distill_terms(_Fixed(torch.zeros(2, NUM_ACTIONS)), batch, bf16=False)
+    # a uniform policy over the legal moves: cross-entropy log 4 and log 2, KL that less the entropies
+    ce = (np.log(4) + np.log(2)) / 2
+    ent = -(0.75 * np.log(0.75) + 0.25 * np.log(0.25)) / 2
+    np.testing.assert_allclose(uniform[:2].numpy(), [ce - ent, ce], rtol=1e-5)
+    exact = distill_terms(_Fixed(torch.log(target.clamp_min(1e-30))), batch, bf16=False)
+    np.testing.assert_allclose(exact.numpy(), [0.0, ent, 1.0], atol=1e-5)  # the policy is the target
+    wrong = torch.zeros(2, NUM_ACTIONS)
+    wrong[0, 9], wrong[1, 1] = 5.0, 5.0
+    assert distill_terms(_Fixed(wrong), batch, bf16=False)[2] == 0  # never the search's move
+
+
+# ---- the config ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("overrides, words", [
+    (["distill.coef=0"], "distill.coef must be positive"),
+    (["distill.temperature=-0.5"], "distill.temperature must be >= 0"),
+    (["distill.round_updates=0"], "distill.round_updates"),
+    (["distill.num_workers=0"], "distill.num_workers"),
+    (["distill.candidates=1"], "distill.candidates must be at least 2"),
+    (["distill.worlds=0"], "distill.worlds"),
+    (["distill.horizon=-2"], "horizon"),
+    (["distill.critic=101"], "distill.critic is a percentage"),
+    (["distill.heuristic_share=2"], "distill.heuristic_share"),
+    (["distill.buffer=100", "distill.minibatch=512"],
+     "distill.buffer (100) must hold at least one minibatch"),
+    (["distill.reuse=0"], "distill.reuse"),
+    (["distill.belief_deals=-1"], "distill.belief_deals"),
+    (["distill.heldout=-1"], "heldout must be >= 0"),
+    (["distill.envs_per_worker=0"], "distill.envs_per_worker"),
+    (["distill.enabled=true", "model.critic=obs"], "distill.critic > 0 needs the perfect-information critic"),
+    (["distill.enabled=true", "rollout.deterministic=true"], "rollout.deterministic"),
+    (["distill.temprature=1"], "temprature"),
+])
+def test_bad_distill_configs_are_refused_in_one_line(overrides: list[str], words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("quick", overrides)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_stage_is_off_by_default_and_the_expert_config_turns_it_on() -> None:
+    cfg = load_config("quick")
+    assert not cfg.distill.enabled and trainer_class(cfg) is Trainer
+    expert = load_config(Path(__file__).resolve().parent.parent / "configs" / "expert.yaml")
+    assert expert.distill.enabled and trainer_class(expert) is DistillTrainer
+    assert expert.init_from and expert.distill.worlds < 64 and expert.distill.candidates < 10
+
+
+# ---- tiny stages on Ray --------------------------------------------------------------------------------
+def _start_checkpoint(path: Path) -> Path:
+    """The stage's starting point: a tiny network with a critic, and a hand belief beside it."""
+    torch.manual_seed(1)
+    net = build_net(32, 1, "full")
+    out = ckpt.save_checkpoint(path, net, {"obs_version": 1, "name": "start",
+                                           "tables": [{"rules": "hoi_quan_bai", "players": 4}]})
+    torch.manual_seed(2)
+    save_belief(out, BeliefNet(OBS_SIZE, 16), {"deals": 0, "note": "random weights"})
+    return out
+
+
+def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: Path) -> None:
+    """The CI smoke run: search workers on Ray, the buffer, the supervised updates, TensorBoard."""
+    start = _start_checkpoint(tmp_path / "start")
+    over = [f"init_from={start}", "distill.ppo=false", "distill.reuse=8", "ppo.lr=2e-3",
+            "distill.round_updates=1000", "total_decisions=1900", "checkpoint.every_updates=5"]
+    cfg = load_config("quick", [*TINY, *over])
+    net, _ = ckpt.load_checkpoint(start)
+    held = SearchEngine(cfg, 0, seed=99)  # the starting network's search, on games the run never plays
+    belief = load_belief(start)
+    held.set_network(weights_to_numpy(net), 0, {"hidden": 16, "weights": weights_to_numpy(belief)})
+    held_out = held.play()["batch"]
+    before = kl_to_targets(net, held_out, cfg.distill.temperature)
+    tr = DistillTrainer(cfg, tmp_path / "run", log=lambda m: None)
+    assert tr.belief is not None and tr.belief["info"]["from"] == str(start)  # init_from's belief
+    summary = tr.run()
+    after_net, meta = ckpt.load_checkpoint(summary["checkpoint"])
+    after = kl_to_targets(after_net, held_out, cfg.distill.temperature)
+    assert after["distill_kl"] < 0.85 * before["distill_kl"], (before, after)
+    assert summary["decisions_trained"] >= 1900 and summary["distill"]["searched"] >= 1900
+    assert summary["workers"] == []  # no rollout workers without PPO
+    tags = _scalars(tmp_path / "run")
+    kl = [v for _, v in tags["losses/distill_kl"]]
+    assert len(kl) >= 10 and np.mean(kl[-3:]) < np.mean(kl[:3])
+    # the run's own held-out decisions (every 20th), never trained on: the policy moved towards them too
+    own = tr.held.rows(np.arange(len(tr.held)))
+    assert len(own["cands"]) >= 80 and tags["losses/distill_kl_heldout"][-1][1] == pytest.approx(
+        summary["distill"]["heldout"]["distill_kl"])
+    assert kl_to_targets(after_net, own, 1.0)["distill_kl"] < kl_to_targets(net, own, 1.0)["distill_kl"]
+    for tag in ("losses/distill_ce", "charts/search_agreement", "charts/search_la", "charts/round",
+                "charts/search_decisions_per_s", "charts/search_changed", "eval/random/mean_la"):
+        assert tag in tags, tag
+    assert "losses/policy" not in tags
+    assert meta.raw["distill"]["round"] == 0 and meta.heuristic_share == cfg.distill.heuristic_share
+    assert (Path(summary["checkpoint"]) / ckfmt.BELIEF_FILE).is_file()  # searchable as the stage searched
+
+
+def _stop_when(done: Any) -> Any:
+    """An on_update hook that ends the sitting (at this update) once ``done(trainer)``."""
+    def hook(tr: Trainer) -> None:
+        if done(tr):
+            tr.cfg.total_decisions = tr.c.decisions_trained
+    return hook
+
+
+def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path: Path) -> None:
+    over = ["distill.round_updates=4", "distill.belief_deals=12", "belief.hidden=16", "belief.epochs=1",
+            "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.batch_decisions=200",
+            "ppo.minibatch=128", "ppo.epochs=1", "checkpoint.every_updates=3", "checkpoint.keep=20",
+            "total_decisions=10000000"]
+    cfg = load_config("quick", [*TINY, *over])
+    run = tmp_path / "run"
+    logs: list[str] = []
+    tr = DistillTrainer(cfg, run, log=logs.append,
+                        on_update=_stop_when(lambda t: t.d.round >= 2 and "distill_kl" in t.losses))
+    first = tr.run()
+    d1 = tr.d
+    assert d1.round >= 2 and first["distill"]["round"] == d1.round
+    assert [r["round"] for r in d1.rounds] == list(range(d1.round + 1))
+    assert all(r["belief"] == "learned" for r in d1.rounds)  # no belief to start from: learned every round
+    assert sum("hand belief learned" in m for m in logs) == d1.round + 1
+    tags = _scalars(run)
+    for tag in ("losses/policy", "losses/distill_kl", "charts/search_agreement", "charts/round"):
+        assert tag in tags, tag
+    rounds = [v for _, v in tags["charts/round"]]
+    assert rounds == sorted(rounds) and rounds[-1] == d1.round
+    evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
+    assert [e["round"] for e in evals] == list(range(d1.round + 1))  # the start, then each round's network
+
+    again = DistillTrainer(load_config(run / "config.yaml"), run, resume=True, log=lambda m: None,
+                           command="samloc train --resume RUN",
+                           on_update=_stop_when(lambda t: t.c.updates >= first["updates"] + 5))
+    assert again.d == d1  # every counter of the stage, the round included
+    saved, _ = ckpt.load_trainer_state(first["checkpoint"])
+    for k, v in again.round_weights.items():
+        assert np.array_equal(v, saved[f"round.{k}"].numpy())
+    assert again.belief is not None and again.belief["info"]["round"] == d1.round
+    second = again.run()
+    assert second["updates"] >= first["updates"] + 5
+    assert again.d.round >= d1.round and again.d.requests > d1.requests and again.d.searched >= d1.searched
+    assert again.d.rounds[:len(d1.rounds)] == d1.rounds
+    meta = ckfmt.verify(Path(second["checkpoint"]), trainer=True)
+    assert meta.raw["distill"]["round"] == again.d.round and meta.resumes == ("samloc train --resume RUN",)
