@@ -71,6 +71,14 @@ class Agent(ABC):
         return None
 
     @property
+    def replayable(self) -> bool:
+        """Whether every choice depends only on the position and the seed, never on what the agent
+        played before: then a deal plays the same alone, in any batch or in any order, which is what
+        lets ``samloc eval --resume`` continue a run from its finished chunks.  False unless a
+        subclass knows (an agent drawing from a running stream, a remote one)."""
+        return False
+
+    @property
     def batched(self) -> bool:
         """Whether this agent implements :meth:`act_batch` (the evaluator's fast path)."""
         return type(self).act_batch is not Agent.act_batch

@@ -19,10 +19,13 @@ naming the agent.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
 import json
 import math
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections import Counter
@@ -36,12 +39,12 @@ from sam_env import core, seeding
 from sam_env.actions import NUM_ACTIONS, move_str
 from sam_env.cards import HAND_SIZE
 from sam_env.game import Game, GameError
-from sam_env.atomic import write_atomic, write_with
+from sam_env.atomic import write_atomic, write_json_atomic, write_with
 from sam_env.record import write_jsonl
 from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
 
 from .base import Agent
-from .registry import make_agent
+from .registry import make_agent, parse_spec
 
 MAX_DECISIONS = 1024  # per game; real games take far fewer
 
@@ -203,12 +206,74 @@ def _summary(parts: list[dict[str, np.ndarray]], n: int) -> dict[str, Any]:
     }
 
 
+# ---- resumable runs: finished chunks on disk ---------------------------------------------------
+CHUNKS = "chunks"  # the folder of finished chunks inside a run's --out folder, until the run completes
+CHUNKS_FORMAT = "samloc-eval-chunks/1"
+
+
+def agent_files(spec: "str | Agent") -> dict[str, str]:
+    """The sha256 of each file a spec loads (weights, belief, ONNX), so finished chunks are never mixed
+    with games of other weights under the same path; {} for built-in and remote agents."""
+    if not isinstance(spec, str):
+        return {}
+    s = parse_spec(spec)
+    if s.kind not in ("checkpoint", "search", "onnx"):
+        return {}
+    path = Path(s.target)
+    files = [path] if path.is_file() else sorted(f for f in path.iterdir()
+                                                 if f.suffix in (".safetensors", ".onnx") and f.is_file())
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+class ChunkStore:
+    """One table's finished chunks (the statistics of their games), kept until the evaluation completes,
+    so that an interrupted run continues where it stopped (``samloc eval --resume``).
+
+    Sound only for replayable agents (:attr:`Agent.replayable`): a chunk then plays the same games alone
+    as inside the whole run, so a resumed run's result is the uninterrupted one's.  ``key`` says what
+    was evaluated; chunks of any other evaluation are refused, never mixed in."""
+
+    def __init__(self, folder: str | Path, key: dict[str, Any]):
+        self.folder = Path(folder)
+        self.key = json.loads(json.dumps(key))  # as it reads back (tuples as lists)
+        keyfile = self.folder / "key.json"
+        if keyfile.is_file():
+            saved = json.loads(keyfile.read_text(encoding="utf-8"))
+            diff = sorted(k for k in self.key.keys() | saved.keys() if self.key.get(k) != saved.get(k))
+            if diff:
+                raise ValueError(f"{self.folder} holds chunks of another evaluation (it differs in"
+                                 f" {', '.join(diff)}); use another --out")
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(keyfile, self.key)
+
+    def _path(self, lo: int, hi: int) -> Path:
+        return self.folder / f"deals_{lo:08d}_{hi:08d}.npz"
+
+    def load(self, lo: int, hi: int) -> tuple[dict[str, np.ndarray], float] | None:
+        """A finished chunk's statistics and the seconds it took, or None if it is still to play."""
+        path = self._path(lo, hi)
+        if not path.is_file():
+            return None
+        with np.load(path, allow_pickle=False) as z:
+            part = {k: z[k] for k in z.files if k != "seconds"}
+            return part, float(z["seconds"])
+
+    def save(self, lo: int, hi: int, part: dict[str, np.ndarray], seconds: float) -> None:
+        buf = io.BytesIO()
+        np.savez(buf, seconds=np.float64(seconds), **part)
+        write_atomic(self._path(lo, hi), buf.getvalue())
+
+    def done(self) -> int:
+        return sum(1 for _ in self.folder.glob("deals_*.npz"))
+
+
 # ---- the Python entry point ------------------------------------------------------------------
 def evaluate(agent: "str | Agent", opponents: "str | Agent",
              rules: "str | Mapping[str, Any] | RuleSet" = "hoi_quan_bai", players: int = 4,
              deals: int = 1000, seed: int = 0, *, save_games: str | None = None,
              progress: Callable[[int, int], None] | None = None, chunk: int = 512,
-             deal_scores: bool = False) -> dict[str, Any]:
+             deal_scores: bool = False, store: str | Path | None = None) -> dict[str, Any]:
     """Duplicate evaluation of ``agent`` against ``opponents`` (specs or Agents).
 
     Returns a JSON-able dict: ``mean_score`` (the agent's lá per game) with its
@@ -217,6 +282,9 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
     results for the same arguments.  ``save_games`` writes every game as
     ``samloc/1`` JSON Lines.  ``deal_scores`` adds the agent's mean lá in each deal (over its
     rotations), deal by deal: a league's bootstrap resamples them (:mod:`agents.league`).
+    ``store``: a folder that keeps each finished chunk (:class:`ChunkStore`); chunks already there are
+    taken, not played again.  Both agents must be replayable, and ``save_games`` is then refused (the
+    games of chunks played earlier are not kept).  ``seconds`` counts the chunks' own play time.
     """
     rs = RuleSet.parse(rules)
     n = rs.check_players(players)
@@ -224,6 +292,19 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
         raise ValueError(f"deals must be a positive integer, not {deals!r}")
     a = make_agent(agent, seed=seed)
     b = make_agent(opponents, seed=seed + 1)
+    chunks = None
+    if store is not None:
+        if save_games is not None:
+            raise ValueError("a resumable evaluation does not save games (those of chunks played before are"
+                             " gone); drop --save-games, or run without --resume and --out's chunks")
+        for who in (a, b):
+            if not who.replayable:
+                raise ValueError(f"{who.name} cannot be resumed: its moves depend on what it played before"
+                                 " (a sampling temperature, a random stream, a deadline or a remote server)")
+        chunks = ChunkStore(store, {
+            "format": CHUNKS_FORMAT, "agent": a.name, "agent_settings": a.settings, "opponents": b.name,
+            "agent_files": agent_files(agent), "opponent_files": agent_files(opponents),
+            "rules": rs.to_dict(), "players": n, "deals": deals, "seed": seed, "chunk": chunk})
     ru = rs.to_array()
     hands = np.zeros((deals, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
     openers = np.zeros(deals, dtype=np.int64)
@@ -231,9 +312,19 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
     fast = a.batched and b.batched
     parts = []
     records: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
+    seconds = 0.0
+    resumed = 0
     for lo in range(0, deals, chunk):
         hi = min(deals, lo + chunk)
+        done = chunks.load(lo, hi) if chunks is not None else None
+        if done is not None:
+            parts.append(done[0])
+            seconds += done[1]
+            resumed += 1
+            if progress is not None:
+                progress(hi, deals)
+            continue
+        t0 = time.perf_counter()
         if fast:
             states, log = _play_batched(a, b, rs, n, hands[lo:hi], openers[lo:hi], save_games is not None)
             if log is not None:
@@ -247,13 +338,18 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
             if save_games is not None:
                 records += [g.to_record() for g in played]
         parts.append(_stats(states, n))
+        dt = time.perf_counter() - t0
+        seconds += dt
+        if chunks is not None:
+            chunks.save(lo, hi, parts[-1], dt)
         if progress is not None:
             progress(hi, deals)
-    dt = time.perf_counter() - t0
     out = {"agent": a.name, "opponents": b.name, "rules": rs.name, "players": n, "seed": seed,
            **_summary(parts, n), "instant_deals_skipped": skipped,
-           "seconds": round(dt, 3), "games_per_s": round(deals * n / dt, 1) if dt > 0 else None,
+           "seconds": round(seconds, 3), "games_per_s": round(deals * n / seconds, 1) if seconds > 0 else None,
            "batched": fast}
+    if resumed:
+        out["resumed_chunks"] = resumed
     if deal_scores:
         out["deal_scores"] = np.concatenate([p["score"] for p in parts]).reshape(deals, n).mean(1).tolist()
     if a.settings:  # e.g. a search's: the name alone does not say how it played
@@ -337,9 +433,11 @@ def table_name(rules: "str | Mapping[str, Any] | RuleSet", players: int) -> str:
 
 def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequence[tuple[Any, int]], deals: int,
                     seed: int, save_games: str | None = None,
-                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+                    progress: Callable[[str, int, int], None] | None = None,
+                    store: str | Path | None = None) -> dict[str, Any]:
     """:func:`evaluate` at several tables (rule set, players); ``by_table`` holds each table's result
-    and the top level pools them (the mean of the tables' means, its CI from theirs)."""
+    and the top level pools them (the mean of the tables' means, its CI from theirs).  ``store``: the
+    folder of finished chunks, a subfolder per table (:class:`ChunkStore`)."""
     by: dict[str, Any] = {}
     for rules, players in tables:
         name = table_name(rules, players)
@@ -348,7 +446,8 @@ def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequ
             save = save_games if len(tables) == 1 else str(Path(save_games).with_suffix(
                 "." + name.replace("/", "_").replace("+", "_") + ".jsonl"))
         by[name] = evaluate(agent, opponents, rules, players, deals, seed, save_games=save,
-                            progress=None if progress is None else (lambda d, t, k=name: progress(k, d, t)))
+                            progress=None if progress is None else (lambda d, t, k=name: progress(k, d, t)),
+                            store=None if store is None else Path(store) / _safe(name))
     first = next(iter(by.values()))
     if len(by) == 1:
         top = dict(first)
@@ -384,6 +483,11 @@ def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequ
             top["agent_settings"] = first["agent_settings"]
     top["by_table"] = by
     return top
+
+
+def _safe(s: str) -> str:
+    """``s`` as a file name: letters, digits and ``-_.``, the rest ``_``, at most 40 characters."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)[-40:]
 
 
 # ---- the command ------------------------------------------------------------------------------
@@ -429,6 +533,26 @@ def trained_tables(agent: Agent) -> tuple[tuple[RuleSet, int], ...] | None:
     return None if t is None else tuple((x.rules, x.players) for x in t)
 
 
+def _chunk_folder(out: Path, agent: Agent, opponents: Agent, resume: bool,
+                  save_games: str | None) -> Path | None:
+    """Where the run keeps its finished chunks (``OUT/chunks``), or None when it cannot be resumed; an
+    interrupted run's chunks are taken only with ``--resume`` (ValueError otherwise, and for a
+    ``--resume`` that cannot be)."""
+    folder = out / CHUNKS
+    why = ("--save-games writes every game, and the games of chunks played before are not kept"
+           if save_games is not None else
+           next((f"{a.name} plays differently alone than in the whole run (a sampling temperature, a random"
+                 " stream, a deadline or a remote server)" for a in (agent, opponents) if not a.replayable), None))
+    if why is not None:
+        if resume:
+            raise ValueError(f"--resume cannot continue this run: {why}")
+        return None
+    if folder.exists() and not resume:
+        raise ValueError(f"{out} holds an interrupted evaluation ({folder}): add --resume to continue it,"
+                         " or choose another --out")
+    return folder
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="samloc eval",
@@ -449,6 +573,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", help="run folder for result.json, report.md and scores.png "
                     "(default runs/eval/AGENT_vs_OPP__TIME)")
     ap.add_argument("--save-games", metavar="FILE.jsonl", help="write every game as samloc/1 JSON Lines")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue an interrupted run: the same command with the same --out takes the chunks of"
+                    " 512 deals it finished (kept in OUT/chunks until the run completes)")
     try:
         args = ap.parse_args(argv)
     except SystemExit as exc:
@@ -459,7 +586,10 @@ def main(argv: list[str]) -> int:
         if args.deals < 1:
             raise ValueError("--deals must be at least 1")
         agent = make_agent(args.agent, seed=args.seed)
-        make_agent(args.opponents).close()
+        opponents = make_agent(args.opponents)
+        opponents.close()
+        if args.resume and not args.out:
+            raise ValueError("--resume continues the run in --out: give the --out folder of the interrupted run")
         own = trained_tables(agent)
         if tables is None:
             tables = list(own) if own else [(RuleSet.preset("hoi_quan_bai"), 4)]
@@ -471,6 +601,12 @@ def main(argv: list[str]) -> int:
         if off and not args.off_table:
             raise ValueError(f"{args.agent} was trained for {', '.join(table_name(*t) for t in own)}, not "
                              f"{', '.join(off)}; add --off-table to evaluate it there (out of training distribution)")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out = (Path(args.out) if args.out
+               else Path("runs") / "eval" / f"{_safe(agent.name)}_vs_{_safe(opponents.name)}__{stamp}")
+        store = _chunk_folder(out, agent, opponents, args.resume, args.save_games)
+        if args.resume and store is not None and not store.exists():
+            print(f"samloc eval: {out} holds no interrupted run; starting at the first deal", file=sys.stderr)
     except (RulesError, ValueError) as exc:
         print(f"samloc eval: {exc}", file=sys.stderr)
         return 2
@@ -484,23 +620,26 @@ def main(argv: list[str]) -> int:
             tasks = {table_name(r, p): prog.add_task(table_name(r, p), total=args.deals) for r, p in tables}
             res = evaluate_tables(agent, args.opponents, tables, args.deals, args.seed,
                                   save_games=args.save_games,
-                                  progress=lambda k, d, t: prog.update(tasks[k], completed=d))
+                                  progress=lambda k, d, t: prog.update(tasks[k], completed=d), store=store)
     except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
         print(f"samloc eval: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        kept = (f"; the finished chunks are kept in {store}: the same command with --resume continues it"
+                if store is not None and store.exists() else "")
+        print(f"samloc eval: interrupted{kept}", file=sys.stderr)
+        return 130
     for name, r in res["by_table"].items():
         r["out_of_distribution"] = name in off
     res["out_of_distribution"] = off
     res["command"] = shlex.join(["samloc", "eval", *argv])  # what made the report, to make it again
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    safe = lambda s: "".join(c if c.isalnum() or c in "-_." else "_" for c in s)[-40:]  # noqa: E731
-    default = Path("runs") / "eval" / f"{safe(res['agent'])}_vs_{safe(res['opponents'])}__{stamp}"
-    out = Path(args.out) if args.out else default
     try:
         write_report(res, out)
     except OSError as exc:
         print(f"samloc eval: cannot write the report to {out}: {exc}", file=sys.stderr)
         return 1
+    if store is not None:
+        shutil.rmtree(store, ignore_errors=True)  # the report holds it all now
     res["report_dir"] = str(out)
     if not args.json:
         for name, r in res["by_table"].items():

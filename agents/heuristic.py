@@ -765,6 +765,7 @@ class HeuristicAgent(Agent):
     """The strong hand-written baseline (see the module docstring)."""
 
     needs_obs = False
+    replayable = True  # its randomness is salted by the position (_salt), never drawn from a stream
 
     def __init__(self, seed: int = 0, variant: str = "", **params: float) -> None:
         super().__init__(seed)

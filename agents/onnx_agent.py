@@ -189,6 +189,10 @@ class OnnxAgent(Agent):
                                   f" (samloc export {ckpt_dir})")
 
     @property
+    def replayable(self) -> bool:
+        return self.temperature <= 0.0  # greedy; sampling draws from a running generator
+
+    @property
     def trained_tables(self) -> "tuple[Table, ...] | None":
         """From the sidecar; None for a model exported without one (it says nothing of its tables)."""
         if not self.metadata.get("tables") and not self.metadata.get("rules"):

@@ -45,6 +45,10 @@ class PolicyAgent(Agent):
     def trained_tables(self) -> "tuple[Table, ...] | None":
         return self.meta.tables if self.meta is not None else None
 
+    @property
+    def replayable(self) -> bool:
+        return self.temperature <= 0.0  # greedy; sampling draws from a running generator
+
     @torch.no_grad()
     def logits(self, obs: np.ndarray, masks: np.ndarray) -> torch.Tensor:
         """Masked logits for a batch of observations and legal masks."""

@@ -287,6 +287,11 @@ class SearchAgent(Agent):
         return self.policy.trained_tables
 
     @property
+    def replayable(self) -> bool:
+        # its worlds are salted by the position; a deadline makes the answer depend on the clock
+        return self.deadline_ms == 0 and self.policy.replayable
+
+    @property
     def settings(self) -> dict[str, Any]:
         out = {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon,
                "critic": self.critic, "belief": int(self.belief is not None)}

@@ -207,3 +207,83 @@ def test_a_checkpoint_is_evaluated_at_its_own_tables_unless_told(tmp_path, capsy
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert res["by_table"]["online/3"]["out_of_distribution"] and res["out_of_distribution"] == ["online/3"]
     assert "online/3 (out of training distribution)" in (out / "report.md").read_text()
+
+
+# ---- resumable runs ------------------------------------------------------------------------------
+class _Stop(Exception):
+    pass
+
+
+def _interrupted(tmp_path, agent: str, opponents: str, after: int, deals: int = 70, chunk: int = 16) -> None:
+    """A run stopped (as by Ctrl-C) once ``after`` deals are done."""
+    def stop(done: int, total: int) -> None:
+        if done >= after:
+            raise _Stop
+    with pytest.raises(_Stop):
+        evaluate(agent, opponents, deals=deals, seed=5, chunk=chunk, progress=stop, store=tmp_path / "chunks")
+
+
+@pytest.mark.parametrize("agent, opponents, deals, chunk", [
+    ("heuristic", "heuristic:greedy", 70, 16),
+    ("checkpoints/standard", "heuristic", 70, 16),
+    ("checkpoints/standard+search:candidates=2,worlds=2", "heuristic", 20, 8)])
+def test_a_resumed_run_is_the_uninterrupted_one(tmp_path, agent, opponents, deals, chunk):
+    """Chunks of replayable agents play alone what they play inside the whole run."""
+    if "checkpoints" in agent:
+        pytest.importorskip("torch")
+    run = dict(deals=deals, seed=5, chunk=chunk)
+    whole = evaluate(agent, opponents, **run, deal_scores=True)
+    _interrupted(tmp_path, agent, opponents, after=2 * chunk, deals=deals, chunk=chunk)
+    assert len(list((tmp_path / "chunks").glob("deals_*.npz"))) == 2
+    resumed = evaluate(agent, opponents, **run, deal_scores=True, store=tmp_path / "chunks")
+    assert resumed.pop("resumed_chunks") == 2
+    assert _same(resumed, whole)
+    assert evaluate(agent, opponents, **run, store=tmp_path / "chunks")["resumed_chunks"] == -(-deals // chunk)
+
+
+def test_chunks_of_another_evaluation_are_refused(tmp_path):
+    _interrupted(tmp_path, "heuristic", "heuristic:greedy", after=16)
+    with pytest.raises(ValueError, match=r"holds chunks of another evaluation \(it differs in seed\)"):
+        evaluate("heuristic", "heuristic:greedy", deals=70, seed=6, chunk=16, store=tmp_path / "chunks")
+    with pytest.raises(ValueError, match=r"it differs in deals, opponents"):
+        evaluate("heuristic", "heuristic", deals=71, seed=5, chunk=16, store=tmp_path / "chunks")
+
+
+def test_agents_whose_moves_depend_on_play_order_are_not_resumed(tmp_path):
+    with pytest.raises(ValueError, match="random cannot be resumed: its moves depend on what it played before"):
+        evaluate("heuristic", "random", deals=8, store=tmp_path / "c")
+    with pytest.raises(ValueError, match="does not save games"):
+        evaluate("heuristic", "heuristic", deals=8, store=tmp_path / "c", save_games=str(tmp_path / "g.jsonl"))
+    assert not (tmp_path / "c").exists()
+
+
+def test_cli_resumes_only_when_asked_and_then_removes_the_chunks(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    argv = ["--agent", "heuristic", "--opponents", "heuristic:greedy", "--deals", "600", "--seed", "2",
+            "--json", "--out", str(out)]
+    import agents.evaluate as ev
+    real, calls = ev._play_batched, []
+
+    def dies_in_the_second_chunk(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+    monkeypatch.setattr(ev, "_play_batched", dies_in_the_second_chunk)
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "interrupted; the finished chunks are kept in" in err and "--resume continues it" in err
+    monkeypatch.setattr(ev, "_play_batched", real)
+    assert main(argv) == 2
+    assert "holds an interrupted evaluation" in capsys.readouterr().err and not (out / "result.json").exists()
+    assert main(argv + ["--resume"]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["by_table"]["hoi_quan_bai/4"]["resumed_chunks"] == 1 and not (out / "chunks").exists()
+    assert main(argv[:-2] + ["--out", str(tmp_path / "fresh")]) == 0
+    fresh = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert fresh["mean_score"] == res["mean_score"] and fresh["ci95"] == res["ci95"]
+    assert main(["--agent", "heuristic", "--opponents", "random", "--deals", "4", "--resume", "--out",
+                 str(tmp_path / "r")]) == 2
+    assert "--resume cannot continue this run: random plays differently alone" in capsys.readouterr().err
+    assert main(["--agent", "heuristic", "--deals", "4", "--resume"]) == 2
+    assert "give the --out folder of the interrupted run" in capsys.readouterr().err
