@@ -319,6 +319,42 @@ def test_the_embedded_ray_listens_on_loopback_only(tmp_path: Path) -> None:
     assert all(addr in LOOPBACK for addr, _ in seen), seen
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_ends_the_sitting_with_a_checkpoint_of_that_moment(tmp_path: Path, sig: int) -> None:
+    """Ctrl-C or a scheduler's SIGTERM: the run stops at the next step, writes a checkpoint of where it
+    was (not the last periodic one) and ends as a sitting does, so a resume goes on from there."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "samloc", "train", "--config", "quick", "--run-dir", str(run), *TINY,
+           "total_decisions=10000000", "checkpoint.every_updates=30"]
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as f:  # a file, not a pipe nobody reads until the end
+        proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=f)
+    try:
+        deadline = time.time() + 240
+        while not ckfmt.list_checkpoints(run) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert ckfmt.list_checkpoints(run), "no checkpoint in time"
+        time.sleep(1.0)  # a few updates past the periodic checkpoint
+        proc.send_signal(sig)
+        proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+    name, err = signal.Signals(sig).name, log.read_text()
+    assert proc.returncode == 0, err
+    assert f"{name}: stopping after this step with a checkpoint" in err
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stop_reason"] == f"stopped by {name}"
+    final = ckfmt.verify(Path(summary["checkpoint"]), trainer=True)
+    assert final.updates == summary["updates"] and final.updates % 30 != 0  # the moment, not a periodic one
+    assert (Path(summary["checkpoint"]) / "policy.onnx").is_file()  # the sitting's end ran: the export
+    msgs: list[str] = []
+    tr = Trainer(load_config(run / "config.yaml", ["total_decisions=10000000"]), run, resume=True, log=msgs.append)
+    assert tr.c.updates == final.updates
+
+
 def _without_root_overrides() -> None:
     """In the child: root loses the capabilities that ignore file permissions (a plain user has none)."""
     if os.geteuid() == 0:

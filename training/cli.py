@@ -11,7 +11,8 @@ that stopped on one of them has nothing left to do (it says so and exits) unless
 all).  At the end the policy is evaluated (eval.final_deals duplicate deals per opponent), the report
 is written next to the final checkpoint, the search's hand belief is learned when belief.deals > 0
 (training/belief.py), the policy is exported to ONNX in the final checkpoint (policy.onnx, as samloc
-export does), curve.png is drawn in the run folder, and the paths are printed.  key=value may come
+export does), curve.png is drawn in the run folder, and the paths are printed.  Ctrl-C or SIGTERM ends a
+sitting the same way at the next step, with a checkpoint (a second one stops at once).  key=value may come
 before or after the options.  Exit 2 on a bad config or command line, 1 when training fails.
 """
 
@@ -356,6 +357,10 @@ def main(argv: list[str]) -> int:
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"samloc train: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # a second Ctrl-C, or one during the final evaluation or export
+        print(f"samloc train: interrupted; the checkpoints written stay (samloc train --resume {run_dir})",
+              file=sys.stderr)
+        return 130
     for e in errors:
         print(f"samloc train: {e}", file=sys.stderr)
     r = summary.get("session_rates") or {}

@@ -37,8 +37,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -341,11 +343,12 @@ class Trainer:
     # ---- the loop: start, then submit / collect / update / evaluate / checkpoint / log ----------
     def run(self) -> dict[str, Any]:
         """Train until ``total_decisions`` or ``max_minutes``; returns the run's summary."""
+        stop = StopSignals(self.log)
         try:
             self._start()
             s = self.session
             s.stop_reason = self._stop_reason()
-            with s.display:
+            with s.display, stop:
                 while not s.stop_reason:
                     self._resubmit_restarted()
                     ready = s.queue.decisions() >= self.cfg.ppo.batch_decisions  # then wait for nothing
@@ -357,7 +360,7 @@ class Trainer:
                     self._poll_eval()
                     self._log()
                     if batches or not self.det:  # deterministic: only after an update (nothing queued)
-                        s.stop_reason = self._stop_reason()
+                        s.stop_reason = self._stop_reason() or stop.reason
             if s.eval_ref is not None:  # let a periodic evaluation in flight finish: it is part of the curve
                 import ray
                 self._record_eval(ray.get(s.eval_ref[0]), s.eval_ref[1])
@@ -852,6 +855,38 @@ class _Session:
 
     def wall(self) -> float:
         return self.wall0 + time.perf_counter() - self.t0
+
+
+class StopSignals:
+    """Ctrl-C (SIGINT) or SIGTERM (a scheduler's preemption, a session's end) ends the sitting at the
+    next step of the loop, through its usual end: the periodic evaluation in flight, a checkpoint, then
+    the final evaluation and export, so ``--resume`` continues from the moment it was asked to stop.
+    A second signal interrupts at once (the checkpoints already written stay).  Handlers are installed
+    only in the main thread, the one Python delivers signals to."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, log: Callable[[str], None]):
+        self.log = log
+        self.reason = ""
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.reason:
+            raise KeyboardInterrupt(f"{name} again: stopped at once")
+        self.reason = f"stopped by {name}"
+        self.log(f"{name}: stopping after this step with a checkpoint ({name} again stops at once)")
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            self._old = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        self._old = {}
 
 
 class _Rate:
