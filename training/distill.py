@@ -63,7 +63,7 @@ from sam_env.vector import SelfPlayBatch
 from . import compact
 from .config import TrainConfig, to_dict, training_tables
 from .rollout import load_numpy_weights, request_seed, slot_shares, table_seed, weights_to_numpy
-from .trainer import TrainError, Trainer
+from .trainer import TrainError, Trainer, arrived
 
 HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of training (distill.heldout)
 SEARCH_STREAM = 0x5EA4C4  # the search workers' seeds: a stream of their own beside the rollout workers'
@@ -454,12 +454,7 @@ class DistillTrainer(Trainer):
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
-        if not self.search_pending:
-            time.sleep(min(timeout, 0.05))
-            return 0
-        ready, rest = ray.wait(list(self.search_pending), num_returns=1, timeout=timeout)
-        if ready and rest:
-            ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+        ready = arrived(self.search_pending, timeout)
         for ref in ready:
             w, req = self.search_pending.pop(ref)
             try:

@@ -546,13 +546,7 @@ class Trainer:
         if self.lanes is not None:
             self._collect_in_order(timeout)
             return
-        if not self.pending:
-            time.sleep(min(timeout, 0.05))
-            return
-        ready, rest = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
-        if ready and rest:
-            ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
-        for ref in ready:
+        for ref in arrived(self.pending, timeout):
             w, req = self.pending.pop(ref)
             try:
                 out = ray.get(ref)
@@ -855,6 +849,20 @@ class _Session:
 
     def wall(self) -> float:
         return self.wall0 + time.perf_counter() - self.t0
+
+
+def arrived(pending: dict[Any, Any], timeout: float) -> list[Any]:
+    """The results among ``pending``'s refs that are done: waiting up to ``timeout`` for the first, then
+    every other one done by then (none pending: a short sleep, so a loop does not spin)."""
+    import ray
+
+    if not pending:
+        time.sleep(min(timeout, 0.05))
+        return []
+    ready, rest = ray.wait(list(pending), num_returns=1, timeout=timeout)
+    if ready and rest:
+        ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+    return ready
 
 
 class StopSignals:
