@@ -346,7 +346,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
             progress(hi, deals)
     out = {"agent": a.name, "opponents": b.name, "rules": rs.name, "players": n, "seed": seed,
            **_summary(parts, n), "instant_deals_skipped": skipped,
-           "seconds": round(seconds, 3), "games_per_s": round(deals * n / seconds, 1) if seconds > 0 else None,
+           "seconds": round(seconds, 3),
+           "games_per_s": round(deals * n / seconds, 1) if seconds > 0 else None,
            "batched": fast}
     if resumed:
         out["resumed_chunks"] = resumed
@@ -541,8 +542,9 @@ def _chunk_folder(out: Path, agent: Agent, opponents: Agent, resume: bool,
     folder = out / CHUNKS
     why = ("--save-games writes every game, and the games of chunks played before are not kept"
            if save_games is not None else
-           next((f"{a.name} plays differently alone than in the whole run (a sampling temperature, a random"
-                 " stream, a deadline or a remote server)" for a in (agent, opponents) if not a.replayable), None))
+           next((f"{a.name} plays differently alone than in the whole run (a sampling temperature, a"
+                 " random stream, a deadline or a remote server)"
+                 for a in (agent, opponents) if not a.replayable), None))
     if why is not None:
         if resume:
             raise ValueError(f"--resume cannot continue this run: {why}")
@@ -574,8 +576,8 @@ def main(argv: list[str]) -> int:
                     "(default runs/eval/AGENT_vs_OPP__TIME)")
     ap.add_argument("--save-games", metavar="FILE.jsonl", help="write every game as samloc/1 JSON Lines")
     ap.add_argument("--resume", action="store_true",
-                    help="continue an interrupted run: the same command with the same --out takes the chunks of"
-                    " 512 deals it finished (kept in OUT/chunks until the run completes)")
+                    help="continue an interrupted run: the same command with the same --out takes the chunks"
+                    " of 512 deals it finished (kept in OUT/chunks until the run completes)")
     try:
         args = ap.parse_args(argv)
     except SystemExit as exc:
@@ -589,7 +591,8 @@ def main(argv: list[str]) -> int:
         opponents = make_agent(args.opponents)
         opponents.close()
         if args.resume and not args.out:
-            raise ValueError("--resume continues the run in --out: give the --out folder of the interrupted run")
+            raise ValueError("--resume continues the run in --out: give the --out folder of the"
+                             " interrupted run")
         own = trained_tables(agent)
         if tables is None:
             tables = list(own) if own else [(RuleSet.preset("hoi_quan_bai"), 4)]

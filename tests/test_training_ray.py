@@ -328,8 +328,8 @@ def test_a_signal_ends_the_sitting_with_a_checkpoint_of_that_moment(tmp_path: Pa
            "total_decisions=10000000", "checkpoint.every_updates=30"]
     log = tmp_path / "stderr.txt"
     with open(log, "w") as f:  # a file, not a pipe nobody reads until the end
-        proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=f)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=f)
     try:
         deadline = time.time() + 240
         while not ckfmt.list_checkpoints(run) and time.time() < deadline and proc.poll() is None:
@@ -351,7 +351,8 @@ def test_a_signal_ends_the_sitting_with_a_checkpoint_of_that_moment(tmp_path: Pa
     assert final.updates == summary["updates"] and final.updates % 30 != 0  # the moment, not a periodic one
     assert (Path(summary["checkpoint"]) / "policy.onnx").is_file()  # the sitting's end ran: the export
     msgs: list[str] = []
-    tr = Trainer(load_config(run / "config.yaml", ["total_decisions=10000000"]), run, resume=True, log=msgs.append)
+    cfg = load_config(run / "config.yaml", ["total_decisions=10000000"])
+    tr = Trainer(cfg, run, resume=True, log=msgs.append)
     assert tr.c.updates == final.updates
 
 
