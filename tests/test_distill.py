@@ -242,6 +242,31 @@ def _stop_when(done: Any) -> Any:
     return hook
 
 
+def test_a_killed_search_worker_is_restarted_and_counted_once(tmp_path: Path) -> None:
+    """A search worker's process dies mid-stage: Ray restarts it, its request is asked again, the stage
+    goes on to its end, and the failure is counted once (not once per request that failed meanwhile)."""
+    import os
+    import signal
+
+    over = ["distill.ppo=false", "distill.round_updates=1000", "total_decisions=700",
+            "checkpoint.every_updates=1000"]
+    cfg = load_config("quick", [*TINY, *over])
+    logs: list[str] = []
+    killed: list[int] = []
+
+    def kill_at_update_2(tr: Trainer) -> None:
+        if tr.c.updates == 2 and not killed:
+            killed.append(tr.search_placement[0]["pid"])
+            os.kill(killed[0], signal.SIGKILL)
+
+    tr = DistillTrainer(cfg, tmp_path / "run", log=logs.append, on_update=kill_at_update_2)
+    summary = tr.run()
+    assert killed and summary["decisions_trained"] >= 700
+    assert summary["worker_failures"] == 1 and tr.search_health.failures == [1]
+    assert sum("search worker 0 failed" in m for m in logs) == 1
+    assert tr.d.requests > 3  # the killed request was asked again, and the stage went on
+
+
 def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path: Path) -> None:
     over = ["distill.round_updates=4", "distill.belief_deals=12", "belief.hidden=16", "belief.epochs=1",
             "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.batch_decisions=200",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from training import cli
-from training.config import (ConfigError, TrainConfig, config_text, field_docs, load_config, run_name)
+from training.config import (ConfigError, TrainConfig, field_docs, load_config, run_name)
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["model.hidden=32", "model.layers=1", "display=none", "total_decisions=10000", "max_minutes=2"]

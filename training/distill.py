@@ -63,7 +63,7 @@ from sam_env.vector import SelfPlayBatch
 from . import compact
 from .config import TrainConfig, to_dict, training_tables
 from .rollout import load_numpy_weights, request_seed, slot_shares, table_seed, weights_to_numpy
-from .trainer import TrainError, Trainer, arrived
+from .trainer import TrainError, Trainer, WorkerHealth, arrived
 
 HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of training (distill.heldout)
 SEARCH_STREAM = 0x5EA4C4  # the search workers' seeds: a stream of their own beside the rollout workers'
@@ -419,9 +419,7 @@ class DistillTrainer(Trainer):
                 "max_task_retries": 0, "scheduling_strategy": "SPREAD"}
         self.search_actors = [Actor.options(**opts).remote(cfg_dict, w) for w in range(d.num_workers)]
         self.search_placement = self._wait_placed(self.search_actors, "search worker", d.cpus_per_worker)
-        self.search_failures = [0] * d.num_workers
-        self.search_recovering = [False] * d.num_workers
-        self.search_retry: dict[int, float] = {}
+        self.search_health = WorkerHealth("search worker", d.num_workers, cfg.rollout.max_restarts)
         for w in range(d.num_workers):
             self._submit_search(w)
         if self.c.updates == 0:  # the starting network, measured as every round's is
@@ -443,8 +441,7 @@ class DistillTrainer(Trainer):
 
     def _collect(self, timeout: float) -> None:
         """Search results first (waiting for them when there are no rollout workers), then rollouts."""
-        for w in [w for w, t in self.search_retry.items() if time.perf_counter() >= t]:
-            del self.search_retry[w]
+        for w in self.search_health.due():
             self._submit_search(w)
         got = self._collect_search(0 if self.rollout_workers else timeout)
         super()._collect(0 if got or not self.rollout_workers else timeout)
@@ -460,9 +457,12 @@ class DistillTrainer(Trainer):
             try:
                 out = ray.get(ref)
             except (RayActorError, RayTaskError) as exc:
-                self._search_failed(w, req, exc)
+                if self.search_health.failed(w, exc):
+                    self.c.worker_failures += 1
+                    self.log(f"search worker {w} failed ({type(exc).__name__}); Ray restarts it,"
+                             f" request {req} is dropped and asked again")
                 continue
-            self.search_recovering[w] = False
+            self.search_health.ok(w)
             self._take_targets(out)
             self._submit_search(w)
         return len(ready)
@@ -487,23 +487,6 @@ class DistillTrainer(Trainer):
         d.la_sum += st["la_sum"]
         d.heuristic_games += st["heuristic_games"]
         d.heuristic_la_sum += st["heuristic_la_sum"]
-
-    def _search_failed(self, w: int, req: int, exc: Exception) -> None:
-        """As for a rollout worker: one failure per actor restart, the request dropped and asked again."""
-        from ray.exceptions import ActorUnavailableError
-
-        self.search_retry[w] = time.perf_counter() + 0.5
-        if self.search_recovering[w] and isinstance(exc, ActorUnavailableError):
-            return
-        self.search_recovering[w] = True
-        self.c.worker_failures += 1
-        self.search_failures[w] += 1
-        mr = self.cfg.rollout.max_restarts
-        if mr >= 0 and self.search_failures[w] > mr + 1:
-            raise TrainError(f"search worker {w} failed {self.search_failures[w]} times;"
-                             f" last error: {str(exc).splitlines()[0]}") from None
-        self.log(f"search worker {w} failed ({type(exc).__name__}); Ray restarts it, request {req} is dropped"
-                 " and asked again")
 
     def _sample(self) -> dict[str, torch.Tensor] | None:
         """A distillation minibatch from the buffer, or None while drawing it would use the searched

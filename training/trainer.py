@@ -411,7 +411,7 @@ class Trainer:
         self.pool_refs = [(sid, ray.put(w)) for sid, w in self.pool]
         self.pending: dict[Any, tuple[int, int]] = {}
         self.consumed: set[int] = set()
-        self.failures_by_worker = [0] * len(self.actors)
+        self.health = WorkerHealth("rollout worker", len(self.actors), cfg.rollout.max_restarts)
         self.session = _Session(workers=len(self.actors), wall0=self.c.wall_s, eval_fn=_evaluate_remote_fn(),
                                 display=_Display(cfg, self), queue=RolloutQueue(cfg.learner.max_policy_lag),
                                 capacity=cfg.learner.queue_rollouts or len(self.actors) + 1)
@@ -525,9 +525,7 @@ class Trainer:
 
     def _resubmit_restarted(self) -> None:
         """Ask again the workers whose actor Ray was restarting, once their wait is over."""
-        s = self.session
-        for w in [w for w, t in s.retry_at.items() if time.perf_counter() >= t]:
-            del s.retry_at[w]
+        for w in self.health.due():
             if self.lanes is not None:
                 req = self.lanes.of_lane(w)
                 if req is not None and req.ref is None:
@@ -553,7 +551,7 @@ class Trainer:
             except (RayActorError, RayTaskError) as exc:
                 self._worker_failed(w, req, exc)
                 continue
-            self.session.recovering[w] = False
+            self.health.ok(w)
             if req in self.consumed:  # impossible by construction; kept as a guard
                 raise TrainError(f"rollout {req} arrived twice")
             self.consumed.add(req)
@@ -578,7 +576,7 @@ class Trainer:
             req.ref = None
             self._worker_failed(req.lane, req.id, exc)
             return
-        self.session.recovering[req.lane] = False
+        self.health.ok(req.lane)
         if req.id in self.consumed:  # impossible by construction; kept as a guard
             raise TrainError(f"rollout {req.id} arrived twice")
         self.consumed.add(req.id)
@@ -636,22 +634,12 @@ class Trainer:
         return batches
 
     def _worker_failed(self, w: int, req: int, exc: Exception) -> None:
-        """Count one failure per actor restart (not one per retry while Ray restarts it)."""
-        from ray.exceptions import ActorUnavailableError
-
-        s = self.session
-        s.retry_at[w] = time.perf_counter() + 0.5  # the request is dropped, asked again
-        if s.recovering[w] and isinstance(exc, ActorUnavailableError):
-            return  # Ray is still restarting the actor: the same failure
-        s.recovering[w] = True
-        self.c.worker_failures += 1
-        self.failures_by_worker[w] += 1
-        mr = self.cfg.rollout.max_restarts
-        if mr >= 0 and self.failures_by_worker[w] > mr + 1:
-            raise TrainError(f"rollout worker {w} failed {self.failures_by_worker[w]} times;"
-                             f" last error: {str(exc).splitlines()[0]}") from None
-        again = "asked again as it was" if self.det else "dropped and asked again"
-        self.log(f"rollout worker {w} failed ({type(exc).__name__}); Ray restarts it, request {req} is {again}")
+        """A rollout request failed: it is asked again once Ray has restarted the actor."""
+        if self.health.failed(w, exc):
+            self.c.worker_failures += 1
+            again = "asked again as it was" if self.det else "dropped and asked again"
+            self.log(f"rollout worker {w} failed ({type(exc).__name__}); Ray restarts it,"
+                     f" request {req} is {again}")
 
     def _after_update(self) -> None:
         """Snapshot, evaluation and checkpoint on their schedules, then the test hook."""
@@ -703,7 +691,6 @@ class Trainer:
     def _update(self, batches: list[dict[str, Any]]) -> None:
         """One PPO update on these rollouts; new weights go out with the next requests."""
         import ray
-        cfg = self.cfg
         self._anneal()
         lags = [self.c.updates - b["version"] for b in batches]
         lr = self.learner.opt.param_groups[0]["lr"]
@@ -840,15 +827,52 @@ class _Session:
     last_log: float = field(default_factory=time.perf_counter)
     rate: "_Rate" = field(default_factory=lambda: _Rate())
     eval_ref: Any = None          # (ObjectRef, when) of the periodic evaluation in flight
-    retry_at: dict[int, float] = field(default_factory=dict)  # worker -> when to ask again (actor restarting)
-    recovering: list[bool] = field(default_factory=list)      # a failure seen, no rollout since
     stop_reason: str = ""
-
-    def __post_init__(self) -> None:
-        self.recovering = [False] * self.workers
 
     def wall(self) -> float:
         return self.wall0 + time.perf_counter() - self.t0
+
+
+class WorkerHealth:
+    """The failures of one group of Ray actors (rollout or search workers): one is counted per actor
+    restart, not per request that fails while Ray restarts it, and a worker that failed more than
+    ``max_restarts`` + 1 times (-1: no limit) ends the run.  A failed worker is asked again after a
+    short wait (:meth:`due`)."""
+
+    RETRY_S = 0.5
+
+    def __init__(self, what: str, workers: int, max_restarts: int):
+        self.what, self.max_restarts = what, max_restarts
+        self.failures = [0] * workers
+        self.recovering = [False] * workers  # a failure seen, no result since
+        self.retry_at: dict[int, float] = {}   # worker -> when to ask it again
+
+    def failed(self, w: int, exc: Exception) -> bool:
+        """Worker ``w``'s request failed with ``exc``: True when it is a new failure (False: the actor is
+        still restarting after the last one); raises :class:`TrainError` past the limit."""
+        from ray.exceptions import ActorUnavailableError
+
+        self.retry_at[w] = time.perf_counter() + self.RETRY_S
+        if self.recovering[w] and isinstance(exc, ActorUnavailableError):
+            return False
+        self.recovering[w] = True
+        self.failures[w] += 1
+        if self.max_restarts >= 0 and self.failures[w] > self.max_restarts + 1:
+            raise TrainError(f"{self.what} {w} failed {self.failures[w]} times;"
+                             f" last error: {str(exc).splitlines()[0]}") from None
+        return True
+
+    def ok(self, w: int) -> None:
+        """Worker ``w`` delivered: its actor is up again."""
+        self.recovering[w] = False
+
+    def due(self) -> list[int]:
+        """The failed workers whose wait is over (each returned once): ask them again."""
+        now = time.perf_counter()
+        ready = [w for w, t in self.retry_at.items() if now >= t]
+        for w in ready:
+            del self.retry_at[w]
+        return ready
 
 
 def arrived(pending: dict[Any, Any], timeout: float) -> list[Any]:
