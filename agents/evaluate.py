@@ -225,6 +225,15 @@ def agent_files(spec: "str | Agent") -> dict[str, str]:
     return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
+def not_resumable(agents: Sequence[Agent], save_games: str | None) -> str | None:
+    """Why an evaluation of ``agents`` cannot be continued from its finished chunks, or None if it can:
+    a chunk must play the same games alone as inside the whole run."""
+    if save_games is not None:
+        return "--save-games writes every game, and the games of chunks played before are not kept"
+    return next((f"{a.name} plays differently alone than in the whole run (a sampling temperature, a"
+                 " random stream, a deadline or a remote server)" for a in agents if not a.replayable), None)
+
+
 class ChunkStore:
     """One table's finished chunks (the statistics of their games), kept until the evaluation completes,
     so that an interrupted run continues where it stopped (``samloc eval --resume``).
@@ -294,13 +303,9 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
     b = make_agent(opponents, seed=seed + 1)
     chunks = None
     if store is not None:
-        if save_games is not None:
-            raise ValueError("a resumable evaluation does not save games (those of chunks played before are"
-                             " gone); drop --save-games, or run without --resume and --out's chunks")
-        for who in (a, b):
-            if not who.replayable:
-                raise ValueError(f"{who.name} cannot be resumed: its moves depend on what it played before"
-                                 " (a sampling temperature, a random stream, a deadline or a remote server)")
+        why = not_resumable((a, b), save_games)
+        if why is not None:
+            raise ValueError(f"this evaluation cannot keep its finished chunks: {why}")
         chunks = ChunkStore(store, {
             "format": CHUNKS_FORMAT, "agent": a.name, "agent_settings": a.settings, "opponents": b.name,
             "agent_files": agent_files(agent), "opponent_files": agent_files(opponents),
@@ -540,11 +545,7 @@ def _chunk_folder(out: Path, agent: Agent, opponents: Agent, resume: bool,
     interrupted run's chunks are taken only with ``--resume`` (ValueError otherwise, and for a
     ``--resume`` that cannot be)."""
     folder = out / CHUNKS
-    why = ("--save-games writes every game, and the games of chunks played before are not kept"
-           if save_games is not None else
-           next((f"{a.name} plays differently alone than in the whole run (a sampling temperature, a"
-                 " random stream, a deadline or a remote server)"
-                 for a in (agent, opponents) if not a.replayable), None))
+    why = not_resumable((agent, opponents), save_games)
     if why is not None:
         if resume:
             raise ValueError(f"--resume cannot continue this run: {why}")

@@ -251,9 +251,9 @@ def test_chunks_of_another_evaluation_are_refused(tmp_path):
 
 
 def test_agents_whose_moves_depend_on_play_order_are_not_resumed(tmp_path):
-    with pytest.raises(ValueError, match="random cannot be resumed: its moves depend on what it played"):
+    with pytest.raises(ValueError, match="cannot keep its finished chunks: random plays differently alone"):
         evaluate("heuristic", "random", deals=8, store=tmp_path / "c")
-    with pytest.raises(ValueError, match="does not save games"):
+    with pytest.raises(ValueError, match="cannot keep its finished chunks: --save-games writes every game"):
         evaluate("heuristic", "heuristic", deals=8, store=tmp_path / "c",
                  save_games=str(tmp_path / "g.jsonl"))
     assert not (tmp_path / "c").exists()
