@@ -125,7 +125,8 @@ def measured_strength(folder: Path, name: str) -> dict[tuple[str, int], float]:
         total, n = pooled.get(key, (0.0, 0.0))
         pooled[key] = (total + float(mean) * w, n + w)
 
-    rep = _read_json(folder / "eval_report.json")
+    # the training's final evaluation is the policy's: it says nothing of the policy with search
+    rep = None if name.endswith("+search") else _read_json(folder / "eval_report.json")
     heur = ((rep or {}).get("results") or {}).get("heuristic") or {}
     if "mean_score" in heur and "players" in rep:
         add((_rules_key(RuleSet.parse(rep.get("rules") or "hoi_quan_bai")), int(rep["players"])),

@@ -149,3 +149,23 @@ def test_the_shipped_bots_play_all_fourteen_tables_each_with_its_measured_strong
         # the specialist never plays off its table; the new bot plays the thirteen others
         assert {t for t, b in routes.items() if b == "standard"} <= {("hoi_quan_bai", 4)}
         assert sum(b == "all_tables" for b in routes.values()) >= 13
+
+
+def test_the_shipped_bots_with_search_route_each_table_to_the_stronger_search() -> None:
+    """`samloc serve --agent checkpoints/standard+search --agent checkpoints/all_tables+search`: searching
+    bots are ranked by their own search reports (``search_eval*``), not by their policies'.  At
+    `hoi_quan_bai`/4 the routed search is measured at +3.04 or more over 10,000 deals, and at every
+    4-player table the new bot's search is measured above its policy alone."""
+    if not (SHIPPED / "all_tables" / "search_eval_hqb4_10k" / "result.json").is_file():
+        pytest.skip("checkpoints/all_tables ships no search report")
+    bots = Bots.load([f"{SHIPPED / 'standard'}+search", f"{SHIPPED / 'all_tables'}+search"])
+    hqb4 = (json.dumps("hoi_quan_bai"), 4)
+    measured = {b.name: b.strength.get(hqb4) for b in bots.bots}
+    assert set(measured) == {"standard+search", "all_tables+search"} and None not in measured.values()
+    routed = bots.route(RuleSet.preset("hoi_quan_bai"), 4)
+    assert routed.name == max(measured, key=lambda n: measured[n]) and measured[routed.name] >= 3.04
+    wide = next(b for b in bots.bots if b.name == "all_tables+search")
+    policy = Bot(str(SHIPPED / "all_tables")).strength
+    for rules in PRESET_NAMES:
+        key = (json.dumps(rules), 4)
+        assert wide.strength[key] > policy[key], rules
