@@ -412,7 +412,7 @@ class Trainer:
         self.pending: dict[Any, tuple[int, int]] = {}
         self.consumed: set[int] = set()
         self.health = WorkerHealth("rollout worker", len(self.actors), cfg.rollout.max_restarts)
-        self.session = _Session(workers=len(self.actors), wall0=self.c.wall_s, eval_fn=_evaluate_remote_fn(),
+        self.session = _Session(wall0=self.c.wall_s, eval_fn=_evaluate_remote_fn(),
                                 display=_Display(cfg, self), queue=RolloutQueue(cfg.learner.max_policy_lag),
                                 capacity=cfg.learner.queue_rollouts or len(self.actors) + 1)
         if not self.det:
@@ -816,7 +816,6 @@ class Trainer:
 class _Session:
     """What one sitting of :meth:`Trainer.run` keeps between the phases of its loop."""
 
-    workers: int
     wall0: float                  # training wall time of the earlier sittings
     eval_fn: Any
     display: "_Display"
