@@ -113,10 +113,10 @@ def shipped_models(root: Path = ROOT) -> list[Path]:
     return sorted({p.parent for p in (root / "checkpoints").glob("*/*.onnx") if p.is_file()})
 
 
-def measured_strength(folder: Path, name: str) -> dict[tuple[str, int], float]:
+def measured_strength(folder: Path, name: str, searches: bool = False) -> dict[tuple[str, int], float]:
     """Mean lá per game against ``heuristic`` of the agent ``name`` at each table, from the evaluation
-    reports shipped in its checkpoint folder: the training's ``eval_report.json`` (the policy) and
-    ``samloc eval`` run folders (``*/result.json``, their ``by_table``).  Several reports of one table
+    reports shipped in its checkpoint folder: the training's ``eval_report.json`` (the policy's, so not
+    read for a bot that ``searches``) and ``samloc eval`` run folders (``*/result.json``, their ``by_table``).  Several reports of one table
     are pooled, each weighted by its deals: the mean over every deal measured, not the luckiest report."""
     pooled: dict[tuple[str, int], tuple[float, float]] = {}  # table -> (sum of mean × deals, deals)
 
@@ -125,8 +125,7 @@ def measured_strength(folder: Path, name: str) -> dict[tuple[str, int], float]:
         total, n = pooled.get(key, (0.0, 0.0))
         pooled[key] = (total + float(mean) * w, n + w)
 
-    # the training's final evaluation is the policy's: it says nothing of the policy with search
-    rep = None if name.endswith("+search") else _read_json(folder / "eval_report.json")
+    rep = None if searches else _read_json(folder / "eval_report.json")
     heur = ((rep or {}).get("results") or {}).get("heuristic") or {}
     if "mean_score" in heur and "players" in rep:
         add((_rules_key(RuleSet.parse(rep.get("rules") or "hoi_quan_bai")), int(rep["players"])),
@@ -193,7 +192,8 @@ class Bot:
         folder = Path(self.checkpoint) if self.checkpoint else None
         if folder is not None and folder.suffix == ".onnx":
             folder = folder.parent
-        self.strength = measured_strength(folder, self.name) if folder is not None and folder.is_dir() else {}
+        self.strength = (measured_strength(folder, self.name, self.searches)
+                         if folder is not None and folder.is_dir() else {})
 
     def _load(self, spec: AgentSpec) -> None:
         """Build the agent through the registry.  A checkpoint folder with an exported model

@@ -103,6 +103,21 @@ def test_reports_of_one_table_are_pooled_by_their_deals(tmp_path: Path) -> None:
     assert measured_strength(ckpt, "b") == {(json.dumps("hoi_quan_bai"), 4): pytest.approx(14_000 / 12_000)}
 
 
+def test_a_searching_bot_is_not_ranked_by_the_policys_training_report(tmp_path: Path) -> None:
+    """The training's eval_report.json measured the policy alone: it counts for ``b``, not ``b+search``."""
+    ckpt = _checkpoint(tmp_path / "b", "b", [{"rules": "hoi_quan_bai", "players": 4}], {"hoi_quan_bai/4": 1.0})
+    (ckpt / "eval_report.json").write_text(json.dumps(
+        {"rules": "hoi_quan_bai", "players": 4, "results": {"heuristic": {"mean_score": 4.0, "deals": 1_000}}}))
+    (ckpt / "search_eval").mkdir()
+    (ckpt / "search_eval" / "result.json").write_text(json.dumps(
+        {"agent": "b+search", "opponents": "heuristic", "rules": "hoi_quan_bai", "players": 4, "deals": 1_000,
+         "mean_score": 3.0}))
+    table = (json.dumps("hoi_quan_bai"), 4)
+    assert measured_strength(ckpt, "b") == {table: pytest.approx((1.0 + 4.0 * 1_000) / 1_001)}  # by deals
+    assert measured_strength(ckpt, "b+search", searches=True) == {table: pytest.approx(3.0)}
+    assert Bot(f"{ckpt}+search:critic=0").strength == {table: pytest.approx(3.0)}
+
+
 def test_a_rule_based_bot_covers_the_tables_no_network_knows(two: tuple[Path, Path]) -> None:
     special, _ = two
     bots = Bots.load([str(special), "heuristic"])

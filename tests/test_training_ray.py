@@ -319,6 +319,36 @@ def test_the_embedded_ray_listens_on_loopback_only(tmp_path: Path) -> None:
     assert all(addr in LOOPBACK for addr, _ in seen), seen
 
 
+def _worker_niceness(pids: set[int]) -> list[int]:
+    """The nice value of every thread of the Ray workers among ``pids`` (Ray sets it per thread)."""
+    out = []
+    for pid in pids:
+        try:
+            if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::"):
+                continue
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                out.append(int((task / "stat").read_text().rsplit(")", 1)[1].split()[16]))
+        except OSError:  # a process or thread that ended meanwhile
+            continue
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+def test_the_embedded_rays_workers_run_at_the_learners_priority(tmp_path: Path, monkeypatch) -> None:
+    """Ray's default nice 15 would let any other load on the machine starve the workers the learner waits on."""
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    seen: list[int] = []
+    others = _descendants({os.getpid()}) - {os.getpid()}  # another Ray's processes (this module's cluster)
+
+    def look(tr: Trainer) -> None:
+        if tr.c.updates == 2 and not seen:
+            seen.extend(_worker_niceness(_descendants({os.getpid()}) - _descendants(others)))
+
+    cfg = load_config("quick", [*TINY, "total_decisions=1000"])
+    Trainer(cfg, tmp_path / "run", log=lambda m: None, on_update=look).run()
+    assert seen and max(seen) <= os.nice(0), (seen, os.nice(0))
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_ends_the_sitting_with_a_checkpoint_of_that_moment(tmp_path: Path, sig: int) -> None:
     """Ctrl-C or a scheduler's SIGTERM: the run stops at the next step, writes a checkpoint of where it

@@ -443,9 +443,13 @@ class Trainer:
         # Ray binds every server to loopback alone when its node address is 127.0.0.1, and it keeps that
         # address only where it offers no multi-node clusters: this switch (off on macOS and Windows).
         clusters, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+        # Ray starts its workers at nice 15; here they are the run's own work beside a learner at nice 0
+        # that waits for them, and any other load on the machine would starve them (RAY_worker_niceness wins)
+        system = {} if "RAY_worker_niceness" in os.environ else {"worker_niceness": 0}
         try:
             ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=embedded_cpus(),
-                     include_dashboard=self.dashboard, runtime_env=env, log_to_driver=False, logging_level="error")
+                     include_dashboard=self.dashboard, runtime_env=env, log_to_driver=False, logging_level="error",
+                     _system_config=system)
         finally:
             ray_constants.ENABLE_RAY_CLUSTER = clusters
         return True
