@@ -58,7 +58,8 @@ def measure(nets: list[tuple[str, str]], reference: str, rules: str, players: in
     """Each network's results by column (``previous``, ``reference``; none against itself)."""
     rows = []
     for i, (label, net) in enumerate(nets):
-        opps = [(o, o) for o in FIXED] + ([("previous", nets[i - 1][1])] if i else []) + [("reference", reference)]
+        opps = [(o, o) for o in FIXED] + ([("previous", nets[i - 1][1])] if i else [])
+        opps.append(("reference", reference))
         res: dict[str, Any] = {}
         played: dict[str, Any] = {}  # the previous round may be the reference: one evaluation
         for key, opp in opps:
