@@ -116,8 +116,9 @@ def shipped_models(root: Path = ROOT) -> list[Path]:
 def measured_strength(folder: Path, name: str, searches: bool = False) -> dict[tuple[str, int], float]:
     """Mean lá per game against ``heuristic`` of the agent ``name`` at each table, from the evaluation
     reports shipped in its checkpoint folder: the training's ``eval_report.json`` (the policy's, so not
-    read for a bot that ``searches``) and ``samloc eval`` run folders (``*/result.json``, their ``by_table``).  Several reports of one table
-    are pooled, each weighted by its deals: the mean over every deal measured, not the luckiest report."""
+    read for a bot that ``searches``) and ``samloc eval`` run folders (``*/result.json``, their
+    ``by_table``).  Several reports of one table are pooled, each weighted by its deals: the mean over
+    every deal measured, not the luckiest report."""
     pooled: dict[tuple[str, int], tuple[float, float]] = {}  # table -> (sum of mean × deals, deals)
 
     def add(key: tuple[str, int], mean: Any, deals: Any) -> None:

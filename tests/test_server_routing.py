@@ -105,9 +105,11 @@ def test_reports_of_one_table_are_pooled_by_their_deals(tmp_path: Path) -> None:
 
 def test_a_searching_bot_is_not_ranked_by_the_policys_training_report(tmp_path: Path) -> None:
     """The training's eval_report.json measured the policy alone: it counts for ``b``, not ``b+search``."""
-    ckpt = _checkpoint(tmp_path / "b", "b", [{"rules": "hoi_quan_bai", "players": 4}], {"hoi_quan_bai/4": 1.0})
-    (ckpt / "eval_report.json").write_text(json.dumps(
-        {"rules": "hoi_quan_bai", "players": 4, "results": {"heuristic": {"mean_score": 4.0, "deals": 1_000}}}))
+    hqb4 = [{"rules": "hoi_quan_bai", "players": 4}]
+    ckpt = _checkpoint(tmp_path / "b", "b", hqb4, {"hoi_quan_bai/4": 1.0})
+    heuristic = {"heuristic": {"mean_score": 4.0, "deals": 1_000}}
+    report = {"rules": "hoi_quan_bai", "players": 4, "results": heuristic}
+    (ckpt / "eval_report.json").write_text(json.dumps(report))
     (ckpt / "search_eval").mkdir()
     (ckpt / "search_eval" / "result.json").write_text(json.dumps(
         {"agent": "b+search", "opponents": "heuristic", "rules": "hoi_quan_bai", "players": 4, "deals": 1_000,

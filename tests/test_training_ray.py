@@ -335,7 +335,8 @@ def _worker_niceness(pids: set[int]) -> list[int]:
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
 def test_the_embedded_rays_workers_run_at_the_learners_priority(tmp_path: Path, monkeypatch) -> None:
-    """Ray's default nice 15 would let any other load on the machine starve the workers the learner waits on."""
+    """Ray's default nice 15 would let any other load on the machine starve the workers the learner
+    waits on."""
     monkeypatch.delenv("RAY_worker_niceness", raising=False)
     seen: list[int] = []
     others = _descendants({os.getpid()}) - {os.getpid()}  # another Ray's processes (this module's cluster)
@@ -378,7 +379,9 @@ def test_a_signal_ends_the_sitting_with_a_checkpoint_of_that_moment(tmp_path: Pa
     summary = json.loads((run / "summary.json").read_text())
     assert summary["stop_reason"] == f"stopped by {name}"
     final = ckfmt.verify(Path(summary["checkpoint"]), trainer=True)
-    assert final.updates == summary["updates"] and final.updates % 30 != 0  # the moment, not a periodic one
+    # the moment's checkpoint, not the last periodic one: the count it holds is where the sitting ended
+    # (equal to a periodic one's only when the stop fell on one, which a fast machine can make happen)
+    assert final.updates == summary["updates"] >= 30
     assert (Path(summary["checkpoint"]) / "policy.onnx").is_file()  # the sitting's end ran: the export
     msgs: list[str] = []
     cfg = load_config(run / "config.yaml", ["total_decisions=10000000"])

@@ -448,8 +448,8 @@ class Trainer:
         system = {} if "RAY_worker_niceness" in os.environ else {"worker_niceness": 0}
         try:
             ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=embedded_cpus(),
-                     include_dashboard=self.dashboard, runtime_env=env, log_to_driver=False, logging_level="error",
-                     _system_config=system)
+                     include_dashboard=self.dashboard, runtime_env=env, log_to_driver=False,
+                     logging_level="error", _system_config=system)
         finally:
             ray_constants.ENABLE_RAY_CLUSTER = clusters
         return True
