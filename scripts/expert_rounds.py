@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.evaluate import evaluate
-from agents.nets.format import read_json_file
+from agents.nets.format import latest_good, list_checkpoints, read_json_file
 from sam_env.atomic import write_with
 
 FIXED = ("heuristic", "heuristic:greedy", "random")
@@ -30,10 +30,11 @@ FIXED = ("heuristic", "heuristic:greedy", "random")
 
 def round_networks(run: Path) -> list[tuple[str, str]]:
     """``(label, checkpoint)`` of every round's first network and of the run's newest checkpoint."""
-    ckpts = sorted(p for p in (run / "checkpoints").glob("ckpt_*") if (p / "metadata.json").is_file())
+    ckpts = list_checkpoints(run)
     if not ckpts:
         raise ValueError(f"{run}: no checkpoints (not a run folder, or nothing saved yet)")
-    newest = read_json_file(ckpts[-1] / "metadata.json")
+    latest = latest_good(run, trainer=False)  # verified before its metadata is believed
+    newest = read_json_file(latest / "metadata.json")
     stage = newest.get("distill")
     if not isinstance(stage, dict) or not stage.get("rounds"):
         raise ValueError(f"{run}: not an expert-iteration run (its metadata has no distill rounds)")
@@ -49,7 +50,7 @@ def round_networks(run: Path) -> list[tuple[str, str]]:
                              " (checkpoint.keep too small?)")
         out.append((f"round {r['round']} (update {r['updates']})", str(path)))
     if int(newest["updates"]) != int(stage["rounds"][-1]["updates"]):
-        out.append((f"update {newest['updates']} (newest)", str(ckpts[-1])))
+        out.append((f"update {newest['updates']} (newest)", str(latest)))
     return out
 
 
@@ -85,8 +86,8 @@ def _cell(res: dict[str, Any] | None) -> str:
 
 def table(rows: list[dict[str, Any]], reference: str, search: bool) -> str:
     cols = [*FIXED, "previous", "reference"] + (["search"] if search else [])
-    names = {"reference": reference}
-    head = ["network", *(f"vs {names.get(c, c)}" if c != "search" else "+search vs heuristic" for c in cols)]
+    head = ["network", *(f"vs {c}" for c in [*FIXED, "previous", reference])] + (
+        ["+search vs heuristic"] if search else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lines.append("| " + " | ".join([r["label"], *(_cell(r["results"].get(c)) for c in cols)]) + " |")

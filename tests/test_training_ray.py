@@ -284,12 +284,17 @@ def _listening(pids: set[int]) -> list[tuple[str, int]]:
     return out
 
 
+def _stat(path: Path) -> list[str]:
+    """The fields of a /proc stat file after the command name (which may hold spaces): state, ppid, ..."""
+    return path.read_text().rsplit(")", 1)[1].split()
+
+
 def _descendants(roots: set[int]) -> set[int]:
     children: dict[int, list[int]] = {}
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
-                ppid = int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                ppid = int(_stat(Path(f"/proc/{p}/stat"))[1])
             except (OSError, IndexError):
                 continue
             children.setdefault(ppid, []).append(int(p))
@@ -327,7 +332,7 @@ def _worker_niceness(pids: set[int]) -> list[int]:
             if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::"):
                 continue
             for task in Path(f"/proc/{pid}/task").iterdir():
-                out.append(int((task / "stat").read_text().rsplit(")", 1)[1].split()[16]))
+                out.append(int(_stat(task / "stat")[16]))
         except OSError:  # a process or thread that ended meanwhile
             continue
     return out
