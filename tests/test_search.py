@@ -14,7 +14,7 @@ import torch
 from agents import make_agent
 from agents.evaluate import evaluate, write_report
 from agents.policy_agent import PolicyAgent, load_policy_agent
-from agents.search import DEFAULTS, SearchAgent, _expand, parse_search_spec, search_targets
+from agents.search import DEFAULTS, PAD_ROWS, SearchAgent, _expand, parse_search_spec, search_targets
 from conftest import play_positions
 from sam_env import core
 from sam_env import obs as obs_mod
@@ -190,6 +190,39 @@ def test_search_batch_says_what_it_searched_and_plays_what_act_batch_plays():
         np.testing.assert_allclose(v[:n] * worlds, np.rint(v[:n] * worlds), atol=1e-9)  # whole lá
         assert res.acts[r] == c[int(np.argmax(v))]
     assert (res.acts[res.rows] != res.cands[:, 0]).any(), "a search that never departs from the policy"
+
+
+@pytest.mark.parametrize("amx, avx512_bf16, native", [(False, False, False), (True, False, True),
+                                                      (False, True, True)])
+def test_rollouts_run_in_bfloat16_only_where_the_cpu_multiplies_it_natively(
+        monkeypatch: pytest.MonkeyPatch, amx: bool, avx512_bf16: bool, native: bool) -> None:
+    """Plain AVX512 runs bfloat16 by emulation, slower than float32, though oneDNN calls it supported."""
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
+    policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
+    fast = SearchAgent(policy, 3, 4, 1).fast_net
+    assert (fast is not policy.net and fast.inp.weight.dtype == torch.bfloat16) if native else fast is policy.net
+
+
+def test_rollout_batches_are_padded_to_a_multiple_of_the_pad_and_keep_each_rows_move():
+    """The network sees a few shapes (a multiple of PAD_ROWS, less than one PAD_ROWS of padding), and the
+    padding rows change no real row's move."""
+    torch.manual_seed(4)
+    policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
+    agent = SearchAgent(policy, 3, 4, 1, bf16=False)
+    seen: list[int] = []
+    forward = agent.fast_net.forward
+    agent.fast_net.forward = lambda obs, masks: (seen.append(obs.shape[0]), forward(obs, masks))[1]
+    pos = _positions(2 * PAD_ROWS + 45, seed=21)
+    sim = np.stack([g.state for g, _ in pos])
+    ru = pos[0][0].rules_array
+    alone = [int(agent._fast_argmax(sim, ru, np.array([i]))[0]) for i in range(0, len(pos), 37)]
+    moves = agent._fast_argmax(sim, ru, np.arange(len(pos)))
+    assert seen == [PAD_ROWS] * len(alone) + [3 * PAD_ROWS]
+    assert moves[::37].tolist() == alone
+    masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
+    assert moves.tolist() == policy.act_batch(sim, ru, None, masks).tolist()
 
 
 def test_search_targets_are_a_softmax_of_the_values_over_the_candidates():

@@ -444,3 +444,31 @@ def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     assert out["grad_norm"] > 0 and np.isfinite(out["grad_norm"])
     v, r = batch["val"], batch["adv"] + batch["val"]
     assert out["explained_variance"] == pytest.approx(1 - np.var(r - v) / np.var(r), rel=1e-4)
+
+
+def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_path: Path) -> None:
+    """init_from keeps the ancestry's commands and wall times (a stage trained over several runs, each from
+    the last one's shipped bot), oldest first; a resume keeps it; a malformed one is refused in one line."""
+    from training.trainer import Trainer, TrainError
+    tiny = ["model.hidden=16", "model.layers=1"]
+    paths = []
+    for gen in range(3):
+        over = tiny + ([f"init_from={paths[-1]}"] if paths else [])
+        tr = Trainer(load_config("quick", over), tmp_path / f"run{gen}", command=f"samloc train gen{gen}",
+                     log=lambda m: None)
+        tr.c.wall_s, tr.c.updates = 100.0 * (gen + 1), gen + 1
+        paths.append(tr.save())
+    meta = ckfmt.read_metadata(paths[2])
+    lineage = meta.raw["lineage"]
+    assert [e["command"] for e in lineage] == ["samloc train gen0", "samloc train gen1"]
+    assert [e["wall_time_s"] for e in lineage] == [100.0, 200.0] and [e["updates"] for e in lineage] == [1, 2]
+    assert lineage[0]["init_from"] == "" and lineage[1]["init_from"] == str(paths[0])
+    assert lineage[1]["checkpoint"] == str(paths[1]) and meta.wall_time_s == 300.0
+    resumed = Trainer(load_config("quick", tiny), tmp_path / "run2", resume=True, command="samloc train --resume",
+                      log=lambda m: None)
+    assert resumed.metadata()["lineage"] == lineage and resumed.resumes == ["samloc train --resume"]
+    bad = json.loads((paths[2] / ckfmt.META_FILE).read_text())
+    bad["lineage"] = "gen0, gen1"
+    (paths[2] / ckfmt.META_FILE).write_text(json.dumps(bad))
+    with pytest.raises(TrainError, match="lineage is not a list"):
+        Trainer(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)

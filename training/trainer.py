@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from agents.nets import checkpoint as ckpt
-from agents.nets.format import latest_good, list_checkpoints
+from agents.nets.format import CheckpointMeta, latest_good, list_checkpoints
 from sam_env.actions import ACTION_TABLE_VERSION
 from sam_env.atomic import write_atomic, write_json_atomic
 from sam_env.obs import OBS_VERSION
@@ -140,6 +140,21 @@ def cpu_shortfall(cfg: TrainConfig, have: float, embedded: bool) -> str:
     return msg
 
 
+def lineage_of(meta: CheckpointMeta, path: Path) -> list[dict[str, Any]]:
+    """What a run started from ``path`` records of its ancestry: the starting checkpoint's own lineage,
+    then that checkpoint's run (commands, wall time, counts).  A stage trained in several runs (a shipped
+    bot's ``init_from`` in each session) so keeps every command and wall time in its metadata."""
+    before = meta.raw.get("lineage") or []
+    if not isinstance(before, list) or not all(isinstance(e, dict) for e in before):
+        raise TrainError(f"init_from {path}: its metadata's lineage is not a list of runs")
+    cfg = meta.raw.get("config") if isinstance(meta.raw.get("config"), dict) else {}
+    return [*before, {
+        "checkpoint": str(path), "name": meta.name, "init_from": str(cfg.get("init_from") or ""),
+        "command": meta.command, "resumes": list(meta.resumes), "wall_time_s": meta.wall_time_s,
+        "updates": meta.updates, "decisions_trained": meta.decisions_trained, "git_commit": meta.git_commit,
+        "saved": str(meta.raw.get("saved") or "")}]
+
+
 class Trainer:
     """One training run in ``run_dir`` (new, or resumed from its newest good checkpoint)."""
 
@@ -169,6 +184,8 @@ class Trainer:
         # The command that started the run, and every --resume since: a resumed bot's
         # metadata still says how it was trained, not only how it was finished.
         self.first_command, self.resumes = self.command, []
+        #: the runs these weights descend from by init_from, oldest first (:func:`lineage_of`)
+        self.lineage: list[dict[str, Any]] = []
         self.gpu_reservation: Any = None
         self.actors: list[Any] = []
         self.started_ray = False
@@ -215,6 +232,7 @@ class Trainer:
             "decisions_trained": self.c.decisions_trained, "git_commit": self.code_commit,
             "command": self.first_command, "resumes": self.resumes,
             "wall_time_s": round(self.c.wall_s, 1), "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "lineage": self.lineage,
             "last_eval": self.last_eval,
         }
 
@@ -262,6 +280,7 @@ class Trainer:
             raise TrainError(f"init_from {path}: the model shape {net.hparams()} differs from the config's "
                              f"{self.net.hparams()}")
         self.net.load_state_dict(net.state_dict())
+        self.lineage = lineage_of(meta, path)
         self.log(f"starting from the network of {path} ({meta.decisions_trained:,} decisions trained)")
 
     def _restore(self) -> None:
@@ -270,6 +289,7 @@ class Trainer:
         net, meta = ckpt.load_checkpoint(path)  # versions checked there
         self.first_command = meta.command or self.command
         self.resumes = [*meta.resumes, self.command]
+        self.lineage = list(meta.raw.get("lineage") or [])
         if net.hparams() != self.net.hparams():
             raise TrainError(f"{path}: the model shape {net.hparams()} differs from the config's")
         self.net.load_state_dict(net.state_dict())
