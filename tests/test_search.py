@@ -202,7 +202,10 @@ def test_rollouts_run_in_bfloat16_only_where_the_cpu_multiplies_it_natively(
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
     policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
     fast = SearchAgent(policy, 3, 4, 1).fast_net
-    assert (fast is not policy.net and fast.inp.weight.dtype == torch.bfloat16) if native else fast is policy.net
+    if native:
+        assert fast is not policy.net and fast.inp.weight.dtype == torch.bfloat16
+    else:
+        assert fast is policy.net
 
 
 def test_rollout_batches_are_padded_to_a_multiple_of_the_pad_and_keep_each_rows_move():

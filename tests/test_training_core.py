@@ -464,8 +464,8 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     assert [e["wall_time_s"] for e in lineage] == [100.0, 200.0] and [e["updates"] for e in lineage] == [1, 2]
     assert lineage[0]["init_from"] == "" and lineage[1]["init_from"] == str(paths[0])
     assert lineage[1]["checkpoint"] == str(paths[1]) and meta.wall_time_s == 300.0
-    resumed = Trainer(load_config("quick", tiny), tmp_path / "run2", resume=True, command="samloc train --resume",
-                      log=lambda m: None)
+    resumed = Trainer(load_config("quick", tiny), tmp_path / "run2", resume=True,
+                      command="samloc train --resume", log=lambda m: None)
     assert resumed.metadata()["lineage"] == lineage and resumed.resumes == ["samloc train --resume"]
     bad = json.loads((paths[2] / ckfmt.META_FILE).read_text())
     bad["lineage"] = "gen0, gen1"
