@@ -246,13 +246,6 @@ def search_targets(cands: np.ndarray, values: np.ndarray, temperature: float) ->
     return out
 
 
-def native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (AMX or AVX512-BF16): about 3 times float32's
-    speed there.  oneDNN also runs bfloat16 on plain AVX512 (``_is_mkldnn_bf16_supported``), by
-    emulation, at about a third of float32's speed (measured on such a Xeon)."""
-    return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
-
-
 class SearchAgent(Agent):
     """A policy plus determinized rollouts at play decisions (see the module docstring)."""
 
@@ -281,10 +274,11 @@ class SearchAgent(Agent):
         if horizon >= 0 and critic > 0 and getattr(policy.net, "critic", None) is None:
             raise ValueError(f"{policy.name} has no critic (trained without model.critic: full): "
                              "search it with critic=0 (its own value at the leaf) or horizon=-1 (rollouts to the end)")
-        # Rollouts only rank moves, so they run in bfloat16 where the CPU does it natively
-        # (greedy choices agree with float32 ~99% of the time).
+        # Rollouts only rank moves, so they run in bfloat16 (greedy choices agree with float32 ~99% of
+        # the time) wherever oneDNN takes it: ~3x faster with AMX / AVX512-BF16, emulated and ~1.5x slower
+        # on plain AVX512, but reproducible there, which float32 GEMM on several threads is not.
         if bf16 is None:
-            bf16 = native_bf16()
+            bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
         self.fast_net = copy.deepcopy(policy.net).to(torch.bfloat16).eval() if bf16 else policy.net
         self.name = f"{policy.name}+search"
         self._obs = np.zeros((0, obs_mod.OBS_SIZE), dtype=np.float32)

@@ -192,22 +192,6 @@ def test_search_batch_says_what_it_searched_and_plays_what_act_batch_plays():
     assert (res.acts[res.rows] != res.cands[:, 0]).any(), "a search that never departs from the policy"
 
 
-@pytest.mark.parametrize("amx, avx512_bf16, native", [(False, False, False), (True, False, True),
-                                                      (False, True, True)])
-def test_rollouts_run_in_bfloat16_only_where_the_cpu_multiplies_it_natively(
-        monkeypatch: pytest.MonkeyPatch, amx: bool, avx512_bf16: bool, native: bool) -> None:
-    """Plain AVX512 runs bfloat16 by emulation, slower than float32, though oneDNN calls it supported."""
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
-    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
-    policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
-    fast = SearchAgent(policy, 3, 4, 1).fast_net
-    if native:
-        assert fast is not policy.net and fast.inp.weight.dtype == torch.bfloat16
-    else:
-        assert fast is policy.net
-
-
 def test_rollout_batches_are_padded_to_a_multiple_of_the_pad_and_keep_each_rows_move():
     """The network sees a few shapes (a multiple of PAD_ROWS, less than one PAD_ROWS of padding), and the
     padding rows change no real row's move."""
