@@ -140,15 +140,20 @@ def cpu_shortfall(cfg: TrainConfig, have: float, embedded: bool) -> str:
     return msg
 
 
+def recorded_lineage(meta: CheckpointMeta, where: str) -> list[dict[str, Any]]:
+    """The ``lineage`` a checkpoint's metadata holds (none before it was recorded), checked."""
+    before = meta.raw.get("lineage") or []
+    if not isinstance(before, list) or not all(isinstance(e, dict) for e in before):
+        raise TrainError(f"{where}: its metadata's lineage is not a list of runs")
+    return list(before)
+
+
 def lineage_of(meta: CheckpointMeta, path: Path) -> list[dict[str, Any]]:
     """What a run started from ``path`` records of its ancestry: the starting checkpoint's own lineage,
     then that checkpoint's run (commands, wall time, counts).  A stage trained in several runs (a shipped
     bot's ``init_from`` in each session) so keeps every command and wall time in its metadata."""
-    before = meta.raw.get("lineage") or []
-    if not isinstance(before, list) or not all(isinstance(e, dict) for e in before):
-        raise TrainError(f"init_from {path}: its metadata's lineage is not a list of runs")
     cfg = meta.raw.get("config") if isinstance(meta.raw.get("config"), dict) else {}
-    return [*before, {
+    return [*recorded_lineage(meta, f"init_from {path}"), {
         "checkpoint": str(path), "name": meta.name, "init_from": str(cfg.get("init_from") or ""),
         "command": meta.command, "resumes": list(meta.resumes), "wall_time_s": meta.wall_time_s,
         "updates": meta.updates, "decisions_trained": meta.decisions_trained, "git_commit": meta.git_commit,
@@ -289,7 +294,7 @@ class Trainer:
         net, meta = ckpt.load_checkpoint(path)  # versions checked there
         self.first_command = meta.command or self.command
         self.resumes = [*meta.resumes, self.command]
-        self.lineage = list(meta.raw.get("lineage") or [])
+        self.lineage = recorded_lineage(meta, str(path))
         if net.hparams() != self.net.hparams():
             raise TrainError(f"{path}: the model shape {net.hparams()} differs from the config's")
         self.net.load_state_dict(net.state_dict())
