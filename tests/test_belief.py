@@ -170,6 +170,32 @@ def test_a_broken_or_missing_belief_is_refused_with_a_clear_error(trained: tuple
     assert load_policy_agent(ckpt) is not None  # the policy itself is untouched
 
 
+def test_a_new_belief_is_scored_against_the_one_it_replaces_on_the_same_held_out_decisions(tmp_path: Path):
+    """The same data and seed learn the same belief again, so the replaced one must score exactly the
+    new one's held-out loss: a different held-out set, or none, would not."""
+    policy = load_policy_agent(_tiny_checkpoint(tmp_path / "c"))
+    obs, tgt = B.collect(policy, 0.5, 40, [Table(RuleSet.preset("hoi_quan_bai"), 4)], seed=3)
+    first, losses = B.fit(obs, tgt, hidden=16, epochs=1, seed=5)
+    assert "incumbent_nll" not in losses
+    again, scored = B.fit(obs, tgt, hidden=16, epochs=1, seed=5, incumbent=first)
+    assert scored["incumbent_nll"] == pytest.approx(scored["holdout_nll"], abs=1e-4)
+    flat = NB.BeliefNet(obs_mod.OBS_SIZE, 16)
+    torch.nn.init.zeros_(flat.out.weight), torch.nn.init.zeros_(flat.out.bias)  # a fifth of each card per place
+    _, vs_flat = B.fit(obs, tgt, hidden=16, epochs=1, seed=5, incumbent=flat)
+    assert vs_flat["incumbent_nll"] == pytest.approx(np.log(P), abs=1e-5)
+
+
+def test_samloc_belief_says_what_the_belief_it_replaces_scores(trained: tuple[Path, dict], tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture):
+    import shutil
+    ckpt = shutil.copytree(trained[0], tmp_path / "again")
+    assert B.main([str(ckpt), "--deals", "62", "--epochs", "2", "--hidden", "16", "--seed", "4"]) == 0
+    info = json.loads((ckpt / NB.BELIEF_META).read_text())
+    assert "incumbent_nll" not in trained[1]  # the first belief replaced nothing
+    assert info["incumbent_nll"] == pytest.approx(info["holdout_nll"], abs=1e-4)  # the same recipe again
+    assert f"the replaced belief {info['incumbent_nll']:.4f}" in capsys.readouterr().out
+
+
 def test_the_belief_command_refuses_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture):
     assert B.main([str(tmp_path)]) == 2
     assert "not a checkpoint folder" in capsys.readouterr().err

@@ -14,7 +14,8 @@ import torch
 from agents import make_agent
 from agents.evaluate import evaluate, write_report
 from agents.policy_agent import PolicyAgent, load_policy_agent
-from agents.search import DEFAULTS, PAD_ROWS, SearchAgent, _expand, parse_search_spec, search_targets
+from agents.search import (DEFAULTS, PAD_ROWS, SearchAgent, _apply_all, _expand, _legal_argmax,
+                           parse_search_spec, search_targets)
 from conftest import play_positions
 from sam_env import core
 from sam_env import obs as obs_mod
@@ -199,8 +200,8 @@ def test_rollout_batches_are_padded_to_a_multiple_of_the_pad_and_keep_each_rows_
     policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
     agent = SearchAgent(policy, 3, 4, 1, bf16=False)
     seen: list[int] = []
-    forward = agent.fast_net.forward
-    agent.fast_net.forward = lambda obs, masks: (seen.append(obs.shape[0]), forward(obs, masks))[1]
+    trunk = agent.fast_net.trunk
+    agent.fast_net.trunk = lambda obs: (seen.append(obs.shape[0]), trunk(obs))[1]
     pos = _positions(2 * PAD_ROWS + 45, seed=21)
     sim = np.stack([g.state for g, _ in pos])
     ru = pos[0][0].rules_array
@@ -210,6 +211,66 @@ def test_rollout_batches_are_padded_to_a_multiple_of_the_pad_and_keep_each_rows_
     assert moves[::37].tolist() == alone
     masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
     assert moves.tolist() == policy.act_batch(sim, ru, None, masks).tolist()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_the_legal_argmax_picks_what_argmax_picks_over_the_masked_logits(dtype: torch.dtype):
+    """Against a brute force over the numbers themselves: every bfloat16 (or many float32) bit patterns,
+    ties, -0 beside +0, infinities and subnormals, random masks; the first of equal values wins."""
+    rng = np.random.default_rng(7)
+    itype, width = (torch.int16, 16) if dtype == torch.bfloat16 else (torch.int32, 32)
+    pool = torch.from_numpy(rng.integers(-2 ** (width - 1), 2 ** (width - 1), 60_000, dtype=np.int64))
+    if width == 16:
+        pool = torch.arange(-2 ** 15, 2 ** 15)  # every bfloat16
+    values = pool.to(itype).view(dtype).float()
+    special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), 1e-40, -1e-40, 1.0, -1.0]).to(dtype).float()
+    values = torch.cat([values[~values.isnan()], special])
+    rows, cols = 20_000, 7
+    pick = rng.integers(0, values.numel(), (rows, cols))
+    pick[:2000, 1:] = pick[:2000, :1]                          # whole rows of one value
+    pick[2000:4000, rng.integers(0, cols)] = pick[2000:4000, 0]  # a tie somewhere
+    pick[4000:4500, :2] = [values.numel() - 7, values.numel() - 8]  # -0 before +0, the only legal moves
+    logits = values[torch.from_numpy(pick)].to(dtype)
+    masks = (rng.random((rows, cols)) < 0.6).astype(np.int8)
+    masks[np.arange(rows), rng.integers(0, cols, rows)] = 1   # at least one legal move
+    masks[:4000] = 1
+    masks[4000:4500] = [1, 1] + [0] * (cols - 2)
+    out = np.empty(rows, dtype=np.int64)
+    _legal_argmax(logits.view(itype).numpy(), masks, out)
+    x = logits.float().numpy()
+    for i in range(rows):
+        legal = np.flatnonzero(masks[i])
+        want = legal[np.flatnonzero(x[i, legal] == x[i, legal].max())[0]]
+        assert out[i] == want, (i, x[i].tolist(), masks[i].tolist(), out[i])
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_rollout_moves_are_the_greedy_forwards_moves(bf16: bool):
+    """The rollouts' lean argmax against the network's own forward, on rows of real rollouts."""
+    torch.manual_seed(2)
+    policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
+    agent = SearchAgent(policy, 3, 4, 1, bf16=bf16)
+    pos = [g for g, _ in _positions(60, seed=8)]
+    states, ru = np.stack([g.state for g in pos]), pos[0].rules_array
+    cands = np.stack([np.flatnonzero(g.legal_mask())[:1].tolist() + [-1] * 2 for g in pos])
+    sim = np.zeros((len(pos) * 4 * 3, core.STATE_SIZE), dtype=np.int32)
+    _expand(states, ru, np.arange(len(pos)), cands, 3, 4, 1, sim, np.zeros(len(sim), dtype=np.int64),
+            np.zeros((0, core.MAX_PLAYERS, NR)))
+    checked = 0
+    for _ in range(8):
+        live = np.flatnonzero(sim[:, core.O_PHASE] != core.PH_OVER)
+        obs = obs_mod.encode_to_act(sim[live], ru)
+        masks = np.zeros((live.size, NUM_ACTIONS), dtype=np.int8)
+        for j, i in enumerate(live):
+            core.legal_mask(sim[i], ru, masks[j])
+        with torch.no_grad():
+            logits, _ = agent.fast_net(torch.from_numpy(obs).to(agent.fast_net.inp.weight.dtype),
+                                       torch.from_numpy(masks))
+        moves = agent._fast_argmax(sim, ru, live)
+        assert moves.tolist() == logits.float().argmax(1).tolist()
+        checked += live.size
+        _apply_all(sim, ru, live, moves)
+    assert checked > 1000
 
 
 def test_search_targets_are_a_softmax_of_the_values_over_the_candidates():

@@ -118,9 +118,13 @@ def collect(policy: Any, heuristic_share: float, deals: int, tables: list[Table]
 
 
 def fit(obs: np.ndarray, tgt: np.ndarray, hidden: int = 512, epochs: int = 4, batch: int = 1024,
-        lr: float = 1e-3, holdout: int = 50_000, seed: int = 0,
+        lr: float = 1e-3, holdout: int = 50_000, seed: int = 0, incumbent: BeliefNet | None = None,
         progress: Callable[[str], None] | None = None) -> tuple[BeliefNet, dict[str, float]]:
-    """Train a BeliefNet (Adam, one-cycle learning rate); returns it and its held-out losses."""
+    """Train a BeliefNet (Adam, one-cycle learning rate); returns it and its held-out losses.
+
+    ``incumbent``, the belief the new one would replace, is scored on the same held-out decisions
+    (``incumbent_nll``): the one comparison that says whether learning it again helped, since both
+    beliefs then face the same network's play."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(len(tgt))
@@ -137,6 +141,7 @@ def fit(obs: np.ndarray, tgt: np.ndarray, hidden: int = 512, epochs: int = 4, ba
     ht = torch.from_numpy(tgt[hold].astype(np.float32))
     with torch.no_grad():
         prior = float(-(ht * _prior_log_shares(ho, ht)).sum() / ht.sum())
+        rival = {} if incumbent is None else {"incumbent_nll": float(nll(incumbent.eval()(ho), ht))}
     for ep in range(epochs):
         order = rng.permutation(train)
         for i in range(0, len(order) - batch + 1, batch):
@@ -152,22 +157,31 @@ def fit(obs: np.ndarray, tgt: np.ndarray, hidden: int = 512, epochs: int = 4, ba
         if progress:
             progress(f"epoch {ep + 1}/{epochs}: held-out {held:.4f} nats/card (uniform deal {prior:.4f})")
     net.eval()
-    return net, {"holdout_nll": held, "uniform_nll": prior, "holdout": int(holdout), "train": int(len(train))}
+    return net, {"holdout_nll": held, "uniform_nll": prior, "holdout": int(holdout), "train": int(len(train)),
+                 **rival}
 
 
 def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int = 512, seed: int = 0,
                  command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Play, learn and save the belief of the checkpoint in ``ckpt_dir``; returns what ``belief.json`` says."""
+    """Play, learn and save the belief of the checkpoint in ``ckpt_dir``; returns what ``belief.json`` says
+    (with ``incumbent_nll``, the replaced belief's held-out loss on the same decisions, when there was one)."""
+    from agents.nets.belief import load_belief
     from agents.policy_agent import load_policy_agent
 
     t0 = time.time()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     policy = load_policy_agent(ckpt_dir, seed=seed)
+    try:
+        incumbent = load_belief(ckpt_dir)
+    except ValueError as exc:  # replaced all the same: learning it again is the mend
+        incumbent = None
+        if progress:
+            progress(f"the belief there is not scored: {exc}")
     share = policy.meta.heuristic_share
     tables = list(policy.meta.tables)
     obs, tgt = collect(policy, share, deals, tables, seed, progress)
     t_play = time.time() - t0
-    net, losses = fit(obs, tgt, hidden=hidden, epochs=epochs, seed=seed, progress=progress)
+    net, losses = fit(obs, tgt, hidden=hidden, epochs=epochs, seed=seed, incumbent=incumbent, progress=progress)
     info = {"command": command, "deals": deals, "heuristic_share": round(share, 6),
             "tables": [t.to_json() for t in tables],
             "epochs": epochs, "seed": seed, "decisions": int(len(tgt)), **losses,
@@ -203,7 +217,8 @@ def main(argv: list[str]) -> int:
     except (ValueError, MemoryError) as exc:  # a bad checkpoint, too few decisions, too many deals
         print(f"samloc belief: {exc or type(exc).__name__}", file=sys.stderr)
         return 1
+    replaced = f", the replaced belief {info['incumbent_nll']:.4f}" if "incumbent_nll" in info else ""
     print(f"samloc belief: {info['decisions']:,} decisions, held-out {info['holdout_nll']:.4f} nats/card "
-          f"(uniform deal {info['uniform_nll']:.4f}), {info['wall_time_s']:.0f} s; "
+          f"(uniform deal {info['uniform_nll']:.4f}{replaced}), {info['wall_time_s']:.0f} s; "
           f"saved {Path(args.checkpoint) / BELIEF_FILE}")
     return 0

@@ -272,8 +272,9 @@ class DistillConfig:
     the policy's KL to targets it never learned from (losses/distill_kl_heldout; 0: none)."""
     belief_deals: int = 0
     """Duplicate deals the new network plays at each round's start to learn the search's hand belief
-    again (training/belief.py, belief.hidden and belief.epochs); 0: the belief of init_from throughout
-    (uniform worlds when it has none)."""
+    again (training/belief.py, belief.hidden and belief.epochs), kept only where it beats the round's belief
+    so far on the same held-out decisions; 0: the belief of init_from throughout (uniform worlds when it has
+    none)."""
 
 
 @dataclass

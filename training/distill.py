@@ -343,9 +343,10 @@ class DistillTrainer(Trainer):
                 "info": {"from": str(ckpt_dir),
                          **{k: info.get(k) for k in ("deals", "decisions", "holdout_nll")}}}
 
-    def _retrain_belief(self) -> None:
+    def _retrain_belief(self) -> str:
         """Learn the hand belief of the round's network (training/belief.py), here, before the search
-        uses it."""
+        uses it; kept only where it beats the round's belief so far on the same held-out decisions of the
+        new network (a small ``belief_deals`` can learn a worse one).  Returns "learned" or "kept"."""
         from .belief import collect, fit
 
         cfg, d = self.cfg, self.cfg.distill
@@ -356,17 +357,26 @@ class DistillTrainer(Trainer):
         obs, tgt = collect(PolicyAgent(net.eval(), seed=seed), d.heuristic_share, d.belief_deals,
                            training_tables(cfg), seed)
         try:
-            bnet, losses = fit(obs, tgt, hidden=cfg.belief.hidden, epochs=cfg.belief.epochs, seed=seed)
+            bnet, losses = fit(obs, tgt, hidden=cfg.belief.hidden, epochs=cfg.belief.epochs, seed=seed,
+                               incumbent=belief_net(self.belief))
         except ValueError as exc:
             raise TrainError(f"distill.belief_deals={d.belief_deals}: {exc}") from None
-        info = {"round": self.d.round, "deals": d.belief_deals, "decisions": int(len(tgt)),
-                "holdout_nll": round(losses["holdout_nll"], 5),
-                "uniform_nll": round(losses["uniform_nll"], 5),
-                "seconds": round(time.perf_counter() - t0, 1)}
-        self.belief = {"hidden": cfg.belief.hidden, "weights": weights_to_numpy(bnet), "info": info}
-        self.log(f"round {self.d.round}: hand belief learned from {d.belief_deals:,} deals,"
-                 f" {info['decisions']:,} decisions, held-out {info['holdout_nll']:.4f} nats/card"
-                 f" (uniform {info['uniform_nll']:.4f}), {info['seconds']:.0f} s")
+        new, old = losses["holdout_nll"], losses.get("incumbent_nll", float("inf"))
+        verdict = "learned" if new < old else "kept"
+        scored = {"holdout_nll": round(new, 5), "uniform_nll": round(losses["uniform_nll"], 5),
+                  **({"incumbent_nll": round(old, 5)} if self.belief else {})}
+        seconds = round(time.perf_counter() - t0, 1)
+        if verdict == "learned":
+            info = {"round": self.d.round, "deals": d.belief_deals, "decisions": int(len(tgt)), **scored,
+                    "seconds": seconds}
+            self.belief = {"hidden": cfg.belief.hidden, "weights": weights_to_numpy(bnet), "info": info}
+        else:  # the round's belief stays; what it was scored against is on record
+            self.belief["info"] = self.belief["info"] | {"scored_round": self.d.round, "scored": scored}
+        than = f", the round's belief so far {old:.4f}" if "incumbent_nll" in scored else ""
+        self.log(f"round {self.d.round}: hand belief {verdict} ({d.belief_deals:,} deals,"
+                 f" {len(tgt):,} decisions, held-out: new {new:.4f} nats/card{than},"
+                 f" uniform {scored['uniform_nll']:.4f}; {seconds:.0f} s)")
+        return verdict
 
     def _round_record(self, belief: str) -> dict[str, Any]:
         """Where a round began (``belief``: init_from, none, learned or kept), for the metadata."""
@@ -389,10 +399,7 @@ class DistillTrainer(Trainer):
         self.d.round += 1
         self.d.round_start = self.c.updates
         self.round_weights = self.learner.weights()
-        belief = "kept"
-        if self.cfg.distill.belief_deals:
-            self._retrain_belief()
-            belief = "learned"
+        belief = self._retrain_belief() if self.cfg.distill.belief_deals else "kept"
         self._put_round()
         if s.eval_ref is not None and s.eval_ref[1]["updates"] != self.c.updates:
             self._record_eval(ray.get(s.eval_ref[0]), s.eval_ref[1])  # the last round's: part of the curve
@@ -410,8 +417,7 @@ class DistillTrainer(Trainer):
         super()._start()
         cfg, d = self.cfg, self.cfg.distill
         if self.d.round == 0 and self.belief is None and d.belief_deals:
-            self._retrain_belief()
-            self.d.rounds[0]["belief"] = "learned"
+            self.d.rounds[0]["belief"] = self._retrain_belief()
         self._put_round()
         Actor = _search_actor_class()
         cfg_dict = to_dict(cfg)
