@@ -213,6 +213,16 @@ def test_rollout_batches_are_padded_to_a_multiple_of_the_pad_and_keep_each_rows_
     assert moves.tolist() == policy.act_batch(sim, ru, None, masks).tolist()
 
 
+def test_the_rollout_kernels_run_on_the_calling_thread():
+    """Numba's parallel loops made a search worker beside the learner about ten times slower (each loop
+    waited on a second thread for a busy core): no kernel of the search may be parallel again."""
+    import agents.search as S
+    from numba.core.registry import CPUDispatcher
+    kernels = [f for f in vars(S).values() if isinstance(f, CPUDispatcher)]
+    assert len(kernels) >= 6 and {"_obs_masks", "_full_obs", "_legal_argmax"} <= {k.__name__ for k in kernels}
+    assert [k.__name__ for k in kernels if k.targetoptions.get("parallel")] == []
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_the_legal_argmax_picks_what_argmax_picks_over_the_masked_logits(dtype: torch.dtype):
     """Against a brute force over the numbers themselves: every bfloat16 (or many float32) bit patterns,
