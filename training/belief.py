@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from agents.nets.belief import NR, PLACES, BeliefNet, save_belief
+from agents.nets.belief import NR, PLACES, BeliefNet, load_belief, save_belief
 from agents.nets.format import BELIEF_FILE, MODEL_FILE, Table
 from sam_env import core
 from sam_env import obs as obs_mod
@@ -165,7 +165,6 @@ def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int 
                  command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Play, learn and save the belief of the checkpoint in ``ckpt_dir``; returns what ``belief.json`` says
     (with ``incumbent_nll``, the replaced belief's held-out loss on the same decisions, when there was one)."""
-    from agents.nets.belief import load_belief
     from agents.policy_agent import load_policy_agent
 
     t0 = time.time()

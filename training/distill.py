@@ -361,18 +361,15 @@ class DistillTrainer(Trainer):
                                incumbent=belief_net(self.belief))
         except ValueError as exc:
             raise TrainError(f"distill.belief_deals={d.belief_deals}: {exc}") from None
+        scored = {k: round(v, 5) for k, v in losses.items() if k.endswith("_nll")}
         new, old = losses["holdout_nll"], losses.get("incumbent_nll", float("inf"))
         verdict = "learned" if new < old else "kept"
-        scored = {"holdout_nll": round(new, 5), "uniform_nll": round(losses["uniform_nll"], 5),
-                  **({"incumbent_nll": round(old, 5)} if self.belief else {})}
         seconds = round(time.perf_counter() - t0, 1)
         if verdict == "learned":
             info = {"round": self.d.round, "deals": d.belief_deals, "decisions": int(len(tgt)), **scored,
                     "seconds": seconds}
             self.belief = {"hidden": cfg.belief.hidden, "weights": weights_to_numpy(bnet), "info": info}
-        else:  # the round's belief stays; what it was scored against is on record
-            self.belief["info"] = self.belief["info"] | {"scored_round": self.d.round, "scored": scored}
-        than = f", the round's belief so far {old:.4f}" if "incumbent_nll" in scored else ""
+        than = f", the round's belief so far {old:.4f}" if "incumbent_nll" in losses else ""
         self.log(f"round {self.d.round}: hand belief {verdict} ({d.belief_deals:,} deals,"
                  f" {len(tgt):,} decisions, held-out: new {new:.4f} nats/card{than},"
                  f" uniform {scored['uniform_nll']:.4f}; {seconds:.0f} s)")
