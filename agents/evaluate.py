@@ -29,6 +29,8 @@ import shutil
 import sys
 import time
 from collections import Counter
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -141,6 +143,85 @@ def _play_slow(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
             states[d * n + a_seat] = g.state
             games.append(g)
     return states, games
+
+
+def _play_chunk(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray, openers: np.ndarray,
+                fast: bool, logging: bool) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+    """One chunk of deals, every rotation: its statistics and (``logging``) its games as records."""
+    records: list[dict[str, Any]] = []
+    if fast:
+        states, log = _play_batched(agent, opp, rs, n, hands, openers, logging)
+        if log is not None:
+            for g in range(states.shape[0]):
+                game = _game_of(rs, n, hands[g // n], int(openers[g // n]))
+                for act in log[g, :states[g, core.O_NDEC]]:
+                    game.apply(int(act))
+                records.append(game.to_record())
+    else:
+        states, played = _play_slow(agent, opp, rs, n, hands, openers)
+        if logging:
+            records = [g.to_record() for g in played]
+    return _stats(states, n), records
+
+
+# ---- chunks played side by side: worker processes ------------------------------------------------
+_pool_agents: tuple[Agent, Agent] | None = None  # a worker process's two agents, built once
+
+
+def _pool_init(agent: str, opponents: str, seed: int) -> None:
+    """A worker's start: one thread (the workers are sized to cores), the agents built as evaluate
+    builds them, so each chunk plays what it plays in one process."""
+    global _pool_agents
+    os.environ["OMP_NUM_THREADS"] = "1"
+    _pool_agents = (make_agent(agent, seed=seed), make_agent(opponents, seed=seed + 1))
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
+def _pool_chunk(rs: RuleSet, n: int, lo: int, hi: int, hands: np.ndarray, openers: np.ndarray,
+                logging: bool) -> tuple[int, int, dict[str, np.ndarray], list[dict[str, Any]], float]:
+    assert _pool_agents is not None, "_pool_init runs first"
+    a, b = _pool_agents
+    t0 = time.perf_counter()
+    part, recs = _play_chunk(a, b, rs, n, hands, openers, a.batched and b.batched, logging)
+    return lo, hi, part, recs, time.perf_counter() - t0
+
+
+def _workers(workers: int) -> int:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, not {workers!r}")
+    return workers
+
+
+class EvalPool:
+    """Worker processes that play an evaluation's chunks side by side (``samloc eval --workers N``),
+    each holding its own copy of the two agents.  Only replayable agents (:attr:`Agent.replayable`)
+    qualify: their chunks play alone what they play in one process, so the result is the one-process
+    result to the digit, whatever the number of workers.  One pool serves every table of a run
+    (:func:`evaluate_tables`); the agents are given as specs, which each worker loads."""
+
+    def __init__(self, agent: "str | Agent", opponents: "str | Agent", seed: int, workers: int):
+        if not (isinstance(agent, str) and isinstance(opponents, str)):
+            raise ValueError("worker processes load the agents themselves: give them as specs (strings),"
+                             " not Agent objects")
+        if _workers(workers) < 2:
+            raise ValueError(f"an evaluation pool needs at least 2 workers, not {workers!r}")
+        self.key = (agent, opponents, int(seed))
+        self.workers = workers
+        self._executor = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                                             initializer=_pool_init, initargs=self.key)
+
+    def submit(self, *args: Any) -> Future:
+        return self._executor.submit(_pool_chunk, *args)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "EvalPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # ---- statistics ---------------------------------------------------------------------------
@@ -282,7 +363,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
              rules: "str | Mapping[str, Any] | RuleSet" = "hoi_quan_bai", players: int = 4,
              deals: int = 1000, seed: int = 0, *, save_games: str | None = None,
              progress: Callable[[int, int], None] | None = None, chunk: int = 512,
-             deal_scores: bool = False, store: str | Path | None = None) -> dict[str, Any]:
+             deal_scores: bool = False, store: str | Path | None = None, workers: int = 1,
+             pool: EvalPool | None = None) -> dict[str, Any]:
     """Duplicate evaluation of ``agent`` against ``opponents`` (specs or Agents).
 
     Returns a JSON-able dict: ``mean_score`` (the agent's lá per game) with its
@@ -294,13 +376,24 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
     ``store``: a folder that keeps each finished chunk (:class:`ChunkStore`); chunks already there are
     taken, not played again.  Both agents must be replayable, and ``save_games`` is then refused (the
     games of chunks played earlier are not kept).  ``seconds`` counts the chunks' own play time.
+    ``workers`` > 1: the chunks are played side by side in that many processes (:class:`EvalPool`;
+    replayable agents given as specs), with the one-process result; ``wall_seconds`` then says how
+    long it took.  ``pool``: an :class:`EvalPool` of these agents and seed to play them in instead.
     """
     rs = RuleSet.parse(rules)
     n = rs.check_players(players)
     if isinstance(deals, bool) or not isinstance(deals, int) or deals < 1:
         raise ValueError(f"deals must be a positive integer, not {deals!r}")
+    _workers(workers)
     a = make_agent(agent, seed=seed)
     b = make_agent(opponents, seed=seed + 1)
+    if workers > 1 or pool is not None:
+        why = not_resumable((a, b), None)
+        if why is not None:
+            raise ValueError(f"the chunks cannot be played apart by worker processes: {why}")
+        if pool is not None and pool.key != (agent, opponents, seed):
+            raise ValueError(f"the pool plays {pool.key[0]} against {pool.key[1]} with seed {pool.key[2]},"
+                             f" not {agent} against {opponents} with seed {seed}")
     chunks = None
     if store is not None:
         why = not_resumable((a, b), save_games)
@@ -315,54 +408,75 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
     openers = np.zeros(deals, dtype=np.int64)
     skipped = int(core.playable_deals(seeding.stream(seed), 0, ru, n, hands, openers))
     fast = a.batched and b.batched
-    parts = []
-    records: list[dict[str, Any]] = []
+    logging = save_games is not None
+    parts: dict[int, dict[str, np.ndarray]] = {}
+    records: dict[int, list[dict[str, Any]]] = {}
     seconds = 0.0
     resumed = 0
+    done_deals = 0
+    todo: list[tuple[int, int]] = []
     for lo in range(0, deals, chunk):
         hi = min(deals, lo + chunk)
         done = chunks.load(lo, hi) if chunks is not None else None
-        if done is not None:
-            parts.append(done[0])
-            seconds += done[1]
-            resumed += 1
-            if progress is not None:
-                progress(hi, deals)
+        if done is None:
+            todo.append((lo, hi))
             continue
-        t0 = time.perf_counter()
-        if fast:
-            states, log = _play_batched(a, b, rs, n, hands[lo:hi], openers[lo:hi], save_games is not None)
-            if log is not None:
-                for g in range(states.shape[0]):
-                    game = _game_of(rs, n, hands[lo + g // n], int(openers[lo + g // n]))
-                    for act in log[g, :states[g, core.O_NDEC]]:
-                        game.apply(int(act))
-                    records.append(game.to_record())
-        else:
-            states, played = _play_slow(a, b, rs, n, hands[lo:hi], openers[lo:hi])
-            if save_games is not None:
-                records += [g.to_record() for g in played]
-        parts.append(_stats(states, n))
-        dt = time.perf_counter() - t0
-        seconds += dt
-        if chunks is not None:
-            chunks.save(lo, hi, parts[-1], dt)
+        parts[lo] = done[0]
+        seconds += done[1]
+        resumed += 1
+        done_deals += hi - lo
         if progress is not None:
-            progress(hi, deals)
+            progress(done_deals, deals)
+
+    def finished(lo: int, hi: int, part: dict[str, np.ndarray], recs: list[dict[str, Any]], dt: float) -> None:
+        nonlocal seconds, done_deals
+        parts[lo], records[lo] = part, recs
+        seconds += dt
+        done_deals += hi - lo
+        if chunks is not None:
+            chunks.save(lo, hi, part, dt)
+        if progress is not None:
+            progress(done_deals, deals)
+
+    t_wall = time.perf_counter()
+    side_by_side = (workers > 1 or pool is not None) and len(todo) > 1
+    if not side_by_side:
+        for lo, hi in todo:
+            t0 = time.perf_counter()
+            part, recs = _play_chunk(a, b, rs, n, hands[lo:hi], openers[lo:hi], fast, logging)
+            finished(lo, hi, part, recs, time.perf_counter() - t0)
+    else:
+        own = pool is None
+        run_in = EvalPool(agent, opponents, seed, min(workers, len(todo))) if pool is None else pool
+        processes = run_in.workers
+        futures = [run_in.submit(rs, n, lo, hi, hands[lo:hi], openers[lo:hi], logging)
+                   for lo, hi in todo]
+        try:
+            for fut in as_completed(futures):
+                finished(*fut.result())
+        finally:
+            for fut in futures:
+                fut.cancel()
+            if own:
+                run_in.close()
+    wall = time.perf_counter() - t_wall
+    parts_in_order = [parts[lo] for lo in sorted(parts)]
     out = {"agent": a.name, "opponents": b.name, "rules": rs.name, "players": n, "seed": seed,
-           **_summary(parts, n), "instant_deals_skipped": skipped,
+           **_summary(parts_in_order, n), "instant_deals_skipped": skipped,
            "seconds": round(seconds, 3),
            "games_per_s": round(deals * n / seconds, 1) if seconds > 0 else None,
            "batched": fast}
+    if side_by_side:  # ``seconds`` sums the chunks' times (games_per_s: one process's rate); this is the run's
+        out["workers"], out["wall_seconds"] = processes, round(wall, 3)
     if resumed:
         out["resumed_chunks"] = resumed
     if deal_scores:
-        out["deal_scores"] = np.concatenate([p["score"] for p in parts]).reshape(deals, n).mean(1).tolist()
+        out["deal_scores"] = np.concatenate([p["score"] for p in parts_in_order]).reshape(deals, n).mean(1).tolist()
     if a.settings:  # e.g. a search's: the name alone does not say how it played
         out["agent_settings"] = a.settings
     if save_games is not None:
         Path(save_games).parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl(save_games, records)
+        write_jsonl(save_games, [r for lo in sorted(records) for r in records[lo]])
         out["saved_games"] = save_games
     return out
 
@@ -440,20 +554,26 @@ def table_name(rules: "str | Mapping[str, Any] | RuleSet", players: int) -> str:
 def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequence[tuple[Any, int]], deals: int,
                     seed: int, save_games: str | None = None,
                     progress: Callable[[str, int, int], None] | None = None,
-                    store: str | Path | None = None) -> dict[str, Any]:
+                    store: str | Path | None = None, workers: int = 1) -> dict[str, Any]:
     """:func:`evaluate` at several tables (rule set, players); ``by_table`` holds each table's result
     and the top level pools them (the mean of the tables' means, its CI from theirs).  ``store``: the
-    folder of finished chunks, a subfolder per table (:class:`ChunkStore`)."""
+    folder of finished chunks, a subfolder per table (:class:`ChunkStore`).  ``workers`` > 1: one
+    :class:`EvalPool` plays the chunks of every table."""
     by: dict[str, Any] = {}
-    for rules, players in tables:
-        name = table_name(rules, players)
-        save = None
-        if save_games is not None:
-            save = save_games if len(tables) == 1 else str(Path(save_games).with_suffix(
-                "." + name.replace("/", "_").replace("+", "_") + ".jsonl"))
-        by[name] = evaluate(agent, opponents, rules, players, deals, seed, save_games=save,
-                            progress=None if progress is None else (lambda d, t, k=name: progress(k, d, t)),
-                            store=None if store is None else Path(store) / _safe(name))
+    pool = EvalPool(agent, opponents, seed, workers) if _workers(workers) > 1 else None
+    try:
+        for rules, players in tables:
+            name = table_name(rules, players)
+            save = None
+            if save_games is not None:
+                save = save_games if len(tables) == 1 else str(Path(save_games).with_suffix(
+                    "." + name.replace("/", "_").replace("+", "_") + ".jsonl"))
+            by[name] = evaluate(agent, opponents, rules, players, deals, seed, save_games=save,
+                                progress=None if progress is None else (lambda d, t, k=name: progress(k, d, t)),
+                                store=None if store is None else Path(store) / _safe(name), pool=pool)
+    finally:
+        if pool is not None:
+            pool.close()
     first = next(iter(by.values()))
     if len(by) == 1:
         top = dict(first)
@@ -484,6 +604,9 @@ def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequ
                                                              "cong_inflicted", "opp_sam_declared")},
                "zero_sum": all(r["zero_sum"] for r in by.values()),
                "seconds": round(sum(r["seconds"] for r in by.values()), 3),
+               **({"workers": max(r["workers"] for r in by.values() if "workers" in r),
+                   "wall_seconds": round(sum(r.get("wall_seconds", r["seconds"]) for r in by.values()), 3)}
+                  if any("workers" in r for r in by.values()) else {}),
                "score_hist": {str(k): v for k, v in sorted(hist.items())}}
         if "agent_settings" in first:
             top["agent_settings"] = first["agent_settings"]
@@ -576,6 +699,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", help="run folder for result.json, report.md and scores.png "
                     "(default runs/eval/AGENT_vs_OPP__TIME)")
     ap.add_argument("--save-games", metavar="FILE.jsonl", help="write every game as samloc/1 JSON Lines")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="processes that play the chunks of 512 deals side by side (default 1; at most one"
+                    " per core): the same result, sooner.  Replayable agents only")
     ap.add_argument("--resume", action="store_true",
                     help="continue an interrupted run: the same command with the same --out takes the chunks"
                     " of 512 deals it finished (kept in OUT/chunks until the run completes)")
@@ -588,9 +714,14 @@ def main(argv: list[str]) -> int:
         tables = parse_tables(args.tables, args.rules, args.players)
         if args.deals < 1:
             raise ValueError("--deals must be at least 1")
+        if args.workers < 1:
+            raise ValueError("--workers must be at least 1")
         agent = make_agent(args.agent, seed=args.seed)
         opponents = make_agent(args.opponents)
         opponents.close()
+        why = not_resumable((agent, opponents), None) if args.workers > 1 else None
+        if why is not None:
+            raise ValueError(f"--workers plays the chunks apart, which this run cannot: {why}")
         if args.resume and not args.out:
             raise ValueError("--resume continues the run in --out: give the --out folder of the"
                              " interrupted run")
@@ -622,9 +753,10 @@ def main(argv: list[str]) -> int:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("deals"), TimeRemainingColumn(), console=err, transient=args.json) as prog:
             tasks = {table_name(r, p): prog.add_task(table_name(r, p), total=args.deals) for r, p in tables}
-            res = evaluate_tables(agent, args.opponents, tables, args.deals, args.seed,
-                                  save_games=args.save_games,
-                                  progress=lambda k, d, t: prog.update(tasks[k], completed=d), store=store)
+            res = evaluate_tables(args.agent if args.workers > 1 else agent, args.opponents, tables, args.deals,
+                                  args.seed, save_games=args.save_games,
+                                  progress=lambda k, d, t: prog.update(tasks[k], completed=d), store=store,
+                                  workers=args.workers)
     except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
         print(f"samloc eval: {exc}", file=sys.stderr)
         return 1
@@ -652,6 +784,7 @@ def main(argv: list[str]) -> int:
                   f"[{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}], win rate {r['win_rate']:.3f} "
                   f"(equal play {r['equal_play_win_rate']:.3f}), Sâm {r['sam_declared']} "
                   f"({r['sam_success_rate']:.0%} success), {r['games_per_s']} games/s"
+                  + (f" in each of {r['workers']} processes ({r['wall_seconds']:.0f} s)" if "workers" in r else "")
                   + ("  [out of training distribution]" if r["out_of_distribution"] else ""))
         print(f"report: {out / 'report.md'}")
     print(json.dumps({k: v for k, v in res.items() if k not in ("by_table", "score_hist")} |

@@ -2,14 +2,16 @@
 not only against the heuristic it mostly trained on?
 
     python -m scripts.expert_rounds runs/expert__0__20261202-004247 [--reference checkpoints/standard] \
-        [--rules hoi_quan_bai --players 4 --deals 10000 --seed 12345] [--search-deals 0] [--json OUT]
+        [--rules hoi_quan_bai --players 4 --deals 10000 --seed 12345] [--search-deals 0 [--workers 1]] \
+        [--json OUT]
 
 The rounds are the run's metadata (``distill.rounds``: the update at which each began); round 0 is the
 network the run started from (``init_from``), round k the checkpoint written as it began, and the run's
 newest checkpoint is a last row when it is not a round's first.  Each row is that network's lá per game
 on the same duplicate deals against ``heuristic``, ``heuristic:greedy``, ``random``, the previous row's
 network and ``--reference`` (each with its 95% CI); ``--search-deals N`` adds the network with play-time
-search against ``heuristic`` (N deals: the search is about a thousand times dearer).  Prints a Markdown
+search against ``heuristic`` (N deals: the search is about a thousand times dearer; ``--workers``
+plays them in that many processes, with the same result).  Prints a Markdown
 table; ``--json`` also writes every result.  Exit 2 on a folder that is not such a run.
 """
 
@@ -55,7 +57,7 @@ def round_networks(run: Path) -> list[tuple[str, str]]:
 
 
 def measure(nets: list[tuple[str, str]], reference: str, rules: str, players: int, deals: int, seed: int,
-            search_deals: int, log: Any = print) -> list[dict[str, Any]]:
+            search_deals: int, log: Any = print, workers: int = 1) -> list[dict[str, Any]]:
     """Each network's results by column (``previous``, ``reference``; none against itself)."""
     rows = []
     for i, (label, net) in enumerate(nets):
@@ -71,7 +73,8 @@ def measure(nets: list[tuple[str, str]], reference: str, rules: str, players: in
             res[key] = played[opp]
             log(f"{label} vs {key}: {res[key]['mean_score']:+.3f}")
         if search_deals:
-            res["search"] = evaluate(f"{net}+search", "heuristic", rules, players, search_deals, seed)
+            res["search"] = evaluate(f"{net}+search", "heuristic", rules, players, search_deals, seed,
+                                     workers=workers)
             log(f"{label}+search vs heuristic: {res['search']['mean_score']:+.3f}")
         rows.append({"label": label, "network": net, "results": res})
     return rows
@@ -103,12 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deals", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--search-deals", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=1, help="processes for the search's deals (one per core)")
     ap.add_argument("--json", type=Path, help="write every result here")
     a = ap.parse_args(argv)
     try:
         nets = round_networks(a.run)
         rows = measure(nets, a.reference, a.rules, a.players, a.deals, a.seed, a.search_deals,
-                       log=lambda m: print(m, file=sys.stderr))
+                       log=lambda m: print(m, file=sys.stderr), workers=a.workers)
     except (OSError, ValueError) as exc:
         print(f"expert_rounds: {exc}", file=sys.stderr)
         return 2

@@ -289,3 +289,73 @@ def test_cli_resumes_only_when_asked_and_then_removes_the_chunks(tmp_path, capsy
     assert "--resume cannot continue this run: random plays differently alone" in capsys.readouterr().err
     assert main(["--agent", "heuristic", "--deals", "4", "--resume"]) == 2
     assert "give the --out folder of the interrupted run" in capsys.readouterr().err
+
+
+# ---- chunks played side by side ------------------------------------------------------------------
+SIDE_BY_SIDE = {"workers", "wall_seconds"}
+
+
+@pytest.mark.parametrize("agent, opponents, deals, chunk", [
+    ("heuristic", "heuristic:greedy", 70, 16),
+    ("checkpoints/standard+search:candidates=2,worlds=2", "heuristic", 12, 4)])
+def test_worker_processes_give_the_one_process_result(tmp_path, agent, opponents, deals, chunk):
+    """Chunks finish in any order in the workers; the result, deal by deal and game by game, is the
+    one-process one."""
+    if "checkpoints" in agent:
+        pytest.importorskip("torch")
+    run = dict(deals=deals, seed=5, chunk=chunk, deal_scores=True)
+    one = evaluate(agent, opponents, **run, save_games=str(tmp_path / "one.jsonl"))
+    two = evaluate(agent, opponents, **run, save_games=str(tmp_path / "two.jsonl"), workers=2)
+    assert two["workers"] == 2 and two["wall_seconds"] > 0 and not SIDE_BY_SIDE & set(one)
+    assert _same({k: v for k, v in two.items() if k not in SIDE_BY_SIDE | {"saved_games"}},
+                 {k: v for k, v in one.items() if k != "saved_games"})
+    assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+
+
+def test_one_pool_serves_every_table_and_keeps_resumable_chunks(tmp_path):
+    from agents.evaluate import evaluate_tables
+    tables, deals = [("online", 3), ("mien_bac", 4)], 600  # two chunks a table: 512 and 88 deals
+    one = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2)
+    seen: list[tuple[str, int]] = []
+    two = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2, workers=2,
+                          store=tmp_path / "chunks", progress=lambda k, d, t: seen.append((k, d)))
+    assert list(two["by_table"]) == ["online/3", "mien_bac/4"] and two["workers"] == 2
+    assert _same({k: v for k, v in two.items() if k not in SIDE_BY_SIDE | {"by_table"}},
+                 {k: v for k, v in one.items() if k != "by_table"})
+    for name, r in two["by_table"].items():
+        assert _same({k: v for k, v in r.items() if k not in SIDE_BY_SIDE}, one["by_table"][name])
+        assert sorted(d for k, d in seen if k == name) in ([88, 600], [512, 600])  # as the chunks finished
+    assert len(list((tmp_path / "chunks").rglob("deals_*.npz"))) == 4
+    again = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2, workers=2,
+                            store=tmp_path / "chunks")
+    assert all(r["resumed_chunks"] == 2 and "workers" not in r for r in again["by_table"].values())
+
+
+def test_worker_processes_are_refused_what_they_cannot_replay(tmp_path, capsys):
+    from agents.evaluate import EvalPool
+    with pytest.raises(ValueError, match="cannot be played apart by worker processes: random plays"):
+        evaluate("heuristic", "random", deals=8, workers=2)
+    with pytest.raises(ValueError, match="give them as specs"):
+        evaluate(HeuristicAgent(), "heuristic", deals=8, chunk=4, workers=2)
+    with pytest.raises(ValueError, match="workers must be a positive integer, not 0"):
+        evaluate("heuristic", "heuristic", deals=8, workers=0)
+    with EvalPool("heuristic", "heuristic", 1, 2) as pool:
+        with pytest.raises(ValueError, match="the pool plays heuristic against heuristic with seed 1, not"
+                                             " heuristic against heuristic:greedy with seed 1"):
+            evaluate("heuristic", "heuristic:greedy", deals=8, seed=1, pool=pool)
+    assert main(["--agent", "heuristic", "--opponents", "random", "--deals", "8", "--workers", "2",
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "--workers plays the chunks apart, which this run cannot: random plays" in capsys.readouterr().err
+    assert main(["--agent", "heuristic", "--deals", "8", "--workers", "0", "--out", str(tmp_path / "r")]) == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+def test_cli_workers_report_the_one_process_figures(tmp_path, capsys):
+    argv = ["--agent", "heuristic", "--opponents", "heuristic:greedy", "--deals", "1100", "--seed", "4",
+            "--json"]
+    assert main(argv + ["--out", str(tmp_path / "one")]) == 0
+    one = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(argv + ["--workers", "2", "--out", str(tmp_path / "two")]) == 0
+    two = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert two["by_table"]["hoi_quan_bai/4"]["workers"] == 2  # three chunks of at most 512 deals
+    assert (two["mean_score"], two["ci95"], two["win_rate"]) == (one["mean_score"], one["ci95"], one["win_rate"])
