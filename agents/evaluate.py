@@ -146,10 +146,10 @@ def _play_slow(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
 
 
 def _play_chunk(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray, openers: np.ndarray,
-                fast: bool, logging: bool) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+                logging: bool) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
     """One chunk of deals, every rotation: its statistics and (``logging``) its games as records."""
     records: list[dict[str, Any]] = []
-    if fast:
+    if agent.batched and opp.batched:
         states, log = _play_batched(agent, opp, rs, n, hands, openers, logging)
         if log is not None:
             for g in range(states.shape[0]):
@@ -169,13 +169,11 @@ _pool_agents: tuple[Agent, Agent] | None = None  # a worker process's two agents
 
 
 def _pool_init(agent: str, opponents: str, seed: int) -> None:
-    """A worker's start: one thread (the workers are sized to cores), the agents built as evaluate
-    builds them, so each chunk plays what it plays in one process."""
+    """A worker's start: one thread (the workers are sized to cores; set before the agents import torch),
+    the agents built as evaluate builds them, so each chunk plays what it plays in one process."""
     global _pool_agents
     os.environ["OMP_NUM_THREADS"] = "1"
     _pool_agents = (make_agent(agent, seed=seed), make_agent(opponents, seed=seed + 1))
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(1)
 
 
 def _pool_chunk(rs: RuleSet, n: int, lo: int, hi: int, hands: np.ndarray, openers: np.ndarray,
@@ -183,7 +181,7 @@ def _pool_chunk(rs: RuleSet, n: int, lo: int, hi: int, hands: np.ndarray, opener
     assert _pool_agents is not None, "_pool_init runs first"
     a, b = _pool_agents
     t0 = time.perf_counter()
-    part, recs = _play_chunk(a, b, rs, n, hands, openers, a.batched and b.batched, logging)
+    part, recs = _play_chunk(a, b, rs, n, hands, openers, logging)
     return lo, hi, part, recs, time.perf_counter() - t0
 
 
@@ -407,7 +405,6 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
     hands = np.zeros((deals, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
     openers = np.zeros(deals, dtype=np.int64)
     skipped = int(core.playable_deals(seeding.stream(seed), 0, ru, n, hands, openers))
-    fast = a.batched and b.batched
     logging = save_games is not None
     parts: dict[int, dict[str, np.ndarray]] = {}
     records: dict[int, list[dict[str, Any]]] = {}
@@ -443,7 +440,7 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
     if not side_by_side:
         for lo, hi in todo:
             t0 = time.perf_counter()
-            part, recs = _play_chunk(a, b, rs, n, hands[lo:hi], openers[lo:hi], fast, logging)
+            part, recs = _play_chunk(a, b, rs, n, hands[lo:hi], openers[lo:hi], logging)
             finished(lo, hi, part, recs, time.perf_counter() - t0)
     else:
         own = pool is None
@@ -465,7 +462,7 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent",
            **_summary(parts_in_order, n), "instant_deals_skipped": skipped,
            "seconds": round(seconds, 3),
            "games_per_s": round(deals * n / seconds, 1) if seconds > 0 else None,
-           "batched": fast}
+           "batched": a.batched and b.batched}
     if side_by_side:  # ``seconds`` sums the chunks' times (games_per_s: one process's rate); this is the run's
         out["workers"], out["wall_seconds"] = processes, round(wall, 3)
     if resumed:
