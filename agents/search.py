@@ -56,6 +56,7 @@ from sam_env.seeding import GOLDEN_U64, mix64
 from .base import Agent, check_seat
 from .nets.belief import BeliefNet, load_belief
 from .nets.format import Table
+from .nets.policy import PolicyNet
 from .policy_agent import PolicyAgent, load_policy_agent
 
 
@@ -266,6 +267,29 @@ def search_targets(cands: np.ndarray, values: np.ndarray, temperature: float) ->
     p = z / z.sum(axis=1, keepdims=True)
     r, j = np.nonzero(valid)
     out[r, cands[r, j]] = p[r, j]
+    return out
+
+
+@torch.no_grad()
+def rollout_rates(net: PolicyNet, rows: int = 4 * PAD_ROWS, repeats: int = 8) -> dict[str, float]:
+    """Rows per second of a rollout step's forward (trunk and policy head) in float32 and, where oneDNN
+    takes it, bfloat16, on the calling thread: the best of ``repeats`` after a warm-up.  Whether bfloat16
+    is the faster is a property of the core, not of its flags: 3x faster with AMX, 1.3x *slower* on a
+    Xeon whose AVX512-BF16 has no AMX beside it (docs/agents.md), so a one-thread search worker measures
+    it instead of guessing (the choice changes ~1% of greedy moves, not what the search is)."""
+    x = torch.ones(rows, obs_mod.OBS_SIZE)
+    nets = {"fp32": net}
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        nets["bf16"] = copy.deepcopy(net).to(torch.bfloat16).eval()
+    out = {}
+    for name, m in nets.items():
+        inp = x.to(m.inp.weight.dtype)
+        best = float("inf")
+        for _ in range(repeats + 1):
+            t0 = time.perf_counter()
+            m.pi(m.trunk(inp))
+            best = min(best, time.perf_counter() - t0)
+        out[name] = rows / best
     return out
 
 

@@ -15,7 +15,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("sam_env.replay_cli", "replay samloc/1 records and report results or legal moves"),
     "rules": ("sam_env.rules_cli", "list the rule presets, or show one as YAML"),
-    "bench": ("sam_env.bench", "throughput: engine, environments; --agent matches; --learner, --rollout training"),
+    "bench": ("sam_env.bench", "throughput: engine, environments; --agent matches; --learner, --rollout, --search training"),
     "demo": ("sam_env.demo", "simulate random games, write their records and replay them"),
     "eval": ("agents.evaluate", "duplicate-deal evaluation of an agent against opponents"),
     "league": ("agents.league", "every pair of agents on duplicate deals: ratings on the lá scale"),
@@ -28,7 +28,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 #: ``samloc bench`` options measured by the layer above the engine's (``sam_env.bench`` takes the rest).
-BENCH_BY_OPTION = {"--learner": "training.bench", "--rollout": "training.bench", "--agent": "agents.bench"}
+BENCH_BY_OPTION = {"--learner": "training.bench", "--rollout": "training.bench", "--search": "training.bench",
+                   "--agent": "agents.bench"}
 
 
 def _module(name: str, args: list[str]) -> str:

@@ -35,7 +35,7 @@ TINY = ["model.hidden=32", "model.layers=1", "distill.enabled=true", "distill.en
         "distill.minibatch=64", "distill.batch_decisions=96", "rollout.num_workers=1",
         "rollout.cpus_per_worker=0.5", "distill.cpus_per_worker=0.5", "eval.deals=8",
         "eval.final_deals=0", "eval.opponents=[random]", "eval.every_updates=1000", "display=none",
-        "log_every_s=1", "max_minutes=0"]
+        "log_every_s=1", "max_minutes=0", "distill.precision=fp32"]
 
 
 def _engine(overrides: list[str], seed: int, weights: dict[str, np.ndarray] | None = None) -> SearchEngine:
@@ -56,8 +56,11 @@ def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 # ---- the search workers' games --------------------------------------------------------------------
-def test_the_search_games_record_every_searched_decision_with_legal_candidates_reproducibly() -> None:
-    eng = _engine([], seed=7)
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_search_games_record_every_searched_decision_with_legal_candidates_reproducibly(
+        precision: str) -> None:
+    eng = _engine([f"distill.precision={precision}"], seed=7)
+    assert eng.search.fast_net.inp.weight.dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)
     out = eng.play()
     b, st = out["batch"], out["stats"]
     n = len(b["cands"])
@@ -82,9 +85,10 @@ def test_the_search_games_record_every_searched_decision_with_legal_candidates_r
     with torch.no_grad():
         top = net(tb["obs"], tb["mask"])[0].argmax(1).numpy()
     assert (top == cands[:, 0]).all()
-    again = _engine([], seed=7).play()["batch"]
-    assert all(np.array_equal(again[k], b[k]) for k in b)  # the seed decides everything
-    other = _engine([], seed=8).play()["batch"]
+    assert st["precision"] == precision and st["rollout_rates"] == {}
+    again = _engine([f"distill.precision={precision}"], seed=7).play()["batch"]
+    assert all(np.array_equal(again[k], b[k]) for k in b)  # the seed decides everything, on one thread
+    other = _engine([f"distill.precision={precision}"], seed=8).play()["batch"]
     assert not np.array_equal(other["obs_bits"][:50], b["obs_bits"][:50])
 
 
@@ -94,6 +98,32 @@ def test_the_opponent_mix_is_the_configured_one(share: float, heuristic: bool) -
     st = eng.play()["stats"]
     assert st["games"] > 0
     assert st["heuristic_games"] == (st["games"] if heuristic else 0)
+
+
+def test_auto_precision_runs_the_rollouts_in_the_faster_of_the_two_it_measured() -> None:
+    eng = _engine(["distill.precision=auto"], seed=3)
+    rates = eng.rates
+    assert rates["fp32"] > 0 and set(rates) <= {"fp32", "bf16"}
+    assert eng.bf16 == (rates.get("bf16", 0.0) > rates["fp32"])
+    assert eng.search.fast_net.inp.weight.dtype == (torch.bfloat16 if eng.bf16 else torch.float32)
+    eng.set_network(weights_to_numpy(build_net(32, 1, "full")), 1, None)  # a new round: measured once
+    assert eng.rates is rates and eng.search.fast_net.inp.weight.dtype == (
+        torch.bfloat16 if eng.bf16 else torch.float32)
+    st = eng.play()["stats"]
+    assert st["precision"] == ("bf16" if eng.bf16 else "fp32") and st["rollout_rates"] == rates
+
+
+def test_bench_search_times_one_search_worker_in_each_precision(tmp_path: Path) -> None:
+    from training.bench import bench_search, main
+
+    torch.manual_seed(0)
+    start = _start_checkpoint(tmp_path / "start")
+    res = bench_search(load_config("quick", [*TINY, f"init_from={start}"]), requests=1)
+    assert res["init_from"] == str(start) and (res["candidates"], res["worlds"], res["horizon"]) == (3, 2, 1)
+    assert res["fp32_searched_per_s"] > 0 and res["bf16_searched_per_s"] > 0
+    rows = res["rollout_rows_per_s"]
+    assert res["auto"] == ("bf16" if rows.get("bf16", 0) > rows["fp32"] else "fp32")
+    assert main(["--search", "--requests", "0"]) == 2
 
 
 def test_search_seeds_are_a_stream_of_their_own() -> None:
@@ -172,6 +202,7 @@ def test_the_distillation_term_is_the_kl_to_the_target() -> None:
     (["distill.enabled=true", "model.critic=obs"], "distill.critic > 0 needs the perfect-information critic"),
     (["distill.enabled=true", "rollout.deterministic=true"], "rollout.deterministic"),
     (["distill.temprature=1"], "temprature"),
+    (["distill.precision=fp16"], "distill.precision must be auto, bf16 or fp32, not 'fp16'"),
 ])
 def test_bad_distill_configs_are_refused_in_one_line(overrides: list[str], words: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -312,3 +343,5 @@ def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path:
     assert again.d.rounds[:len(d1.rounds)] == d1.rounds
     meta = ckfmt.verify(Path(second["checkpoint"]), trainer=True)
     assert meta.raw["distill"]["round"] == again.d.round and meta.resumes == ("samloc train --resume RUN",)
+    assert [m for m in logs if "rollouts in" in m] == ["search worker 0: rollouts in fp32 (distill.precision)"]
+    assert meta.raw["distill"]["precision"] == {"0": "fp32"}

@@ -1,8 +1,9 @@
-"""``samloc bench --learner`` / ``--rollout``: the two figures that size a training run.
+"""``samloc bench --learner`` / ``--rollout`` / ``--search``: the figures that size a training run.
 
     samloc bench --learner [--config standard] [--device auto|cpu|cuda|cuda:N] [--precision fp32|bf16]
                            [--updates 3] [--batch-decisions N] [--minibatch N] [--json]
     samloc bench --rollout [--config standard] [--rollouts 3] [--json]
+    samloc bench --search [--config expert] [--requests 2] [--json]
 
 ``--learner``: decisions learned per second by the learner alone (the
 trainer's own :class:`training.learner.Learner`) on rollouts recorded from
@@ -16,6 +17,12 @@ copy to the device, the expansion, the PPO epochs.  The recorded decisions
 per second (every seat), learner decisions per second (the learner's seats,
 at the config's opponent mix), and ``bytes_per_decision``, the size of what
 the worker ships divided by the learner decisions it holds.
+
+``--search``: one expert-iteration search worker on one core, as in the
+stage (``training.distill.SearchEngine`` with the config's ``distill``
+settings, the ``init_from`` network and its belief): searched decisions per
+second with its rollouts in fp32 and in bf16, and the rollout forward's rows
+per second that ``distill.precision: auto`` compares to choose.
 
 The last line printed is one JSON object.  Exit 2 on a bad option, a bad
 config, or CUDA asked for where there is none.
@@ -121,13 +128,50 @@ def bench_rollout(cfg: TrainConfig, rollouts: int) -> dict[str, Any]:
             "bytes_per_decision": round(shipped / n, 1), "float32_bytes_per_decision": round(expanded, 1)}
 
 
+def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
+    """Searched decisions/s of one search worker in each precision, after a warm-up request each."""
+    import dataclasses
+
+    from agents.nets.belief import load_belief
+    from agents.nets.checkpoint import load_checkpoint
+    from agents.nets.policy import build_net
+    from agents.search import rollout_rates
+
+    from .distill import SearchEngine
+    from .rollout import weights_to_numpy
+
+    m, d = cfg.model, cfg.distill
+    if cfg.init_from:
+        net, _ = load_checkpoint(cfg.init_from)
+        bnet = load_belief(cfg.init_from)
+    else:
+        net, bnet = build_net(m.hidden, m.layers, m.critic), None
+    weights = weights_to_numpy(net)
+    belief = {"hidden": bnet.hidden, "weights": weights_to_numpy(bnet)} if bnet is not None else None
+    rates = rollout_rates(net.eval())
+    out: dict[str, Any] = {"config": cfg.name, "init_from": cfg.init_from or None, "candidates": d.candidates,
+                           "worlds": d.worlds, "horizon": d.horizon, "games": d.envs_per_worker,
+                           "rollout_rows_per_s": {k: round(v) for k, v in rates.items()},
+                           "auto": "bf16" if rates.get("bf16", 0.0) > rates["fp32"] else "fp32"}
+    for prec in ("fp32", "bf16"):
+        eng = SearchEngine(dataclasses.replace(cfg, distill=dataclasses.replace(d, precision=prec)), 0, cfg.seed)
+        eng.set_network(weights, 0, belief)
+        eng.play()  # compiles, and fills the games past their first moves
+        t0 = time.perf_counter()
+        n = sum(eng.play()["stats"]["searched"] for _ in range(requests))
+        out[f"{prec}_searched_per_s"] = round(n / (time.perf_counter() - t0), 1)
+    return out
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="samloc bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--learner", action="store_true", help="learner-only throughput on recorded rollouts")
     what.add_argument("--rollout", action="store_true", help="one worker's generation rate and shipped bytes")
-    ap.add_argument("--config", default="standard", help="training config (default standard; cluster: 512x4)")
+    what.add_argument("--search", action="store_true",
+                      help="one expert-iteration search worker's searched decisions/s in fp32 and bf16")
+    ap.add_argument("--config", help="training config (default standard, expert for --search; cluster: 512x4)")
     ap.add_argument("--device", help="learner.device (default: the config's)")
     ap.add_argument("--precision", choices=("fp32", "bf16"), help="learner.precision (default: the config's)")
     ap.add_argument("--batch-decisions", type=int, help="ppo.batch_decisions (default: the config's)")
@@ -135,10 +179,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--updates", type=int, default=3, help="timed updates after one warm-up (default 3)")
     ap.add_argument("--record", type=int, default=65536, help="at most this many decisions recorded (default 65536)")
     ap.add_argument("--rollouts", type=int, default=3, help="timed rollouts after one warm-up (default 3)")
+    ap.add_argument("--requests", type=int, default=2,
+                    help="timed search requests per precision after one warm-up (default 2)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args(argv)
-    if min(args.updates, args.rollouts, args.record) < 1:
-        ap.error("--updates, --rollouts and --record must be at least 1")
+    if min(args.updates, args.rollouts, args.record, args.requests) < 1:
+        ap.error("--updates, --rollouts, --requests and --record must be at least 1")
+    args.config = args.config or ("expert" if args.search else "standard")
     return args
 
 
@@ -172,6 +219,19 @@ def main(argv: list[str]) -> int:
             print(f"learner on {res['device_name']} ({res['device']}), {cfg.name} model {res['model']},"
                   f" {res['precision']}: {res['decisions_per_s']:,} decisions learned/s,"
                   f" {res['seconds_per_update']:.3f} s per update of {res['decisions_per_update']:,}")
+    elif args.search:
+        try:
+            res = bench_search(cfg, args.requests)
+        except (OSError, ValueError) as exc:  # init_from missing or not a checkpoint
+            print(f"samloc bench: init_from: {exc}", file=sys.stderr)
+            return 2
+        if not args.json:
+            r = res["rollout_rows_per_s"]
+            print(f"one search worker, {cfg.name} ({res['candidates']} x {res['worlds']}, horizon {res['horizon']}):"
+                  f" {res['fp32_searched_per_s']:,} searched decisions/s in fp32, {res['bf16_searched_per_s']:,} in"
+                  f" bf16; rollout forward {r['fp32']:,} rows/s in fp32"
+                  + (f", {r['bf16']:,} in bf16" if "bf16" in r else ", bf16 not native")
+                  + f": distill.precision=auto takes {res['auto']}")
     else:
         res = bench_rollout(cfg, args.rollouts)
         if not args.json:

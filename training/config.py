@@ -270,6 +270,10 @@ class DistillConfig:
     heldout: int = 2048
     """Searched decisions kept out of training (every 20th that arrives, the newest this many) to measure
     the policy's KL to targets it never learned from (losses/distill_kl_heldout; 0: none)."""
+    precision: str = "auto"
+    """The search workers' rollouts: bf16, fp32, or auto: the faster of the two on the worker's own core,
+    measured once when it starts (agents.search.rollout_rates; bf16 is 3x faster with AMX and slower on
+    some CPUs with AVX512-BF16 alone, docs/training.md).  The leaves' values are float32 either way."""
     belief_deals: int = 0
     """Duplicate deals the new network plays at each round's start to learn the search's hand belief
     again (training/belief.py, belief.hidden and belief.epochs), kept only where it beats the round's belief
@@ -509,6 +513,7 @@ def _check_distill(cfg: TrainConfig, tables: int) -> None:
          f"buffer ({d.buffer:,}) must hold at least one minibatch ({d.minibatch:,})")
     need(d.reuse > 0, f"reuse must be positive, not {d.reuse}")
     need(d.belief_deals >= 0 and d.heldout >= 0, "belief_deals and heldout must be >= 0")
+    need(d.precision in ("auto", "bf16", "fp32"), f"precision must be auto, bf16 or fp32, not {d.precision!r}")
     if not d.enabled:
         return
     need(not (d.horizon >= 0 and d.critic > 0 and cfg.model.critic != "full"),

@@ -55,7 +55,7 @@ from agents.nets.belief import BeliefNet, load_belief, save_belief
 from agents.nets.format import BELIEF_META, read_json_file
 from agents.nets.policy import build_net
 from agents.policy_agent import PolicyAgent
-from agents.search import SearchAgent, search_targets
+from agents.search import SearchAgent, rollout_rates, search_targets
 from sam_env.obs import OBS_SIZE
 from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
@@ -108,6 +108,8 @@ class SearchEngine:
         self.round = -1
         self.policy: PolicyAgent | None = None
         self.search: SearchAgent | None = None
+        self.bf16: bool | None = None           # the rollouts' precision, settled by the first network
+        self.rates: dict[str, float] = {}       # what distill.precision=auto measured (rows/s)
 
     def set_network(self, weights: dict[str, np.ndarray], round_: int, belief: dict[str, Any] | None) -> None:
         """The round's network (numpy weights) and hand belief (``{"hidden", "weights"}``, None: uniform
@@ -117,10 +119,16 @@ class SearchEngine:
         m, d = self.cfg.model, self.cfg.distill
         net = build_net(m.hidden, m.layers, m.critic)
         load_numpy_weights(net, weights)
+        if self.bf16 is None:
+            if d.precision == "auto":
+                self.rates = rollout_rates(net.eval())
+                self.bf16 = self.rates.get("bf16", 0.0) > self.rates["fp32"]
+            else:
+                self.bf16 = d.precision == "bf16"
         self.policy = PolicyAgent(net.eval(), seed=self.seed, name=f"round{round_}")
         self.search = SearchAgent(self.policy, d.candidates, d.worlds, d.horizon, d.critic,
                                   belief=belief_net(belief), reward_scale=self.cfg.env.reward_scale,
-                                  seed=self.seed)
+                                  seed=self.seed, bf16=self.bf16)
         self.round = round_
 
     def _draw(self, tb: _Table, games: np.ndarray) -> None:
@@ -147,6 +155,8 @@ class SearchEngine:
         obs, mask, cands, values = (np.concatenate(p) for p in zip(*parts))
         batch = compact.pack_obs(obs, mask) | {"cands": cands.astype(np.int16), "values": values}
         stats["seconds"] = time.perf_counter() - t0
+        stats["precision"] = "bf16" if self.bf16 else "fp32"
+        stats["rollout_rates"] = self.rates
         return {"batch": batch, "stats": stats, "round": self.round}
 
     def _step(self, tb: _Table, parts: list[tuple[np.ndarray, ...]], stats: dict[str, Any]) -> None:
@@ -311,7 +321,8 @@ class DistillTrainer(Trainer):
         self.d = DistillCounters()
         self.round_weights: dict[str, np.ndarray] | None = None
         self.belief: dict[str, Any] | None = None  # {"hidden", "weights", "info"}: the round's hand belief
-        super().__init__(cfg, run_dir, **kw)       # a resume restores the three (_restore_extra)
+        self.precision: dict[int, str] = {}        # each search worker's rollouts, as it last reported
+        super().__init__(cfg, run_dir, **kw)       # a resume restores the four (_restore_extra)
         if self.round_weights is None:             # the stage starts: round 0 searches the starting network
             self.round_weights = self.learner.weights()
             if cfg.init_from:
@@ -483,6 +494,7 @@ class DistillTrainer(Trainer):
         self.received += len(batch["cands"])
         self.fresh += len(batch["cands"])
         st, d = out["stats"], self.d
+        self._note_precision(out.get("worker", 0), st)
         d.games += st["games"]
         d.decisions += st["decisions"]
         d.searched += n
@@ -490,6 +502,18 @@ class DistillTrainer(Trainer):
         d.la_sum += st["la_sum"]
         d.heuristic_games += st["heuristic_games"]
         d.heuristic_la_sum += st["heuristic_la_sum"]
+
+    def _note_precision(self, worker: int, st: dict[str, Any]) -> None:
+        """Says once per worker which precision its rollouts run in, and why."""
+        prec = st.get("precision")
+        if prec is None or self.precision.get(worker) == prec:
+            return
+        self.precision[worker] = prec
+        r = st.get("rollout_rates") or {}
+        why = (f"measured {r['fp32']:,.0f} rows/s in fp32, "
+               + (f"{r['bf16']:,.0f} in bf16" if "bf16" in r else "bf16 not native here")
+               if r else "distill.precision")
+        self.log(f"search worker {worker}: rollouts in {prec} ({why})")
 
     def _sample(self) -> dict[str, torch.Tensor] | None:
         """A distillation minibatch from the buffer, or None while drawing it would use the searched
@@ -607,7 +631,8 @@ class DistillTrainer(Trainer):
             meta["heuristic_share"] = self.cfg.distill.heuristic_share
         meta["distill"] = {"round": d.round, "round_start_update": d.round_start, "searched": d.searched,
                            "games": d.games, "search_la": round(d.la_sum / d.games, 4) if d.games else None,
-                           "rounds": d.rounds, "belief": (self.belief or {}).get("info")}
+                           "rounds": d.rounds, "belief": (self.belief or {}).get("info"),
+                           "precision": {str(w): p for w, p in sorted(self.precision.items())}}
         return meta
 
     def _extra_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -616,7 +641,8 @@ class DistillTrainer(Trainer):
         if b:
             tensors |= {f"belief.{k}": torch.from_numpy(np.array(v)) for k, v in b["weights"].items()}
         belief = {"hidden": b["hidden"], "info": b["info"]} if b else None
-        return tensors, {"distill": {"counters": dataclasses.asdict(self.d), "belief": belief}}
+        return tensors, {"distill": {"counters": dataclasses.asdict(self.d), "belief": belief,
+                                     "precision": {str(w): p for w, p in self.precision.items()}}}
 
     def _restore_extra(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
         saved = state.get("distill")
@@ -626,6 +652,7 @@ class DistillTrainer(Trainer):
             return
         known = {f.name for f in dataclasses.fields(DistillCounters)}
         self.d = DistillCounters(**{k: v for k, v in saved["counters"].items() if k in known})
+        self.precision = {int(w): p for w, p in saved.get("precision", {}).items()}  # until workers report
         self.round_weights = {k[len("round."):]: v.numpy() for k, v in tensors.items()
                               if k.startswith("round.")}
         b = saved.get("belief")
