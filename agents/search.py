@@ -270,6 +270,26 @@ def search_targets(cands: np.ndarray, values: np.ndarray, temperature: float) ->
     return out
 
 
+def _bf16_native() -> bool:
+    """Whether oneDNN multiplies bfloat16 natively here (it emulates it on plain AVX512)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def _bf16_copy(net: PolicyNet) -> PolicyNet:
+    return copy.deepcopy(net).to(torch.bfloat16).eval()
+
+
+def rates_text(rates: dict[str, float]) -> str:
+    """:func:`rollout_rates` in words, for a log line."""
+    bf16 = f"{rates['bf16']:,.0f} in bf16" if "bf16" in rates else "bf16 not native here"
+    return f"{rates['fp32']:,.0f} rows/s in fp32, {bf16}"
+
+
+def prefers_bf16(rates: dict[str, float]) -> bool:
+    """Whether :func:`rollout_rates` found bfloat16 the faster (absent: not native, so not)."""
+    return rates.get("bf16", 0.0) > rates["fp32"]
+
+
 @torch.no_grad()
 def rollout_rates(net: PolicyNet, rows: int = 4 * PAD_ROWS, repeats: int = 8) -> dict[str, float]:
     """Rows per second of a rollout step's forward (trunk and policy head) in float32 and, where oneDNN
@@ -279,8 +299,8 @@ def rollout_rates(net: PolicyNet, rows: int = 4 * PAD_ROWS, repeats: int = 8) ->
     it instead of guessing (the choice changes ~1% of greedy moves, not what the search is)."""
     x = torch.ones(rows, obs_mod.OBS_SIZE)
     nets = {"fp32": net}
-    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        nets["bf16"] = copy.deepcopy(net).to(torch.bfloat16).eval()
+    if _bf16_native():
+        nets["bf16"] = _bf16_copy(net)
     out = {}
     for name, m in nets.items():
         inp = x.to(m.inp.weight.dtype)
@@ -325,8 +345,8 @@ class SearchAgent(Agent):
         # the time) wherever oneDNN takes it: ~3x faster with AMX / AVX512-BF16, emulated and ~1.5x slower
         # on plain AVX512, but reproducible there, which float32 GEMM on several threads is not.
         if bf16 is None:
-            bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        self.fast_net = copy.deepcopy(policy.net).to(torch.bfloat16).eval() if bf16 else policy.net
+            bf16 = _bf16_native()
+        self.fast_net = _bf16_copy(policy.net) if bf16 else policy.net
         self.name = f"{policy.name}+search"
         self._obs = np.zeros((0, obs_mod.OBS_SIZE), dtype=np.float32)
         self._mask = np.zeros((0, NUM_ACTIONS), dtype=np.int8)

@@ -61,9 +61,8 @@ def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 # ---- the search workers' games --------------------------------------------------------------------
 def test_the_search_games_record_every_searched_decision_with_legal_candidates_reproducibly() -> None:
-    precision = "bf16"  # float32 repeats in a one-thread process only: the test below
-    eng = _engine([f"distill.precision={precision}"], seed=7)
-    assert eng.search.fast_net.inp.weight.dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)
+    eng = _engine(["distill.precision=bf16"], seed=7)  # float32 repeats in a one-thread process: below
+    assert eng.search.fast_net.inp.weight.dtype == torch.bfloat16
     out = eng.play()
     b, st = out["batch"], out["stats"]
     n = len(b["cands"])
@@ -88,10 +87,10 @@ def test_the_search_games_record_every_searched_decision_with_legal_candidates_r
     with torch.no_grad():
         top = net(tb["obs"], tb["mask"])[0].argmax(1).numpy()
     assert (top == cands[:, 0]).all()
-    assert st["precision"] == precision and st["rollout_rates"] == {}
-    again = _engine([f"distill.precision={precision}"], seed=7).play()["batch"]
+    assert st["precision"] == "bf16" and st["rollout_rates"] == {}
+    again = _engine(["distill.precision=bf16"], seed=7).play()["batch"]
     assert all(np.array_equal(again[k], b[k]) for k in b)  # the seed decides everything, on one thread
-    other = _engine([f"distill.precision={precision}"], seed=8).play()["batch"]
+    other = _engine(["distill.precision=bf16"], seed=8).play()["batch"]
     assert not np.array_equal(other["obs_bits"][:50], b["obs_bits"][:50])
 
 

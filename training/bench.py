@@ -135,7 +135,7 @@ def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
     from agents.nets.belief import load_belief
     from agents.nets.checkpoint import load_checkpoint
     from agents.nets.policy import build_net
-    from agents.search import rollout_rates
+    from agents.search import prefers_bf16, rollout_rates
 
     from .distill import SearchEngine
     from .rollout import weights_to_numpy
@@ -152,7 +152,7 @@ def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
     out: dict[str, Any] = {"config": cfg.name, "init_from": cfg.init_from or None, "candidates": d.candidates,
                            "worlds": d.worlds, "horizon": d.horizon, "games": d.envs_per_worker,
                            "rollout_rows_per_s": {k: round(v) for k, v in rates.items()},
-                           "auto": "bf16" if rates.get("bf16", 0.0) > rates["fp32"] else "fp32"}
+                           "auto": "bf16" if prefers_bf16(rates) else "fp32"}
     for prec in ("fp32", "bf16"):
         eng = SearchEngine(dataclasses.replace(cfg, distill=dataclasses.replace(d, precision=prec)), 0, cfg.seed)
         eng.set_network(weights, 0, belief)
@@ -226,12 +226,11 @@ def main(argv: list[str]) -> int:
             print(f"samloc bench: init_from: {exc}", file=sys.stderr)
             return 2
         if not args.json:
-            r = res["rollout_rows_per_s"]
+            from agents.search import rates_text
             print(f"one search worker, {cfg.name} ({res['candidates']} x {res['worlds']}, horizon {res['horizon']}):"
                   f" {res['fp32_searched_per_s']:,} searched decisions/s in fp32, {res['bf16_searched_per_s']:,} in"
-                  f" bf16; rollout forward {r['fp32']:,} rows/s in fp32"
-                  + (f", {r['bf16']:,} in bf16" if "bf16" in r else ", bf16 not native")
-                  + f": distill.precision=auto takes {res['auto']}")
+                  f" bf16; rollout forward {rates_text(res['rollout_rows_per_s'])}:"
+                  f" distill.precision=auto takes {res['auto']}")
     else:
         res = bench_rollout(cfg, args.rollouts)
         if not args.json:

@@ -55,7 +55,7 @@ from agents.nets.belief import BeliefNet, load_belief, save_belief
 from agents.nets.format import BELIEF_META, read_json_file
 from agents.nets.policy import build_net
 from agents.policy_agent import PolicyAgent
-from agents.search import SearchAgent, rollout_rates, search_targets
+from agents.search import SearchAgent, prefers_bf16, rates_text, rollout_rates, search_targets
 from sam_env.obs import OBS_SIZE
 from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
@@ -122,7 +122,7 @@ class SearchEngine:
         if self.bf16 is None:
             if d.precision == "auto":
                 self.rates = rollout_rates(net.eval())
-                self.bf16 = self.rates.get("bf16", 0.0) > self.rates["fp32"]
+                self.bf16 = prefers_bf16(self.rates)
             else:
                 self.bf16 = d.precision == "bf16"
         self.policy = PolicyAgent(net.eval(), seed=self.seed, name=f"round{round_}")
@@ -505,15 +505,11 @@ class DistillTrainer(Trainer):
 
     def _note_precision(self, worker: int, st: dict[str, Any]) -> None:
         """Says once per worker which precision its rollouts run in, and why."""
-        prec = st.get("precision")
-        if prec is None or self.precision.get(worker) == prec:
-            return
-        self.precision[worker] = prec
-        r = st.get("rollout_rates") or {}
-        why = (f"measured {r['fp32']:,.0f} rows/s in fp32, "
-               + (f"{r['bf16']:,.0f} in bf16" if "bf16" in r else "bf16 not native here")
-               if r else "distill.precision")
-        self.log(f"search worker {worker}: rollouts in {prec} ({why})")
+        prec, rates = st["precision"], st["rollout_rates"]
+        if self.precision.get(worker) != prec:
+            self.precision[worker] = prec
+            why = f"measured {rates_text(rates)}" if rates else "distill.precision"
+            self.log(f"search worker {worker}: rollouts in {prec} ({why})")
 
     def _sample(self) -> dict[str, torch.Tensor] | None:
         """A distillation minibatch from the buffer, or None while drawing it would use the searched
