@@ -1,50 +1,40 @@
-"""The ``samloc`` command.
+"""The ``samloc`` command: sets the process's thread environment, then runs one subcommand.
 
-Each subcommand lives in its own module, in the layer it belongs to, with a
-``main(argv) -> int``; this file only dispatches, so ``samloc replay`` never
-imports torch or ray.
+Each subcommand is a module of :mod:`samloc.commands` with a ``main(argv) -> int``,
+imported only when asked for, so ``samloc replay`` never imports torch or ray.
 Usage errors exit 2; a bad record exits 1.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
-# name → (module, one-line help).  Modules import lazily.
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "replay": ("sam_env.replay_cli", "replay samloc/1 records and report results or legal moves"),
-    "rules": ("sam_env.rules_cli", "list the rule presets, or show one as YAML"),
-    "bench": ("sam_env.bench", "throughput: engine, environments; --agent matches; --learner, --rollout, --search training"),
-    "demo": ("sam_env.demo", "simulate random games, write their records and replay them"),
-    "eval": ("agents.evaluate", "duplicate-deal evaluation of an agent against opponents"),
-    "league": ("agents.league", "every pair of agents on duplicate deals: ratings on the lá scale"),
-    "train": ("training.cli", "self-play training on Ray"),
-    "exploit": ("training.exploit", "train a best response to a frozen agent: how exploitable it is"),
-    "belief": ("training.belief", "learn where the unseen cards are, for a checkpoint's play-time search"),
-    "export": ("agents.export", "export a checkpoint's policy to ONNX"),
-    "serve": ("agents.server", "serve a bot over HTTP (PROTOCOL §4) with a page to play it"),
+# name → one-line help; the module is samloc.commands.<name>.
+SUBCOMMANDS: dict[str, str] = {
+    "replay": "replay samloc/1 records and report results or legal moves",
+    "rules": "list the rule presets, or show one as YAML",
+    "bench": "throughput: engine, environments; --agent matches; --learner, --rollout, --search training",
+    "demo": "simulate random games, write their records and replay them",
+    "eval": "duplicate-deal evaluation of an agent against opponents",
+    "league": "every pair of agents on duplicate deals: ratings on the lá scale",
+    "train": "self-play training on Ray",
+    "exploit": "train a best response to a frozen agent: how exploitable it is",
+    "belief": "learn where the unseen cards are, for a checkpoint's play-time search",
+    "export": "export a checkpoint's policy to ONNX",
+    "serve": "serve a bot over HTTP (PROTOCOL §4) with a page to play it",
 }
 
-
-#: ``samloc bench`` options measured by the layer above the engine's (``sam_env.bench`` takes the rest).
-BENCH_BY_OPTION = {"--learner": "training.bench", "--rollout": "training.bench", "--search": "training.bench",
-                   "--agent": "agents.bench"}
-
-
-def _module(name: str, args: list[str]) -> str:
-    if name == "bench":
-        for a in args:
-            opt = a.split("=", 1)[0]
-            if opt in BENCH_BY_OPTION:
-                return BENCH_BY_OPTION[opt]
-    return SUBCOMMANDS[name][0]
+#: One thread per process unless the user says otherwise: several torch/numba processes on few cores
+#: starve each other otherwise.  Set here, once, before any command imports torch or numba; child
+#: processes (Ray workers, evaluation pools) inherit it.
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _usage() -> str:
     lines = ["usage: samloc COMMAND [options]   (samloc COMMAND --help for its options)", "", "commands:"]
-    for name, (_, text) in SUBCOMMANDS.items():
-        lines.append(f"  {name:<8} {text}")
+    lines += [f"  {name:<8} {text}" for name, text in SUBCOMMANDS.items()]
     return "\n".join(lines)
 
 
@@ -57,10 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"samloc: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module_name = _module(name, args[1:])
+    for key, value in THREAD_ENV.items():
+        os.environ.setdefault(key, value)
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
+        module = importlib.import_module(f"samloc.commands.{name}")
+    except ModuleNotFoundError as exc:   # an optional extra that is not installed (torch, ray, fastapi …)
         print(f"samloc {name}: not available ({exc})", file=sys.stderr)
         return 2
     try:

@@ -1,0 +1,3 @@
+"""`samloc belief` (moving here from training.belief)."""
+
+from training.belief import main  # noqa: F401

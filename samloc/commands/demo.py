@@ -1,0 +1,3 @@
+"""`samloc demo` (moving here from sam_env.demo)."""
+
+from sam_env.demo import main  # noqa: F401

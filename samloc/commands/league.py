@@ -1,0 +1,3 @@
+"""`samloc league` (moving here from agents.league)."""
+
+from agents.league import main  # noqa: F401

@@ -1,0 +1,3 @@
+"""`samloc rules` (moving here from sam_env.rules_cli)."""
+
+from sam_env.rules_cli import main  # noqa: F401

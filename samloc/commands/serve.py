@@ -1,0 +1,3 @@
+"""`samloc serve` (moving here from agents.server)."""
+
+from agents.server import main  # noqa: F401

@@ -1,0 +1,3 @@
+"""`samloc train` (moving here from training.cli)."""
+
+from training.cli import main  # noqa: F401
