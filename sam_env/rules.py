@@ -1,4 +1,4 @@
-"""Rule sets (RULES §9): a frozen dataclass, the presets in ``configs/rules/``.
+"""Rule sets (RULES §9): a frozen dataclass, the presets in ``sam_env/presets/``.
 
 A user rule set is a preset plus overrides, exactly as a record's ``rules``
 object is: ``{"preset": "hoi_quan_bai", "passed_can_chop": false}``.
@@ -19,7 +19,7 @@ import yaml
 
 from . import core
 
-PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs" / "rules"
+PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 PRESET_NAMES = ("hoi_quan_bai", "s666pg", "mien_bac", "online")
 DEFAULT_PRESET = "hoi_quan_bai"
 INSTANT_PATTERNS = ("dragon", "four_twos", "same_color", "three_triples", "five_pairs",

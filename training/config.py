@@ -316,7 +316,7 @@ class TrainConfig:
     distill: DistillConfig = field(default_factory=DistillConfig)
 
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"   # the repo's configs/ links here
 
 
 def _as_lists(node: Any, cls: type, where: str = "") -> Any:
