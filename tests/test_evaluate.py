@@ -178,8 +178,9 @@ def test_bench_agent_reports_heuristic_match_throughput(capsys):
     """``samloc bench --agent`` goes to the agents package (``agents.bench.main``)."""
     from samloc.cli import main
     from samloc.commands.bench import module_for
-    assert module_for(["--agent=heuristic"]) == "agents.bench" == module_for(["--agent", "x"])
-    assert module_for(["--env"]) == "sam_env.bench" and module_for(["--learner"]) == "training.bench"
+    assert module_for(["--agent=heuristic"]) == "samloc.commands.bench_agent" == module_for(["--agent", "x"])
+    assert module_for(["--env"]) == "sam_env.bench"
+    assert module_for(["--learner"]) == "samloc.commands.bench_training"
     assert main(["bench", "--agent", "heuristic", "--games", "30", "--players", "3", "--json"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(last) == {"agent", "games", "seconds", "games_per_s", "games_per_cpu_s"}

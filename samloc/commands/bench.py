@@ -5,8 +5,9 @@ from __future__ import annotations
 import importlib
 
 #: ``samloc bench`` options measured by the layer above the engine's (``sam_env.bench`` takes the rest).
-BENCH_BY_OPTION = {"--learner": "training.bench", "--rollout": "training.bench", "--search": "training.bench",
-                   "--agent": "agents.bench"}
+BENCH_BY_OPTION = {"--learner": "samloc.commands.bench_training", "--rollout": "samloc.commands.bench_training",
+                   "--search": "samloc.commands.bench_training",
+                   "--agent": "samloc.commands.bench_agent"}
 
 
 def module_for(argv: list[str]) -> str:

@@ -1,0 +1,3 @@
+"""`samloc bench --learner|--rollout|--search` (moving here from training.bench)."""
+
+from training.bench import main  # noqa: F401
