@@ -100,10 +100,10 @@ def test_layout_table_matches_offsets():
     """The table in the module docstring is the layout the code writes."""
     rows = re.findall(r"^(\d+)\s+``(\w+)``\s+(\d+)", obs.__doc__, re.M)
     assert [(name, int(start), int(size)) for start, name, size in rows] == \
-        [(name, obs.OFFSETS[name], size) for name, size in obs.SECTIONS]
-    assert obs.OBS_SIZE == sum(size for _, size in obs.SECTIONS) == 993
+        [(s.name, obs.OFFSETS[s.name], s.size) for s in obs.SECTIONS]
+    assert obs.OBS_SIZE == sum(s.size for s in obs.SECTIONS) == 993
     assert f"``OBS_SIZE`` = {obs.OBS_SIZE}" in obs.__doc__
-    assert len(obs.RULE_FEATURES) == dict(obs.SECTIONS)["rules"]
+    assert len(obs.RULE_FEATURES) == {s.name: s.size for s in obs.SECTIONS}["rules"]
 
 
 @pytest.mark.parametrize("rules,players", CONFIGS)
@@ -287,7 +287,7 @@ def _rule_reference(rs: RuleSet) -> dict[str, float]:
 
 def test_each_rule_feature_lands_at_its_named_offset():
     """Every cell of the rules block holds the parameter its name says, for rule sets that change
-    each parameter in turn; the kernel's RF_* offsets are the names' places."""
+    each parameter in turn; rule_offset(name) is its place."""
     base = {"preset": "hoi_quan_bai"}
     changes = [{}, {"ace_low_straights": False}, {"quad_chops_single_two": False},
                {"double_quad_chops_pair_two": True}, {"passed_can_chop": False},
@@ -306,6 +306,3 @@ def test_each_rule_feature_lands_at_its_named_offset():
     assert len(seen) == len(changes)  # every change moved some cell
     for i, name in enumerate(obs.RULE_FEATURES):
         assert obs.rule_offset(name) == obs.F_RULES + i
-    offsets = [v for k, v in vars(obs).items() if k.startswith("RF_")]
-    assert sorted(offsets) == [obs.F_RULES + i for i in range(len(obs.RULE_FEATURES))
-                               if not 1 <= i - (obs.RF_INSTANT - obs.F_RULES) < obs.N_INSTANT]
