@@ -93,7 +93,8 @@ class Game:
     """One game of Sâm lốc.
 
     Build it with :meth:`new` (a seeded random deal), :meth:`from_deal`,
-    :meth:`from_record` or :meth:`from_view` (one seat's knowledge).  Then
+    :meth:`from_view` (one seat's knowledge), or from a record with
+    :func:`sam_env.record.replay`.  Then
     read ``to_act``, ``phase``, :meth:`legal_moves`, and :meth:`apply`
     decisions until ``result`` is set.
     """
@@ -222,12 +223,6 @@ class Game:
             if game.to_act != seat:
                 raise GameError(f"it is seat {game.to_act}'s turn, not seat {seat}'s")
         return game
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any], *, check_result: bool = True) -> "Game":
-        """Replay a ``samloc/1`` record (see :mod:`sam_env.record` for errors with event indices)."""
-        from .record import replay
-        return replay(record, check_result=check_result)
 
     # ---- state ---------------------------------------------------------------
     @property

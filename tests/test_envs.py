@@ -450,7 +450,7 @@ def test_pettingzoo_game_matches_selfplay_and_view():
 
 # ---- benchmark entry point ----------------------------------------------------------------------
 def test_bench_env_reports_the_contract_keys(capsys):
-    from sam_env.bench import main
+    from samloc.commands.bench import main
     assert main(["--env", "--num-envs", "64", "--steps", "6400", "--json"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(last) == {"num_envs", "steps", "seconds", "steps_per_s"}
