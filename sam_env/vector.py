@@ -13,7 +13,7 @@ This module imports neither torch nor gymnasium.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from numba import njit
@@ -24,7 +24,7 @@ from .batch import GameBatch, IllegalActionError
 from .cards import HAND_SIZE
 from .core import O_N, O_PHASE, O_SCORE, O_TO_ACT, PH_OVER, PH_SAM
 from .obs import OBS_SIZE, encode_mask_batch, encode_row
-from .rules import RuleSet
+from .rules import DEFAULT_PRESET, RuleSet
 from .seeding import fresh_seed, seed_streams
 
 __all__ = ["SelfPlayBatch", "OpponentGames", "IllegalActionError", "seed_streams"]
@@ -229,7 +229,7 @@ class SelfPlayBatch:
     that stores them into its rollout buffers at once).
     """
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
+    def __init__(self, rules: RuleSet | str = DEFAULT_PRESET, players: int = 4,
                  num_envs: int = 1024, seed: int = 0, copy: bool = True):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, not {num_envs!r}")
@@ -350,10 +350,10 @@ class OpponentGames:
     call per step.
     """
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
+    def __init__(self, rules: RuleSet, players: int = 4,
                  num_envs: int = 1, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
                  learner_seat: int | None = None, illegal_action: str = "random"):
-        self.rules = RuleSet.parse(rules)
+        self.rules = rules
         self.players = self.rules.check_players(players)
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, not {num_envs!r}")

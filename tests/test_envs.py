@@ -285,7 +285,7 @@ def test_vector_env_plays_the_single_env_games(opponents):
 def test_fast_path_equals_python_path():
     """The compiled all-random-opponent path and the general Python path are the same games."""
     def run(force_python):
-        og = OpponentGames("hoi_quan_bai", 5, num_envs=8, opponents="random")
+        og = OpponentGames(RuleSet.preset("hoi_quan_bai"), 5, num_envs=8, opponents="random")
         og.all_random = not force_python
         og.reset(123)
         rng = np.random.default_rng(4)
