@@ -23,6 +23,8 @@ from .actions import NO_SAM, NUM_ACTIONS
 from .batch import GameBatch, IllegalActionError
 from .cards import HAND_SIZE
 from .core import O_N, O_PHASE, O_SCORE, O_TO_ACT, PH_OVER, PH_SAM
+from .game import Game
+from .named_agents import named_agent
 from .obs import OBS_SIZE, encode_mask_batch, encode_row
 from .rules import DEFAULT_PRESET, RuleSet
 from .seeding import fresh_seed, seed_streams
@@ -312,8 +314,7 @@ class _Opponent:
             self.kind = "random"
             self.sam_ok = spec == "random:uniform"
         elif isinstance(spec, str):
-            from .named_agents import named_agent  # the agents layer's factory, by entry point
-            self.__init__(named_agent(spec))
+            self.__init__(named_agent(spec))  # the agents layer's factory, by entry point
             return
         elif hasattr(spec, "act_batch") and getattr(spec, "batched", True):
             self.kind = "batch"
@@ -527,7 +528,6 @@ class OpponentGames:
         return out
 
     def _mirror(self, g: int):
-        from .game import Game
         game = self._mirrors[g]
         if game is None:
             st = self.states[g]
