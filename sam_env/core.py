@@ -14,6 +14,13 @@ Hidden hands (a seat's view of a game, :meth:`Game.from_view`): seats in the
 ``O_HIDDEN`` bit mask have unknown cards, so their counts stay 0 and only their
 sizes are tracked; kernels never offer them moves or turn rights that depend
 on their cards, and the Python layer resolves such turns from the events.
+
+Why one module past 600 lines: the state layout (``O_*``), the legality
+kernels, the play and scoring kernels, the deal and the batch kernels call
+each other both ways (a deal starts a game, which checks legality, which the
+batch stepper and the scoring use), and every other layer reaches them as
+``core.NAME``.  Split, they would import each other in a cycle or re-export
+one another's names; together they are one compiled engine, as numba caches it.
 """
 
 from __future__ import annotations
