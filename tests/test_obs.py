@@ -306,3 +306,23 @@ def test_each_rule_feature_lands_at_its_named_offset():
     assert len(seen) == len(changes)  # every change moved some cell
     for i, name in enumerate(obs.RULE_FEATURES):
         assert obs.rule_offset(name) == obs.F_RULES + i
+
+
+def test_named_views_of_a_vector_and_a_batch():
+    """``view`` gives a section shaped as declared, for one vector or a batch, without a copy."""
+    g = Game.new("online", 3, seed=2)
+    vec = obs.encode(g, 0)
+    batch = np.stack([vec, obs.encode(g, 1)])
+    assert obs.view(vec, "played").shape == (5, 13, 4) and obs.view(batch, "history").shape == (2, 16, 28)
+    assert np.shares_memory(obs.view(batch, "hand"), batch)
+    for s in obs.SECTIONS:
+        assert np.array_equal(obs.view(vec, s.name).reshape(-1), obs.describe(vec)[s.name])
+    hand = obs.view(vec, "hand").sum(axis=1)  # thermometers: a rank's cells add up to its count
+    assert hand.sum() == 10
+
+
+def test_bounds_come_from_the_cell_kinds():
+    low, high = obs.obs_bounds()
+    assert low[obs.F_SCORES] == -obs.AMOUNT_CLIP and high[obs.F_CHAIN] == obs.AMOUNT_CLIP
+    assert high[obs.rule_offset("cong/20")] == obs.AMOUNT_CLIP and high[obs.rule_offset("max_players/5")] == 1
+    assert low.min() == -obs.AMOUNT_CLIP and set(high.tolist()) == {1.0, obs.AMOUNT_CLIP}
