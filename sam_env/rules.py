@@ -48,7 +48,7 @@ class RuleSetBase:
     # ---- construction -------------------------------------------------
     @classmethod
     def preset(cls, name: str) -> Any:
-        return _load_preset(name) if cls is RuleSet else load_preset(cls, name)
+        return load_preset(cls, name)
 
     @classmethod
     def parse(cls, spec: Any) -> Any:
@@ -142,6 +142,7 @@ def rule_set_class(params: Sequence[Param], name: str = "RuleSet") -> type:
 RuleSet = rule_set_class(PARAMS)
 
 
+@lru_cache(maxsize=None)
 def load_preset(cls: type, name: str) -> Any:
     """Preset ``name`` as a ``cls`` rule set: its file sets parameters (others take their default)."""
     if name not in PRESET_NAMES:
@@ -156,8 +157,3 @@ def load_preset(cls: type, name: str) -> Any:
         extra = set(data) - known if isinstance(data, dict) else set()
         raise RulesError(f"preset file {path} must set rule parameters only (unknown: {sorted(extra)})")
     return cls.validated(cls(name=name, **data), data)  # type: ignore[attr-defined]
-
-
-@lru_cache(maxsize=None)
-def _load_preset(name: str) -> Any:
-    return load_preset(RuleSet, name)

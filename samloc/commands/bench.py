@@ -8,14 +8,14 @@ The agents' and the trainer's benches (``--agent``; ``--learner``, ``--rollout``
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
-import sys
 
 from sam_env.bench import bench_engine, bench_env
-from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+from sam_env.rules import DEFAULT_PRESET, RulesError
 
-from .args import Parser, parse
+from .args import Parser, command, fail, table
 
 #: ``samloc bench`` options measured by the layer above the engine's (this module takes the rest).
 BENCH_BY_OPTION = {"--learner": "samloc.commands.bench_training", "--rollout": "samloc.commands.bench_training",
@@ -49,14 +49,14 @@ def parser() -> Parser:
 
 def main(argv: list[str]) -> int:
     other = module_for(argv)
-    if other != __name__:
-        return int(importlib.import_module(other).main(argv) or 0)
-    args = parse(parser(), argv)
-    if isinstance(args, int):
-        return args
+    return int(importlib.import_module(other).main(argv) or 0) if other != __name__ else engine(argv)
+
+
+@command(parser)
+def engine(args: argparse.Namespace) -> int:
+    """The engine's and the environments' throughput."""
     try:
-        rules = RuleSet.parse(args.rules)
-        rules.check_players(args.players)
+        rules = table(args.rules, args.players)
         if args.games < 1 or args.batch < 1:
             raise RulesError("--games and --batch must be positive")
         if args.env:
@@ -65,8 +65,7 @@ def main(argv: list[str]) -> int:
         else:
             res = bench_engine(rules, args.players, args.games, args.seed, args.batch)
     except (RulesError, ValueError) as exc:
-        print(f"samloc bench: {exc}", file=sys.stderr)
-        return 2
+        return fail("samloc bench", exc)
     if not args.json:
         print(f"{args.rules}, {args.players} players: " + ", ".join(f"{k} {v}" for k, v in res.items()))
     print(json.dumps(res))

@@ -6,14 +6,14 @@ JSON Lines record and replayed, and the replay must agree with the play.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 from sam_env.roundtrip import roundtrip
-from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+from sam_env.rules import DEFAULT_PRESET, RulesError
 
-from .args import Parser, parse
+from .args import Parser, command, fail, table
 
 
 def parser() -> Parser:
@@ -26,16 +26,12 @@ def parser() -> Parser:
     return ap
 
 
-def main(argv: list[str]) -> int:
-    args = parse(parser(), argv)
-    if isinstance(args, int):
-        return args
+@command(parser)
+def main(args: argparse.Namespace) -> int:
     try:
-        rules = RuleSet.parse(args.rules)
-        rules.check_players(args.players)
+        rules = table(args.rules, args.players)
     except RulesError as exc:
-        print(f"samloc demo: {exc}", file=sys.stderr)
-        return 2
+        return fail("samloc demo", exc)
     r = roundtrip(rules, args.players, args.games, args.seed, Path(args.out))
     print(f"played {r.games} random games ({rules.name}, {args.players} players) in {r.play_seconds:.1f} s;"
           f" ends: {r.ends}")

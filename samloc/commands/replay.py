@@ -8,13 +8,14 @@ the input cannot be read); 141 (like ``cat``): the reader of the output left.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from typing import BinaryIO
 
 from sam_env.record import answer_all, iter_records, json_line
 
-from .args import EXIT_PIPE, Parser, drop_stdout, parse
+from .args import EXIT_PIPE, Parser, command, drop_stdout, fail
 
 
 def human(rep: dict) -> str:
@@ -46,15 +47,12 @@ def parser() -> Parser:
     return ap
 
 
-def main(argv: list[str]) -> int:
-    args = parse(parser(), argv)
-    if isinstance(args, int):
-        return args
+@command(parser)
+def main(args: argparse.Namespace) -> int:
     try:
         opened = _open(args.file)
     except OSError as exc:
-        print(f"samloc replay: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return fail("samloc replay", f"cannot read {args.file}: {exc.strerror or exc}")
     try:
         with opened as stream:
             return answer_all(iter_records(stream), sys.stdout, json_line if args.json else human)
@@ -62,5 +60,4 @@ def main(argv: list[str]) -> int:
         drop_stdout()
         return EXIT_PIPE
     except OSError as exc:  # a read or write failing part way (a disk error, a full disk)
-        print(f"samloc replay: stopped: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return fail("samloc replay", f"stopped: {exc.strerror or exc}")

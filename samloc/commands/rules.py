@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import yaml
 
 from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
 
-from .args import EXIT_PIPE, Parser, drop_stdout, parse
+from .args import EXIT_PIPE, Parser, command, drop_stdout, fail
 
 
 def parser() -> Parser:
@@ -36,16 +37,13 @@ def listing() -> str:
                    for name, r in ((n, RuleSet.preset(n)) for n in PRESET_NAMES))
 
 
-def main(argv: list[str]) -> int:
-    args = parse(parser(), argv)
-    if isinstance(args, int):
-        return args
+@command(parser)
+def main(args: argparse.Namespace) -> int:
     try:
         text = listing() if args.preset is None else \
             RuleSet.parse({"preset": args.preset, **overrides(args.set)}).to_yaml()
     except (RulesError, yaml.YAMLError) as exc:
-        print(f"samloc rules: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return fail("samloc rules", exc)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
