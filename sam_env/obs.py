@@ -41,7 +41,8 @@ from .obs_layout import (AMOUNT_CLIP, F_BAO, F_CHAIN, F_DECL, F_HAND, F_HIST, F_
                          rule_cells, rule_offset, view)
 from .rule_params import AMOUNT, BIT, CONST, DEFINED, EQUALS, FLAG
 
-__doc__ = __doc__.replace("{LAYOUT}", layout_table()).replace("{OBS_SIZE}", str(OBS_SIZE))
+if __doc__:  # None under python -OO
+    __doc__ = __doc__.replace("{LAYOUT}", layout_table()).replace("{OBS_SIZE}", str(OBS_SIZE))
 
 __all__ = ["AMOUNT_CLIP", "FULL_EXTRA", "FULL_SIZE", "HIST_ENTRY", "LA_SCALE", "OBS_SIZE", "OBS_VERSION", "OFFSETS",
            "RULE_FEATURES", "SECTIONS", "describe", "describe_rules", "encode", "encode_batch", "encode_full",
