@@ -15,6 +15,7 @@ SUITS = "csdh"  # ♣ ♠ ♦ ♥, in tie-break order
 NUM_RANKS = 13
 NUM_CARDS = 52
 HAND_SIZE = 10
+MAX_PLAYERS = NUM_CARDS // HAND_SIZE  # 5: every seat is dealt HAND_SIZE cards from one deck
 RANK_T = 7   # the 10
 RANK_K = 10
 RANK_A = 11

@@ -4,7 +4,7 @@ One engine, written for speed.  A game is a 1-D ``int32`` array (layout: the
 ``O_*`` offsets below); a batch of games is a 2-D array whose rows are games,
 so the very same kernels serve the readable :class:`sam_env.game.Game`, the
 batched stepper and the environments.  A rule set is a small int array
-(``R_*``).  Every kernel is ``numba.njit(cache=True)``; set
+(``R_*``, declared in :mod:`sam_env.rule_params`).  Every kernel is ``numba.njit(cache=True)``; set
 ``NUMBA_DISABLE_JIT=1`` to run them as plain Python under a debugger.
 
 Rank counts, not cards: suits never decide anything once the deal has been
@@ -14,6 +14,13 @@ Hidden hands (a seat's view of a game, :meth:`Game.from_view`): seats in the
 ``O_HIDDEN`` bit mask have unknown cards, so their counts stay 0 and only their
 sizes are tracked; kernels never offer them moves or turn rights that depend
 on their cards, and the Python layer resolves such turns from the events.
+
+Why one module past 600 lines: the state layout (``O_*``), the legality
+kernels, the play and scoring kernels, the deal and the batch kernels call
+each other both ways (a deal starts a game, which checks legality, which the
+batch stepper and the scoring use), and every other layer reaches them as
+``core.NAME``.  Split, they would import each other in a cycle or re-export
+one another's names; together they are one compiled engine, as numba caches it.
 """
 
 from __future__ import annotations
@@ -25,16 +32,33 @@ from .actions import (ACT_COUNTS, ACT_KIND, ACT_LEN, ACT_NCARDS, ACT_RANK, DQUAD
                       K_DQUAD, K_PAIR, K_QUAD, K_SINGLE, K_STRAIGHT, MAX_STRAIGHT,
                       MIN_STRAIGHT, NO_SAM, NUM_ACTIONS, NUM_POSITIONS, PASS, POS_RANK, QUAD0,
                       SAM, SINGLE0, STRAIGHT0)
-from .cards import HAND_SIZE as HAND, NUM_CARDS, NUM_RANKS as NR, RANK_2 as R2, RANK_K, RANK_T
+from .cards import HAND_SIZE as HAND, MAX_PLAYERS, NUM_CARDS, NUM_RANKS as NR, RANK_2 as R2, RANK_K, RANK_T
+from .rule_params import SLOTS
 from .seeding import rng_below  # the engine's random streams (also core.rng_below for kernels elsewhere)
 
-MAX_PLAYERS = 5
-
-# ---- rule-set array layout ---------------------------------------------------
-(R_MAX_PLAYERS, R_ACE_LOW, R_QUAD_CHOPS_TWO, R_DQUAD, R_PASSED_CHOP, R_FINISH_TWO_FORBIDDEN,
- R_BAO_ENFORCE, R_INSTANT_MASK, R_SAM_DECL, R_CONG, R_TWO_LEFT, R_QUAD_LEFT, R_CHOP_TWO,
- R_CHOP_QUAD, R_SAM_WIN, R_SAM_FAIL, R_SAM_FAIL_BLOCKER, R_SAM_DEN, R_INSTANT_WIN,
- R_INSTANT_ADDS, R_LOWEST_OPENER, R_SIZE) = range(22)
+# ---- rule-set array layout: sam_env.rule_params declares the slots ----------
+R_MAX_PLAYERS = SLOTS["max_players"]
+R_ACE_LOW = SLOTS["ace_low_straights"]
+R_QUAD_CHOPS_TWO = SLOTS["quad_chops_single_two"]
+R_DQUAD = SLOTS["double_quad_chops_pair_two"]
+R_PASSED_CHOP = SLOTS["passed_can_chop"]
+R_FINISH_TWO_FORBIDDEN = SLOTS["finish_with_two"]    # 1: forbidden (the choice's index)
+R_BAO_ENFORCE = SLOTS["bao_mot"]                     # 1: enforce
+R_INSTANT_MASK = SLOTS["instant_wins"]               # bit p: INSTANT_PATTERNS[p]
+R_SAM_DECL = SLOTS["sam_declaration"]
+R_CONG = SLOTS["cong"]                               # -1: none (card count)
+R_TWO_LEFT = SLOTS["two_left"]
+R_QUAD_LEFT = SLOTS["quad_left"]
+R_CHOP_TWO = SLOTS["chop_two"]
+R_CHOP_QUAD = SLOTS["chop_quad"]
+R_SAM_WIN = SLOTS["sam_win"]
+R_SAM_FAIL = SLOTS["sam_fail"]
+R_SAM_FAIL_BLOCKER = SLOTS["sam_fail_to_blocker"]
+R_SAM_DEN = SLOTS["sam_success_den"]
+R_INSTANT_WIN = SLOTS["instant_win"]
+R_INSTANT_ADDS = SLOTS["instant_win_adds_penalties"]
+R_LOWEST_OPENER = SLOTS["first_opener"]              # 1: lowest_card
+R_SIZE = len(SLOTS)
 
 # ---- game-state array layout -------------------------------------------------
 O_HAND = 0                                  # [seat*13 + rank] cards held

@@ -18,7 +18,7 @@ from .actions import (ACT_COUNTS, ACT_KIND, ACTION_NAMES, NO_SAM, NUM_ACTIONS, P
                       action_from_counts, move_str, parse_move)
 from .cards import (HAND_SIZE, NUM_CARDS, NUM_RANKS, CardError, card_str, cards_str, parse_card,
                     parse_cards, rank_counts)
-from .rules import INSTANT_PATTERNS, RuleSet
+from .rules import DEFAULT_PRESET, INSTANT_PATTERNS, RuleSet
 
 
 def cards_for(held: Iterable[int], action: int) -> list[int]:
@@ -93,14 +93,19 @@ class Game:
     """One game of Sâm lốc.
 
     Build it with :meth:`new` (a seeded random deal), :meth:`from_deal`,
-    :meth:`from_record` or :meth:`from_view` (one seat's knowledge).  Then
+    :meth:`from_view` (one seat's knowledge), or from a record with
+    :func:`sam_env.record.replay`.  Then
     read ``to_act``, ``phase``, :meth:`legal_moves`, and :meth:`apply`
     decisions until ``result`` is set.
+
+    ``new``, ``from_deal`` and ``from_view`` are the readable API a person calls: they take a
+    preset name or a rules object too and parse it (``RuleSet.parse``); the constructor takes
+    the parsed :class:`RuleSet`.
     """
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any], players: int,
+    def __init__(self, rules: RuleSet, players: int,
                  hands: Sequence[Sequence[int] | None], opener: int, *, view_seat: int | None = None):
-        self.rules = RuleSet.parse(rules)
+        self.rules = rules
         self.players = self.rules.check_players(players)
         if isinstance(opener, bool) or not isinstance(opener, int) or not 0 <= opener < players:
             raise GameError(f"opener must be a seat from 0 to {players - 1}")
@@ -125,7 +130,7 @@ class Game:
 
     # ---- construction ------------------------------------------------------
     @classmethod
-    def new(cls, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
+    def new(cls, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET, players: int = 4,
             seed: int | None = None, opener: int | None = None, deal: int = 0) -> "Game":
         """Deal ``deal`` of ``seed`` (:mod:`sam_env.seeding`): the cards and opener that the
         batches, the envs and ``samloc eval`` deal for that seed.  It may be an instant win,
@@ -222,12 +227,6 @@ class Game:
             if game.to_act != seat:
                 raise GameError(f"it is seat {game.to_act}'s turn, not seat {seat}'s")
         return game
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any], *, check_result: bool = True) -> "Game":
-        """Replay a ``samloc/1`` record (see :mod:`sam_env.record` for errors with event indices)."""
-        from .record import replay
-        return replay(record, check_result=check_result)
 
     # ---- state ---------------------------------------------------------------
     @property

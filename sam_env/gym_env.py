@@ -36,7 +36,7 @@ from . import core
 from .actions import ACTION_NAMES, NUM_ACTIONS
 from .cards import RANKS
 from .obs import OBS_SIZE, OBS_VERSION, obs_bounds
-from .rules import RuleSet
+from .rules import DEFAULT_PRESET, RuleSet
 from .vector import OpponentGames, OpponentSpec
 
 ENV_ID = "SamLoc-v0"
@@ -81,12 +81,12 @@ class SamLocEnv(gymnasium.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4, "obs_version": OBS_VERSION}
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
+    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET, players: int = 4,
                  opponents: OpponentSpec | Sequence[OpponentSpec] = "random", learner_seat: int | None = None,
                  reward_scale: float = 1.0, illegal_action: str = "random", render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
-        self.games = OpponentGames(rules, players, 1, opponents, learner_seat, illegal_action)
+        self.games = OpponentGames(RuleSet.parse(rules), players, 1, opponents, learner_seat, illegal_action)
         self.rules = self.games.rules
         self.players = self.games.players
         self.reward_scale = _check_scale(reward_scale)
@@ -174,13 +174,13 @@ class SamLocVectorEnv(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": [], "obs_version": OBS_VERSION}
 
-    def __init__(self, num_envs: int = 1, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai",
+    def __init__(self, num_envs: int = 1, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET,
                  players: int = 4, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
                  learner_seat: int | None = None, reward_scale: float = 1.0, illegal_action: str = "random",
                  render_mode: str | None = None):
         if render_mode is not None:
             raise ValueError("the vector env has no render modes")
-        self.games = OpponentGames(rules, players, num_envs, opponents, learner_seat, illegal_action)
+        self.games = OpponentGames(RuleSet.parse(rules), players, num_envs, opponents, learner_seat, illegal_action)
         self.rules = self.games.rules
         self.players = self.games.players
         self.num_envs = num_envs

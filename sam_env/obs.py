@@ -13,42 +13,12 @@ the observer, slot 1 plays next, slot ``n - 1`` is tay trên.  Slots
 ``r >= n`` stay zero.  Rank counts use a thermometer code: four cells per
 rank, cell ``k`` is 1 when the count is more than ``k``.  "one-hot R" below is
 a one-hot over relative seats (all zero for "nobody").  Amounts of lá are
-divided by ``LA_SCALE`` = 20 and clipped to [0, 10] (scores: [-10, 10]).
+divided by ``LA_SCALE`` = 20 and clipped to [0, 10] (scores: [-10, 10]).  The table
+below is generated from :data:`sam_env.obs_layout.SECTIONS`, where the layout is declared.
 
-=====  ========================  ====  ==============================================
-start  name                      size  contents
-=====  ========================  ====  ==============================================
-0      ``hand``                    52  own hand, 13 ranks × thermometer 4
-52     ``unseen``                  52  cards neither held nor played (other hands, undealt)
-104    ``played``                 260  cards played, per relative seat, 5 × 13 × 4
-364    ``cards_left``              55  cards held per relative seat, one-hot 0…10
-419    ``bao_1``                    5  relative seat holds exactly one card
-424    ``present``                  5  relative seat is at the table (r < n)
-429    ``passed``                   5  relative seat passed in this round
-434    ``to_act``                   5  one-hot R of the seat to act
-439    ``opener``                   5  one-hot R of the opener
-444    ``phase``                    3  one-hot sam, play, over
-447    ``declarer``                 6  [0] nobody declared Sâm, [1+r] relative declarer
-453    ``top_kind``                 7  none (a lead is due), single, pair, triple,
-                                       quad, straight, double quad
-460    ``top_rank``                15  one-hot ACT_RANK of the top (straights: top
-                                       position 1…14)
-475    ``top_cards``               13  rank counts of the top / 4
-488    ``top_by``                   5  one-hot R of the seat that played the top
-493    ``top_chop``                 1  the top was played as a chop
-494    ``chain``                   12  open chop chain: [0] value, [1] open,
-                                       [2:7] one-hot R chopped, [7:12] one-hot R chopper
-506    ``scores``                   5  net lá so far per relative seat (chops settled)
-511    ``progress``                 1  decisions taken / 100, clipped to 1
-512    ``history``                448  last 16 decisions, most recent first, 28 each:
-                                       [0] present, [1:6] one-hot R, [6:15] kind
-                                       (pass, sam, no_sam, single … double quad),
-                                       [15:28] rank counts / 4
-960    ``rules``                   29  rule parameters, see ``RULE_FEATURES``
-989    ``players``                  4  one-hot player count 2…5
-=====  ========================  ====  ==============================================
+{LAYOUT}
 
-``OBS_SIZE`` = 993.  The perfect-information vector of :func:`encode_full`
+``OBS_SIZE`` = {OBS_SIZE}.  The perfect-information vector of :func:`encode_full`
 (for a critic only, never a policy input) appends ``FULL_EXTRA`` = 260 cells:
 every relative seat's hand, 5 × 13 × 4.
 
@@ -60,126 +30,39 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import core
 from .actions import ACT_COUNTS, ACT_KIND, ACT_RANK, K_SINGLE, NUM_ACTIONS
-from .core import (HAND, MAX_PLAYERS, NR, O_CHAIN_FROM, O_CHAIN_TO, O_CHAIN_VAL, O_DECLARER,
+from .core import (HAND, HIST, MAX_PLAYERS, NR, O_CHAIN_FROM, O_CHAIN_TO, O_CHAIN_VAL, O_DECLARER,
                    O_HAND, O_HIST, O_LAST, O_N, O_NDEC, O_OPENER, O_PASSED, O_PHASE, O_PLAYED,
-                   O_SCORE, O_SIZE, O_TO_ACT, O_TOP, O_TOP_CHOP, HIST)
-from .rules import INSTANT_PATTERNS
+                   O_SCORE, O_SIZE, O_TO_ACT, O_TOP, O_TOP_CHOP, legal_actions)
+from .obs_layout import (AMOUNT_CLIP, F_BAO, F_CHAIN, F_DECL, F_HAND, F_HIST, F_LEFT, F_OPENER, F_PASSED,
+                         F_PHASE, F_PLAYED, F_PLAYERS, F_PRESENT, F_PROGRESS, F_RULES, F_SCORES, F_TO_ACT,
+                         F_TOP_BY, F_TOP_CARDS, F_TOP_CHOP, F_TOP_KIND, F_TOP_RANK, F_UNSEEN, HIST_ENTRY,
+                         LA_SCALE, OBS_SIZE, OFFSETS, RULE_FEATURES, SECTIONS, layout_table, obs_bounds,
+                         rule_cells, rule_offset, view)
+from .rule_params import AMOUNT, BIT, CONST, DEFINED, EQUALS, FLAG
+
+if __doc__:  # None under python -OO
+    __doc__ = __doc__.replace("{LAYOUT}", layout_table()).replace("{OBS_SIZE}", str(OBS_SIZE))
+
+__all__ = ["AMOUNT_CLIP", "FULL_EXTRA", "FULL_SIZE", "HIST_ENTRY", "LA_SCALE", "OBS_SIZE", "OBS_VERSION", "OFFSETS",
+           "RULE_FEATURES", "SECTIONS", "describe", "describe_rules", "encode", "encode_batch", "encode_full",
+           "encode_full_batch", "encode_full_row", "encode_hidden_batch", "encode_mask_batch", "encode_row",
+           "encode_to_act", "obs_bounds", "rule_offset", "rule_spec", "view", "write_rules"]
 
 OBS_VERSION = 1
-
-#: Lá per unit of value: the observation's amounts, the trainer's reward scale
-#: (``training.config.EnvConfig.reward_scale``) and the search's values in lá.
-LA_SCALE = 20.0
-AMOUNT_CLIP = 10.0
-_LA = f"/{LA_SCALE:g}"   # the suffix of a rule feature that is an amount of lá ("/20")
-
-HIST_ENTRY = 28
-# The rules block, one cell per name in this order ("x=v": parameter x is v;
-# "x/20": the amount x in lá / LA_SCALE); the kernel writes each at its RF_* offset.
-RULE_FEATURES = (
-    "ace_low_straights", "quad_chops_single_two", "double_quad_chops_pair_two", "passed_can_chop",
-    "finish_with_two=forbidden", "bao_mot=enforce",
-    *(f"instant:{p}" for p in INSTANT_PATTERNS),
-    "sam_declaration", "cong defined", "cong" + _LA, "two_left" + _LA, "quad_left" + _LA,
-    "chop_two" + _LA, "chop_quad" + _LA, "sam_win" + _LA, "sam_fail" + _LA, "sam_fail_to_blocker",
-    "sam_success_den", "instant_win" + _LA, "instant_win_adds_penalties", "first_opener=lowest_card",
-    f"max_players/{MAX_PLAYERS}", f"hand size/{HAND}",
-)
-
-# (name, size) in order; the offsets below are derived from this table.
-SECTIONS = (
-    ("hand", NR * 4), ("unseen", NR * 4), ("played", MAX_PLAYERS * NR * 4),
-    ("cards_left", MAX_PLAYERS * (HAND + 1)), ("bao_1", MAX_PLAYERS), ("present", MAX_PLAYERS),
-    ("passed", MAX_PLAYERS), ("to_act", MAX_PLAYERS), ("opener", MAX_PLAYERS), ("phase", 3),
-    ("declarer", 1 + MAX_PLAYERS), ("top_kind", 7), ("top_rank", 15), ("top_cards", NR),
-    ("top_by", MAX_PLAYERS), ("top_chop", 1), ("chain", 2 + 2 * MAX_PLAYERS),
-    ("scores", MAX_PLAYERS), ("progress", 1), ("history", HIST * HIST_ENTRY),
-    ("rules", len(RULE_FEATURES)), ("players", 4),
-)
-
-
-def _offsets() -> dict[str, int]:
-    out, at = {}, 0
-    for name, size in SECTIONS:
-        out[name] = at
-        at += size
-    out["_end"] = at
-    return out
-
-
-OFFSETS = _offsets()
-OBS_SIZE = OFFSETS["_end"]
 FULL_EXTRA = MAX_PLAYERS * NR * 4
 FULL_SIZE = OBS_SIZE + FULL_EXTRA
 
-F_HAND = OFFSETS["hand"]
-F_UNSEEN = OFFSETS["unseen"]
-F_PLAYED = OFFSETS["played"]
-F_LEFT = OFFSETS["cards_left"]
-F_BAO = OFFSETS["bao_1"]
-F_PRESENT = OFFSETS["present"]
-F_PASSED = OFFSETS["passed"]
-F_TO_ACT = OFFSETS["to_act"]
-F_OPENER = OFFSETS["opener"]
-F_PHASE = OFFSETS["phase"]
-F_DECL = OFFSETS["declarer"]
-F_TOP_KIND = OFFSETS["top_kind"]
-F_TOP_RANK = OFFSETS["top_rank"]
-F_TOP_CARDS = OFFSETS["top_cards"]
-F_TOP_BY = OFFSETS["top_by"]
-F_TOP_CHOP = OFFSETS["top_chop"]
-F_CHAIN = OFFSETS["chain"]
-F_SCORES = OFFSETS["scores"]
-F_PROGRESS = OFFSETS["progress"]
-F_HIST = OFFSETS["history"]
-F_RULES = OFFSETS["rules"]
-F_PLAYERS = OFFSETS["players"]
+
+def rule_spec(cells: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rules block as three int arrays for :func:`write_rules`: each cell's kernel slot (-1: none),
+    kind and argument (``cells``: :func:`sam_env.obs_layout.rule_cells`)."""
+    return (np.array([-1 if p is None else p.slot for p, _ in cells], dtype=np.int64),
+            np.array([c.kind for _, c in cells], dtype=np.int64),
+            np.array([c.arg for _, c in cells], dtype=np.int64))
 
 
-def rule_offset(name: str) -> int:
-    """Where rule feature ``name`` (one of ``RULE_FEATURES``) sits in the vector."""
-    return F_RULES + RULE_FEATURES.index(name)
-
-
-RF_ACE_LOW = rule_offset("ace_low_straights")
-RF_QUAD_CHOPS_TWO = rule_offset("quad_chops_single_two")
-RF_DQUAD = rule_offset("double_quad_chops_pair_two")
-RF_PASSED_CHOP = rule_offset("passed_can_chop")
-RF_FINISH_TWO_FORBIDDEN = rule_offset("finish_with_two=forbidden")
-RF_BAO_ENFORCE = rule_offset("bao_mot=enforce")
-RF_INSTANT = rule_offset("instant:" + INSTANT_PATTERNS[0])  # pattern p (bit p of the mask) at RF_INSTANT + p
-RF_SAM_DECL = rule_offset("sam_declaration")
-RF_CONG_DEFINED = rule_offset("cong defined")
-RF_CONG = rule_offset("cong" + _LA)
-RF_TWO_LEFT = rule_offset("two_left" + _LA)
-RF_QUAD_LEFT = rule_offset("quad_left" + _LA)
-RF_CHOP_TWO = rule_offset("chop_two" + _LA)
-RF_CHOP_QUAD = rule_offset("chop_quad" + _LA)
-RF_SAM_WIN = rule_offset("sam_win" + _LA)
-RF_SAM_FAIL = rule_offset("sam_fail" + _LA)
-RF_SAM_FAIL_BLOCKER = rule_offset("sam_fail_to_blocker")
-RF_SAM_DEN = rule_offset("sam_success_den")
-RF_INSTANT_WIN = rule_offset("instant_win" + _LA)
-RF_INSTANT_ADDS = rule_offset("instant_win_adds_penalties")
-RF_LOWEST_OPENER = rule_offset("first_opener=lowest_card")
-RF_MAX_PLAYERS = rule_offset(f"max_players/{MAX_PLAYERS}")
-RF_HAND_SIZE = rule_offset(f"hand size/{HAND}")
-N_INSTANT = len(INSTANT_PATTERNS)
-
-
-def obs_bounds() -> tuple[np.ndarray, np.ndarray]:
-    """Exact per-cell ``(low, high)`` of the vector (for a Gymnasium ``Box``)."""
-    low = np.zeros(OBS_SIZE, dtype=np.float32)
-    high = np.ones(OBS_SIZE, dtype=np.float32)
-    high[F_CHAIN] = AMOUNT_CLIP
-    low[F_SCORES:F_SCORES + MAX_PLAYERS] = -AMOUNT_CLIP
-    high[F_SCORES:F_SCORES + MAX_PLAYERS] = AMOUNT_CLIP
-    for i, name in enumerate(RULE_FEATURES):
-        if name.endswith(_LA):
-            high[F_RULES + i] = AMOUNT_CLIP
-    return low, high
+RULE_SLOT, RULE_KIND, RULE_ARG = rule_spec(rule_cells())
 
 
 # ---- kernels -----------------------------------------------------------------------
@@ -205,12 +88,33 @@ def _rel(s, seat, n):
 
 
 @njit(cache=True)
-def encode_row(st, ru, seat, out):
-    """Write seat ``seat``'s observation of state row ``st`` into ``out[:OBS_SIZE]``."""
-    n = st[O_N]
-    for i in range(OBS_SIZE):
-        out[i] = 0.0
-    # own hand, cards played, unseen cards
+def write_rules(ru, slot, kind, arg, out, at):
+    """Write the rules block of rule array ``ru`` at ``out[at:]``, cell ``i`` being ``kind[i]`` of
+    ``ru[slot[i]]`` with ``arg[i]`` (the kinds of :mod:`sam_env.rule_params`)."""
+    for i in range(slot.shape[0]):
+        k = kind[i]
+        if k == CONST:
+            out[at + i] = arg[i]
+            continue
+        v = ru[slot[i]]
+        if k == FLAG:
+            x = 1.0 if v != 0 else 0.0
+        elif k == EQUALS:
+            x = 1.0 if v == arg[i] else 0.0
+        elif k == BIT:
+            x = 1.0 if (v >> arg[i]) & 1 else 0.0
+        elif k == DEFINED:
+            x = 1.0 if v >= 0 else 0.0
+        elif k == AMOUNT:
+            x = _amount(v) if v >= 0 else 0.0
+        else:  # RATIO
+            x = v / arg[i]
+        out[at + i] = x
+
+
+@njit(cache=True)
+def _cards(st, seat, n, out):
+    """Own hand, cards played, unseen cards."""
     for r in range(NR):
         own = st[O_HAND + seat * NR + r]
         _therm(out, F_HAND + r * 4, own)
@@ -221,7 +125,11 @@ def encode_row(st, ru, seat, out):
             if c:
                 _therm(out, F_PLAYED + (_rel(s, seat, n) * NR + r) * 4, c)
         _therm(out, F_UNSEEN + r * 4, 4 - gone)
-    # per seat
+
+
+@njit(cache=True)
+def _seats(st, seat, n, out):
+    """Per seat: cards left, báo 1, present, passed, score; who acts, opens, declared."""
     for s in range(n):
         r = _rel(s, seat, n)
         size = st[O_SIZE + s]
@@ -242,7 +150,11 @@ def encode_row(st, ru, seat, out):
         out[F_DECL] = 1.0
     else:
         out[F_DECL + 1 + _rel(d, seat, n)] = 1.0
-    # the combination on top
+
+
+@njit(cache=True)
+def _top(st, seat, n, out):
+    """The combination on top and the open chop chain."""
     top = st[O_TOP]
     if top < 0:
         out[F_TOP_KIND] = 1.0
@@ -256,16 +168,19 @@ def encode_row(st, ru, seat, out):
             out[F_TOP_BY + _rel(last, seat, n)] = 1.0
         if st[O_TOP_CHOP]:
             out[F_TOP_CHOP] = 1.0
-    # the open chop chain
     if st[O_CHAIN_TO] >= 0:
         out[F_CHAIN] = _amount(st[O_CHAIN_VAL])
         out[F_CHAIN + 1] = 1.0
         if st[O_CHAIN_FROM] >= 0:
             out[F_CHAIN + 2 + _rel(st[O_CHAIN_FROM], seat, n)] = 1.0
         out[F_CHAIN + 2 + MAX_PLAYERS + _rel(st[O_CHAIN_TO], seat, n)] = 1.0
+
+
+@njit(cache=True)
+def _history(st, seat, n, out):
+    """Progress, and the last HIST decisions, most recent first."""
     nd = st[O_NDEC]
     out[F_PROGRESS] = min(nd, 100) / 100.0
-    # the last HIST decisions, most recent first
     k = min(nd, HIST)
     for j in range(k):
         i = nd - 1 - j
@@ -279,33 +194,19 @@ def encode_row(st, ru, seat, out):
             c = ACT_COUNTS[a, r]
             if c:
                 out[at + 15 + r] = c * 0.25
-    # rule parameters and player count
-    out[RF_ACE_LOW] = 1.0 if ru[core.R_ACE_LOW] else 0.0
-    out[RF_QUAD_CHOPS_TWO] = 1.0 if ru[core.R_QUAD_CHOPS_TWO] else 0.0
-    out[RF_DQUAD] = 1.0 if ru[core.R_DQUAD] else 0.0
-    out[RF_PASSED_CHOP] = 1.0 if ru[core.R_PASSED_CHOP] else 0.0
-    out[RF_FINISH_TWO_FORBIDDEN] = 1.0 if ru[core.R_FINISH_TWO_FORBIDDEN] else 0.0
-    out[RF_BAO_ENFORCE] = 1.0 if ru[core.R_BAO_ENFORCE] else 0.0
-    m = ru[core.R_INSTANT_MASK]
-    for p in range(N_INSTANT):
-        out[RF_INSTANT + p] = 1.0 if (m >> p) & 1 else 0.0
-    out[RF_SAM_DECL] = 1.0 if ru[core.R_SAM_DECL] else 0.0
-    if ru[core.R_CONG] >= 0:
-        out[RF_CONG_DEFINED] = 1.0
-        out[RF_CONG] = _amount(ru[core.R_CONG])
-    out[RF_TWO_LEFT] = _amount(ru[core.R_TWO_LEFT])
-    out[RF_QUAD_LEFT] = _amount(ru[core.R_QUAD_LEFT])
-    out[RF_CHOP_TWO] = _amount(ru[core.R_CHOP_TWO])
-    out[RF_CHOP_QUAD] = _amount(ru[core.R_CHOP_QUAD])
-    out[RF_SAM_WIN] = _amount(ru[core.R_SAM_WIN])
-    out[RF_SAM_FAIL] = _amount(ru[core.R_SAM_FAIL])
-    out[RF_SAM_FAIL_BLOCKER] = 1.0 if ru[core.R_SAM_FAIL_BLOCKER] else 0.0
-    out[RF_SAM_DEN] = 1.0 if ru[core.R_SAM_DEN] else 0.0
-    out[RF_INSTANT_WIN] = _amount(ru[core.R_INSTANT_WIN])
-    out[RF_INSTANT_ADDS] = 1.0 if ru[core.R_INSTANT_ADDS] else 0.0
-    out[RF_LOWEST_OPENER] = 1.0 if ru[core.R_LOWEST_OPENER] else 0.0
-    out[RF_MAX_PLAYERS] = ru[core.R_MAX_PLAYERS] / MAX_PLAYERS
-    out[RF_HAND_SIZE] = 1.0  # HAND cards dealt / HAND: room for other deal sizes
+
+
+@njit(cache=True)
+def encode_row(st, ru, seat, out):
+    """Write seat ``seat``'s observation of state row ``st`` into ``out[:OBS_SIZE]``."""
+    n = st[O_N]
+    for i in range(OBS_SIZE):
+        out[i] = 0.0
+    _cards(st, seat, n, out)
+    _seats(st, seat, n, out)
+    _top(st, seat, n, out)
+    _history(st, seat, n, out)
+    write_rules(ru, RULE_SLOT, RULE_KIND, RULE_ARG, out, F_RULES)
     out[F_PLAYERS + n - 2] = 1.0
 
 
@@ -319,7 +220,7 @@ def encode_batch(states, ru, seats, out):
 def encode_to_act(states: np.ndarray, ru: np.ndarray) -> np.ndarray:
     """``float32[N, OBS_SIZE]``: every engine row's observation for the seat to act there."""
     out = np.zeros((states.shape[0], OBS_SIZE), dtype=np.float32)
-    encode_batch(states, ru, states[:, core.O_TO_ACT].astype(np.int64), out)
+    encode_batch(states, ru, states[:, O_TO_ACT].astype(np.int64), out)
     return out
 
 
@@ -370,7 +271,7 @@ def encode_mask_batch(states, ru, obs, masks, seats):
         encode_row(st, ru, s if s >= 0 else 0, obs[g])
         m = masks[g]
         m[:] = 0
-        k = core.legal_actions(st, ru, buf)
+        k = legal_actions(st, ru, buf)
         for i in range(k):
             m[buf[i]] = 1
 
@@ -403,8 +304,8 @@ def encode_full(game, seat: int) -> np.ndarray:
 
 
 def describe(obs: np.ndarray) -> dict[str, np.ndarray]:
-    """Split a vector into its named sections (for debugging and docs)."""
-    return {name: obs[OFFSETS[name]:OFFSETS[name] + size] for name, size in SECTIONS}
+    """Split a vector into its named sections, flat (for debugging and docs; :func:`view` shapes them)."""
+    return {s.name: obs[OFFSETS[s.name]:OFFSETS[s.name] + s.size] for s in SECTIONS}
 
 
 def describe_rules(obs: np.ndarray) -> dict[str, float]:

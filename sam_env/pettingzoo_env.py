@@ -52,7 +52,7 @@ from .batch import IllegalActionError
 from .cards import HAND_SIZE
 from .gym_env import _check_scale, observation_space, render_text
 from .obs import OBS_SIZE, OBS_VERSION, encode_row
-from .rules import RuleSet
+from .rules import DEFAULT_PRESET, RuleSet
 from .seeding import fresh_seed, seed_streams
 from .vector import random_legal
 
@@ -73,7 +73,7 @@ class raw_env(AECEnv):  # noqa: N801  (PettingZoo's naming convention)
     metadata = {"render_modes": ["ansi"], "name": "samloc_v0", "is_parallelizable": False,
                 "render_fps": 4, "obs_version": OBS_VERSION}
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
+    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET, players: int = 4,
                  reward_scale: float = 1.0, illegal_action: str = "raise", render_mode: str | None = None):
         super().__init__()
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -174,7 +174,7 @@ class SamLocParallelEnv(ParallelEnv):
 
     metadata = {"render_modes": ["ansi"], "name": "samloc_v0", "render_fps": 4, "obs_version": OBS_VERSION}
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
+    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET, players: int = 4,
                  reward_scale: float = 1.0, illegal_action: str = "raise", render_mode: str | None = None):
         self.aec = raw_env(rules=rules, players=players, reward_scale=reward_scale,
                            illegal_action=illegal_action, render_mode=render_mode)

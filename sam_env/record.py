@@ -1,11 +1,15 @@
-"""``samloc/1`` game records (PROTOCOL §2) and their replay (PROTOCOL §3)."""
+"""``samloc/1`` game records (PROTOCOL §2) and their replay (PROTOCOL §3).
+
+This module builds games from records (:func:`replay`); :class:`~sam_env.game.Game` writes
+them (``to_record``) and never imports this module: the dependency runs one way.
+"""
 
 from __future__ import annotations
 
 import io
 import json
 import sys
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping, NamedTuple
+from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from .atomic import write_with
 from .cards import CardError
@@ -133,6 +137,22 @@ def replay_report(record: object) -> dict[str, Any]:
         return {"ok": True, "finished": True, "result": res.to_json()}
     return {"ok": True, "finished": False, "to_act": game.to_act, "phase": game.phase,
             "legal": game.legal_moves()}
+
+
+def json_line(rep: dict[str, Any]) -> str:
+    """An answer as ``samloc replay --json`` prints it."""
+    return json.dumps(rep, ensure_ascii=False)
+
+
+def answer_all(records: Iterable[object], out: IO[str], show: Callable[[dict], str] = json_line) -> int:
+    """Replay and answer each record as it comes (one line each on ``out``): 1 if one was bad, else 0."""
+    bad = False
+    for rec in records:
+        rep = rec.to_json() if isinstance(rec, RecordError) else replay_report(rec)
+        bad |= not rep["ok"]
+        out.write(show(rep) + "\n")
+    out.flush()  # here, not at exit: a closed pipe must raise where it is handled
+    return 1 if bad else 0
 
 
 # ---- reading a file of records (PROTOCOL §2, §3) ----------------------------------------------

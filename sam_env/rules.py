@@ -1,71 +1,59 @@
-"""Rule sets (RULES §9): a frozen dataclass, the presets in ``sam_env/presets/``.
+"""Rule sets (RULES §9): a frozen dataclass derived from :mod:`sam_env.rule_params`, and the
+presets, one YAML file each in the package's ``presets/`` folder.
 
 A user rule set is a preset plus overrides, exactly as a record's ``rules``
 object is: ``{"preset": "hoi_quan_bai", "passed_can_chop": false}``.
+:meth:`RuleSet.parse` is the one parser; libraries take the parsed value.
 The engine's compiled code sees a rule set as a small int array
-(:meth:`RuleSet.to_array`), whose layout lives in :mod:`sam_env.core`.
+(:meth:`RuleSet.to_array`, slots from the parameter table).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
-from typing import Any, Mapping
+from importlib import resources
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import yaml
 
-from . import core
+from .rule_params import INSTANT_PATTERNS, PARAMS, Param, rules_array
 
-PRESETS_DIR = Path(__file__).resolve().parent / "presets"
-PRESET_NAMES = ("hoi_quan_bai", "s666pg", "mien_bac", "online")
+__all__ = ["DEFAULT_PRESET", "INSTANT_PATTERNS", "PRESET_NAMES", "RuleSet", "RulesError", "preset_names"]
+
 DEFAULT_PRESET = "hoi_quan_bai"
-INSTANT_PATTERNS = ("dragon", "four_twos", "same_color", "three_triples", "five_pairs",
-                    "poor_hand", "rich_hand")
 
 
 class RulesError(ValueError):
     """A rule set that names an unknown preset or parameter, or a bad value."""
 
 
-@dataclass(frozen=True)
-class RuleSet:
-    """Every parameter of RULES §9.  ``None`` means "the preset has no such payment"."""
+def preset_names() -> tuple[str, ...]:
+    """The presets shipped in ``sam_env/presets/*.yaml``: the default first, then by name."""
+    found = sorted(f.name[:-5] for f in resources.files(__package__).joinpath("presets").iterdir()
+                   if f.name.endswith(".yaml"))
+    return (DEFAULT_PRESET, *(n for n in found if n != DEFAULT_PRESET))
 
-    name: str = DEFAULT_PRESET
-    max_players: int = 5
-    first_opener: str = "random"              # random | lowest_card
-    ace_low_straights: bool = True            # A-2-3 … runs with a low 2 allowed
-    quad_chops_single_two: bool = True
-    double_quad_chops_pair_two: bool = False
-    passed_can_chop: bool = True              # chop right of seats that passed (§6)
-    finish_with_two: str = "allowed"          # allowed | forbidden
-    bao_mot: str = "penalty"                  # penalty (đền làng) | enforce (legality)
-    instant_wins: tuple[str, ...] = field(default_factory=tuple)
-    sam_declaration: bool = True
-    cong: int | None = 20                     # a loser who played no card; None → card count
-    two_left: int = 10                        # per 2 left in a loser's hand (thối heo)
-    quad_left: int = 20                       # per quad left (thối tứ quý)
-    chop_two: int = 10
-    chop_quad: int = 0
-    sam_win: int = 20
-    sam_fail: int = 20
-    sam_fail_to_blocker: bool = False
-    sam_success_den: bool = False             # đền trắng
-    instant_win: int | None = 20
-    instant_win_adds_penalties: bool | None = False
+
+PRESET_NAMES = preset_names()
+
+
+class RuleSetBase:
+    """What every rule set does; the fields come from the parameter table (:func:`rule_set_class`)."""
+
+    PARAMS: ClassVar[tuple[Param, ...]]
+    name: str
 
     # ---- construction -------------------------------------------------
     @classmethod
-    def preset(cls, name: str) -> "RuleSet":
-        return _load_preset(name)
+    def preset(cls, name: str) -> Any:
+        return load_preset(cls, name)
 
     @classmethod
-    def parse(cls, spec: "str | Mapping[str, Any] | RuleSet") -> "RuleSet":
-        """A preset name, a ``{"preset": NAME, ...overrides}`` mapping, or a RuleSet."""
-        if isinstance(spec, RuleSet):
+    def parse(cls, spec: Any) -> Any:
+        """A preset name, a ``{"preset": NAME, ...overrides}`` mapping, or a rule set."""
+        if isinstance(spec, cls):
             return spec
         if isinstance(spec, str):
             return cls.preset(spec)
@@ -77,17 +65,29 @@ class RuleSet:
             return cls.preset(base).with_overrides(spec)
         raise RulesError(f"rules must be a preset name or an object, not {spec!r}")
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "RuleSet":
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Any:
         if not overrides:
             return self
-        known = {f.name for f in dataclasses.fields(self)} - {"name"}
-        values = {}
-        for key, value in overrides.items():
+        known = {p.name for p in self.PARAMS}
+        for key in overrides:
             if key not in known:
                 raise RulesError(f"unknown rule parameter {key!r} (known: {', '.join(sorted(known))})")
-            values[key] = value
         name = self.name + "+" + ",".join(f"{k}={overrides[k]}" for k in sorted(overrides))
-        return _validated(dataclasses.replace(self, name=name, **values), values)
+        return self.validated(dataclasses.replace(self, name=name, **overrides), overrides)  # type: ignore
+
+    @classmethod
+    def validated(cls, r: Any, given: Mapping[str, Any]) -> Any:
+        """``r`` with every parameter checked against its type (and normalized); ``given`` are the
+        values a person wrote (for the message)."""
+        changed = {}
+        for p in cls.PARAMS:
+            v, bad = p.type.check(getattr(r, p.name))
+            if bad:
+                shown = given.get(p.name, getattr(r, p.name))
+                raise RulesError(f"rule parameter {p.name} must be {bad}, not {shown!r}")
+            if v is not getattr(r, p.name):
+                changed[p.name] = v
+        return dataclasses.replace(r, **changed) if changed else r
 
     # ---- views ----------------------------------------------------------
     @property
@@ -96,9 +96,8 @@ class RuleSet:
 
     def overrides(self) -> dict[str, Any]:
         """Parameters that differ from the preset this rule set is based on."""
-        base = _load_preset(self.preset_name)
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name != "name" and getattr(self, f.name) != getattr(base, f.name)}
+        base = self.preset(self.preset_name)
+        return {p.name: getattr(self, p.name) for p in self.PARAMS if getattr(self, p.name) != getattr(base, p.name)}
 
     def to_record(self) -> "str | dict[str, Any]":
         """What a ``samloc/1`` record's ``rules`` field holds for this rule set."""
@@ -109,9 +108,7 @@ class RuleSet:
                 **{k: list(v) if isinstance(v, tuple) else v for k, v in diff.items()}}
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["instant_wins"] = list(self.instant_wins)
-        return d
+        return {"name": self.name, **{p.name: _plain(getattr(self, p.name)) for p in self.PARAMS}}
 
     def to_yaml(self) -> str:
         d = self.to_dict()
@@ -124,89 +121,39 @@ class RuleSet:
         return players
 
     def to_array(self) -> np.ndarray:
-        """The int array the compiled engine reads (layout: ``core.R_*``)."""
-        return _rules_array(self)
+        """The int array the compiled engine reads (slots: ``rule_params``, ``core.R_*``)."""
+        return rules_array(self.PARAMS, self)
 
 
-def _rules_array(r: RuleSet) -> np.ndarray:
-    a = np.zeros(core.R_SIZE, dtype=np.int32)
-    a[core.R_MAX_PLAYERS] = r.max_players
-    a[core.R_ACE_LOW] = r.ace_low_straights
-    a[core.R_QUAD_CHOPS_TWO] = r.quad_chops_single_two
-    a[core.R_DQUAD] = r.double_quad_chops_pair_two
-    a[core.R_PASSED_CHOP] = r.passed_can_chop
-    a[core.R_FINISH_TWO_FORBIDDEN] = r.finish_with_two == "forbidden"
-    a[core.R_BAO_ENFORCE] = r.bao_mot == "enforce"
-    a[core.R_INSTANT_MASK] = sum(1 << INSTANT_PATTERNS.index(p) for p in r.instant_wins)
-    a[core.R_SAM_DECL] = r.sam_declaration
-    a[core.R_CONG] = -1 if r.cong is None else r.cong
-    a[core.R_TWO_LEFT] = r.two_left
-    a[core.R_QUAD_LEFT] = r.quad_left
-    a[core.R_CHOP_TWO] = r.chop_two
-    a[core.R_CHOP_QUAD] = r.chop_quad
-    a[core.R_SAM_WIN] = r.sam_win
-    a[core.R_SAM_FAIL] = r.sam_fail
-    a[core.R_SAM_FAIL_BLOCKER] = r.sam_fail_to_blocker
-    a[core.R_SAM_DEN] = r.sam_success_den
-    a[core.R_INSTANT_WIN] = r.instant_win or 0
-    a[core.R_INSTANT_ADDS] = bool(r.instant_win_adds_penalties)
-    a[core.R_LOWEST_OPENER] = r.first_opener == "lowest_card"
-    return a
+def _plain(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
 
 
-_CHOICES = {"first_opener": ("random", "lowest_card"), "finish_with_two": ("allowed", "forbidden"),
-            "bao_mot": ("penalty", "enforce")}
-_OPTIONAL_INT = ("cong", "instant_win")
+def rule_set_class(params: Sequence[Param], name: str = "RuleSet") -> type:
+    """A frozen dataclass with ``name`` first, then a field per parameter (its type and default)."""
+    fields = [("name", "str", dataclasses.field(default=DEFAULT_PRESET))]
+    fields += [(p.name, p.type.annotation, dataclasses.field(default=p.default, metadata={"doc": p.doc}))
+               for p in params]
+    return dataclasses.make_dataclass(name, fields, bases=(RuleSetBase,), frozen=True,
+                                      namespace={"PARAMS": tuple(params), "__module__": __name__,
+                                                 "__doc__": "A rule set: every parameter of RULES §9."})
 
 
-def _validated(r: RuleSet, given: Mapping[str, Any]) -> RuleSet:
-    """Type-check every field; ``given`` are the values a person wrote (for the message)."""
-    for f in dataclasses.fields(r):
-        v = getattr(r, f.name)
-        bad = None
-        if f.name == "name":
-            continue
-        if f.name in _CHOICES:
-            if v not in _CHOICES[f.name]:
-                bad = "one of " + ", ".join(_CHOICES[f.name])
-        elif f.name == "instant_wins":
-            if isinstance(v, str) or not isinstance(v, (list, tuple)) or any(p not in INSTANT_PATTERNS for p in v):
-                bad = "a list of patterns from " + ", ".join(INSTANT_PATTERNS)
-            else:
-                r = dataclasses.replace(r, instant_wins=tuple(p for p in INSTANT_PATTERNS if p in v))
-        elif f.name == "max_players":
-            if isinstance(v, bool) or not isinstance(v, int) or not 2 <= v <= core.MAX_PLAYERS:
-                bad = f"an integer from 2 to {core.MAX_PLAYERS}"
-        elif f.name in _OPTIONAL_INT:
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10_000):
-                bad = "a whole number of lá from 0 to 10000, or null"
-        elif f.name == "instant_win_adds_penalties":
-            if v is not None and not isinstance(v, bool):
-                bad = "true, false or null"
-        elif f.type in ("bool", bool):
-            if not isinstance(v, bool):
-                bad = "true or false"
-        elif f.type in ("int", int):
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10_000:
-                bad = "a whole number of lá from 0 to 10000"
-        if bad:
-            shown = given.get(f.name, v)
-            raise RulesError(f"rule parameter {f.name} must be {bad}, not {shown!r}")
-    return r
+RuleSet = rule_set_class(PARAMS)
 
 
 @lru_cache(maxsize=None)
-def _load_preset(name: str) -> RuleSet:
+def load_preset(cls: type, name: str) -> Any:
+    """Preset ``name`` as a ``cls`` rule set: its file sets parameters (others take their default)."""
     if name not in PRESET_NAMES:
         raise RulesError(f"unknown preset {name!r} (known: {', '.join(PRESET_NAMES)})")
-    path = PRESETS_DIR / f"{name}.yaml"
+    path = resources.files(__package__).joinpath("presets", f"{name}.yaml")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise RulesError(f"cannot read preset file {path}: {exc}") from None
-    known = {f.name for f in dataclasses.fields(RuleSet)} - {"name"}
-    if not isinstance(data, dict) or set(data) != known:
-        missing, extra = known - set(data or {}), set(data or {}) - known
-        raise RulesError(f"preset file {path} must set exactly the rule parameters"
-                         f" (missing: {sorted(missing)}, unknown: {sorted(extra)})")
-    return _validated(RuleSet(name=name, **data), data)
+    known = {p.name for p in cls.PARAMS}  # type: ignore[attr-defined]
+    if not isinstance(data, dict) or not set(data) <= known:
+        extra = set(data) - known if isinstance(data, dict) else set()
+        raise RulesError(f"preset file {path} must set rule parameters only (unknown: {sorted(extra)})")
+    return cls.validated(cls(name=name, **data), data)  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ This module imports neither torch nor gymnasium.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from numba import njit
@@ -23,8 +23,10 @@ from .actions import NO_SAM, NUM_ACTIONS
 from .batch import GameBatch, IllegalActionError
 from .cards import HAND_SIZE
 from .core import O_N, O_PHASE, O_SCORE, O_TO_ACT, PH_OVER, PH_SAM
+from .game import Game
+from .named_agents import named_agent
 from .obs import OBS_SIZE, encode_mask_batch, encode_row
-from .rules import RuleSet
+from .rules import DEFAULT_PRESET, RuleSet
 from .seeding import fresh_seed, seed_streams
 
 __all__ = ["SelfPlayBatch", "OpponentGames", "IllegalActionError", "seed_streams"]
@@ -229,7 +231,7 @@ class SelfPlayBatch:
     that stores them into its rollout buffers at once).
     """
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
+    def __init__(self, rules: RuleSet | str = DEFAULT_PRESET, players: int = 4,
                  num_envs: int = 1024, seed: int = 0, copy: bool = True):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, not {num_envs!r}")
@@ -312,8 +314,7 @@ class _Opponent:
             self.kind = "random"
             self.sam_ok = spec == "random:uniform"
         elif isinstance(spec, str):
-            from .named_agents import named_agent  # the agents layer's factory, by entry point
-            self.__init__(named_agent(spec))
+            self.__init__(named_agent(spec))  # the agents layer's factory, by entry point
             return
         elif hasattr(spec, "act_batch") and getattr(spec, "batched", True):
             self.kind = "batch"
@@ -350,10 +351,10 @@ class OpponentGames:
     call per step.
     """
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai", players: int = 4,
+    def __init__(self, rules: RuleSet, players: int = 4,
                  num_envs: int = 1, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
                  learner_seat: int | None = None, illegal_action: str = "random"):
-        self.rules = RuleSet.parse(rules)
+        self.rules = rules
         self.players = self.rules.check_players(players)
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, not {num_envs!r}")
@@ -527,7 +528,6 @@ class OpponentGames:
         return out
 
     def _mirror(self, g: int):
-        from .game import Game
         game = self._mirrors[g]
         if game is None:
             st = self.states[g]

@@ -285,7 +285,7 @@ def test_vector_env_plays_the_single_env_games(opponents):
 def test_fast_path_equals_python_path():
     """The compiled all-random-opponent path and the general Python path are the same games."""
     def run(force_python):
-        og = OpponentGames("hoi_quan_bai", 5, num_envs=8, opponents="random")
+        og = OpponentGames(RuleSet.preset("hoi_quan_bai"), 5, num_envs=8, opponents="random")
         og.all_random = not force_python
         og.reset(123)
         rng = np.random.default_rng(4)
@@ -450,7 +450,7 @@ def test_pettingzoo_game_matches_selfplay_and_view():
 
 # ---- benchmark entry point ----------------------------------------------------------------------
 def test_bench_env_reports_the_contract_keys(capsys):
-    from sam_env.bench import main
+    from samloc.commands.bench import main
     assert main(["--env", "--num-envs", "64", "--steps", "6400", "--json"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(last) == {"num_envs", "steps", "seconds", "steps_per_s"}

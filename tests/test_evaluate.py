@@ -10,7 +10,7 @@ from agents import HeuristicAgent
 from agents.base import Agent
 from agents.evaluate import IllegalMoveError, evaluate, main
 from sam_env.record import replay_report
-from sam_env.replay_cli import main as replay_main
+from samloc.commands.replay import main as replay_main
 
 VOLATILE = ("seconds", "games_per_s")
 
@@ -179,7 +179,7 @@ def test_bench_agent_reports_heuristic_match_throughput(capsys):
     from samloc.cli import main
     from samloc.commands.bench import module_for
     assert module_for(["--agent=heuristic"]) == "samloc.commands.bench_agent" == module_for(["--agent", "x"])
-    assert module_for(["--env"]) == "sam_env.bench"
+    assert module_for(["--env"]) == "samloc.commands.bench"
     assert module_for(["--learner"]) == "samloc.commands.bench_training"
     assert main(["bench", "--agent", "heuristic", "--games", "30", "--players", "3", "--json"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -100,10 +100,10 @@ def test_layout_table_matches_offsets():
     """The table in the module docstring is the layout the code writes."""
     rows = re.findall(r"^(\d+)\s+``(\w+)``\s+(\d+)", obs.__doc__, re.M)
     assert [(name, int(start), int(size)) for start, name, size in rows] == \
-        [(name, obs.OFFSETS[name], size) for name, size in obs.SECTIONS]
-    assert obs.OBS_SIZE == sum(size for _, size in obs.SECTIONS) == 993
+        [(s.name, obs.OFFSETS[s.name], s.size) for s in obs.SECTIONS]
+    assert obs.OBS_SIZE == sum(s.size for s in obs.SECTIONS) == 993
     assert f"``OBS_SIZE`` = {obs.OBS_SIZE}" in obs.__doc__
-    assert len(obs.RULE_FEATURES) == dict(obs.SECTIONS)["rules"]
+    assert len(obs.RULE_FEATURES) == {s.name: s.size for s in obs.SECTIONS}["rules"]
 
 
 @pytest.mark.parametrize("rules,players", CONFIGS)
@@ -287,7 +287,7 @@ def _rule_reference(rs: RuleSet) -> dict[str, float]:
 
 def test_each_rule_feature_lands_at_its_named_offset():
     """Every cell of the rules block holds the parameter its name says, for rule sets that change
-    each parameter in turn; the kernel's RF_* offsets are the names' places."""
+    each parameter in turn; rule_offset(name) is its place."""
     base = {"preset": "hoi_quan_bai"}
     changes = [{}, {"ace_low_straights": False}, {"quad_chops_single_two": False},
                {"double_quad_chops_pair_two": True}, {"passed_can_chop": False},
@@ -306,6 +306,23 @@ def test_each_rule_feature_lands_at_its_named_offset():
     assert len(seen) == len(changes)  # every change moved some cell
     for i, name in enumerate(obs.RULE_FEATURES):
         assert obs.rule_offset(name) == obs.F_RULES + i
-    offsets = [v for k, v in vars(obs).items() if k.startswith("RF_")]
-    assert sorted(offsets) == [obs.F_RULES + i for i in range(len(obs.RULE_FEATURES))
-                               if not 1 <= i - (obs.RF_INSTANT - obs.F_RULES) < obs.N_INSTANT]
+
+
+def test_named_views_of_a_vector_and_a_batch():
+    """``view`` gives a section shaped as declared, for one vector or a batch, without a copy."""
+    g = Game.new("online", 3, seed=2)
+    vec = obs.encode(g, 0)
+    batch = np.stack([vec, obs.encode(g, 1)])
+    assert obs.view(vec, "played").shape == (5, 13, 4) and obs.view(batch, "history").shape == (2, 16, 28)
+    assert np.shares_memory(obs.view(batch, "hand"), batch)
+    for s in obs.SECTIONS:
+        assert np.array_equal(obs.view(vec, s.name).reshape(-1), obs.describe(vec)[s.name])
+    hand = obs.view(vec, "hand").sum(axis=1)  # thermometers: a rank's cells add up to its count
+    assert hand.sum() == 10
+
+
+def test_bounds_come_from_the_cell_kinds():
+    low, high = obs.obs_bounds()
+    assert low[obs.F_SCORES] == -obs.AMOUNT_CLIP and high[obs.F_CHAIN] == obs.AMOUNT_CLIP
+    assert high[obs.rule_offset("cong/20")] == obs.AMOUNT_CLIP and high[obs.rule_offset("max_players/5")] == 1
+    assert low.min() == -obs.AMOUNT_CLIP and set(high.tolist()) == {1.0, obs.AMOUNT_CLIP}

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from sam_env import replay_cli
 from sam_env.actions import ACTION_NAMES, NUM_ACTIONS, move_str, parse_move
 from sam_env.cards import CardError, card_str, parse_card
 from sam_env.game import Game
-from sam_env.record import replay_report
+from sam_env.record import replay, replay_report
 from sam_env.rules import PRESET_NAMES, RuleSet
+from samloc.commands import replay as replay_cli
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -185,7 +185,7 @@ def test_illegal_event_is_named_by_its_index(record, data):
     rec = copy.deepcopy(record)
     assume(rec["events"])
     i = data.draw(st.integers(0, len(rec["events"]) - 1))
-    g = Game.from_record({**rec, "events": rec["events"][:i], "result": None})
+    g = replay({**rec, "events": rec["events"][:i], "result": None})
     n, seat = g.players, g.to_act
     if data.draw(st.booleans()):
         other = (seat + data.draw(st.integers(1, n - 1))) % n

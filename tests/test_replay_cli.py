@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from sam_env import replay_cli
 from sam_env.game import EVENT_FIELDS, Game, GameError
-from sam_env.record import (MAX_MESSAGE, MAX_RECORD_BYTES, RecordError, iter_records, parse_records,
+from sam_env.record import (MAX_MESSAGE, MAX_RECORD_BYTES, RecordError, answer_all, iter_records, parse_records,
                             replay_report)
+from samloc.commands import args as command_args
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ WITH_CHOPS = [r for r in (_game(s) for s in range(400)) if r.get("result", {}).g
 def answers(data: bytes) -> list[dict]:
     """What ``samloc replay - --json`` answers, in process."""
     out = io.StringIO()
-    rc = replay_cli.answer_all(parse_records(data), out)
+    rc = answer_all(parse_records(data), out)
     reps = [json.loads(line) for line in out.getvalue().split("\n")[:-1]]
     assert rc == (0 if all(r["ok"] for r in reps) else 1)
     for r in reps:
@@ -394,7 +394,7 @@ def test_records_are_answered_as_they_are_read():
     rec = line(RECORDS[0])
     src = _Source(rec, 300)
     probe = _Probe(src)
-    assert replay_cli.answer_all(iter_records(io.BufferedReader(src, buffer_size=1 << 16)), probe) == 0
+    assert answer_all(iter_records(io.BufferedReader(src, buffer_size=1 << 16)), probe) == 0
     assert probe.lines == 300
     assert probe.lag <= (1 << 16) + 2 * len(src.chunk)  # never more than one read buffer ahead
 
@@ -431,7 +431,7 @@ def test_a_closed_output_pipe_exits_quietly(tmp_path):
     out = p.stdout.decode().splitlines()
     assert p.stderr == b"", p.stderr.decode()[-2000:]
     assert len(out) == 3 and all(json.loads(x)["ok"] in (True, False) for x in out[:2])
-    assert out[2] == str(replay_cli.EXIT_PIPE)
+    assert out[2] == str(command_args.EXIT_PIPE)
 
 
 def test_a_closed_output_pipe_with_little_output_exits_quietly():
@@ -442,7 +442,7 @@ def test_a_closed_output_pipe_with_little_output_exits_quietly():
     p = subprocess.run([sys.executable, "-m", "samloc", "replay", "-", "--json"],
                        input=line(RECORDS[0]), stdout=w, stderr=subprocess.PIPE, env=env, timeout=120)
     os.close(w)
-    assert p.stderr == b"" and p.returncode == replay_cli.EXIT_PIPE
+    assert p.stderr == b"" and p.returncode == command_args.EXIT_PIPE
 
 
 # ---- exit codes and usage --------------------------------------------------------------------------
@@ -486,3 +486,23 @@ def test_the_worked_examples_as_one_file():
 def test_record_error_is_one_readable_line():
     e = RecordError("a\nb\u2028c" + "x" * 100_000)
     assert "\n" not in str(e) and len(str(e)) == MAX_MESSAGE and str(e).startswith("a b c")
+
+
+@pytest.mark.parametrize("argv", [["rules"], ["rules", "online"]])
+def test_samloc_rules_into_a_closed_pipe_exits_quietly(argv):
+    r, w = os.pipe()
+    os.close(r)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-m", "samloc", *argv], stdout=w, stderr=subprocess.PIPE, env=env, timeout=120)
+    os.close(w)
+    assert p.stderr == b"" and p.returncode == command_args.EXIT_PIPE
+
+
+@pytest.mark.parametrize("argv", [["replay"], ["rules", "nope"], ["rules", "online", "--set", "x"],
+                                  ["demo", "--games", "x"], ["demo", "--players", "9"], ["bench", "--rules", "bad"],
+                                  ["bench", "--games", "0"]])
+def test_the_engines_commands_answer_bad_input_in_one_line(argv, capsys):
+    from samloc.cli import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"samloc {argv[0]}: "), err

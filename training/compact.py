@@ -2,7 +2,7 @@
 
 A float32 observation is 993 x 4 bytes, yet almost all its cells are 0 or 1
 and the rest are small integers over a fixed denominator.  From the layout
-table of ``sam_env.obs``:
+table of ``sam_env.obs_layout`` (each section's cell kinds), today:
 
 ==========  =====  =============================================  ===========================
 cells       count  what                                           shipped as
@@ -34,9 +34,8 @@ import numpy as np
 import torch
 
 from sam_env.actions import NUM_ACTIONS
-from sam_env.core import HIST, MAX_PLAYERS, NR
-from sam_env.obs import (F_CHAIN, F_HIST, F_PROGRESS, F_RULES, F_SCORES, F_TOP_CARDS, FULL_EXTRA, HIST_ENTRY,
-                         OBS_SIZE, OBS_VERSION, RULE_FEATURES)
+from sam_env.obs import FULL_EXTRA, OBS_SIZE, OBS_VERSION
+from sam_env.obs_layout import QUARTER, cell_kinds
 
 #: The observation layout described here; another one must be described again.
 PACKED_OBS_VERSION = 1
@@ -61,7 +60,7 @@ class Coded:
 
 @dataclass(frozen=True)
 class Layout:
-    """Which observation cells are not plain bits, from ``sam_env.obs``'s offsets."""
+    """Which observation cells are not plain bits, from the kinds of ``sam_env.obs_layout.SECTIONS``."""
 
     quarters: np.ndarray          # rank counts / 4: codes 0..4
     coded: tuple[Coded, ...]      # shipped as integers
@@ -73,16 +72,25 @@ def layout() -> Layout:
     if OBS_VERSION != PACKED_OBS_VERSION:
         raise RuntimeError(f"training/compact.py describes observation version {PACKED_OBS_VERSION}, "
                            f"sam_env.obs is at {OBS_VERSION}: describe its cells again")
-    quarters = [F_TOP_CARDS + r for r in range(NR)]
-    quarters += [F_HIST + j * HIST_ENTRY + 15 + r for j in range(HIST) for r in range(NR)]
-    amounts = [F_CHAIN, *range(F_SCORES, F_SCORES + MAX_PLAYERS)]
-    amounts += [F_RULES + i for i, name in enumerate(RULE_FEATURES) if name.endswith("/20")]
-    coded = (Coded("amounts", np.array(amounts), 20, -200, 200, np.int16),
-             Coded("progress", np.array([F_PROGRESS]), 100, 0, 100, np.uint8),
-             Coded("fifths", np.array([F_RULES + RULE_FEATURES.index("max_players/5")]), 5, 0, 5, np.uint8))
+    kinds = cell_kinds()
+    quarters = [i for i, k in enumerate(kinds) if k == QUARTER]
+    groups: dict[str, list[int]] = {}
+    for i, k in enumerate(kinds):
+        if not k.binary and k != QUARTER:
+            groups.setdefault(k.name, []).append(i)
+    coded = tuple(_coded(name, cols, [kinds[i] for i in cols]) for name, cols in groups.items())
     other = np.sort(np.concatenate([quarters, *(c.cols for c in coded)]))
-    assert len(set(other.tolist())) == len(other), "a cell is described twice"
     return Layout(np.array(quarters), coded, other)
+
+
+def _coded(name: str, cols: list[int], kinds: list) -> Coded:
+    """One group of cells over one denominator, shipped as the smallest integer type of its codes."""
+    denoms = {k.denom for k in kinds}
+    assert len(denoms) == 1, f"cells of {name} have different denominators {denoms}"
+    lo, hi = min(k.lo for k in kinds), max(k.hi for k in kinds)
+    dtype = np.uint8 if 0 <= lo and hi <= 255 else np.int16
+    assert np.iinfo(dtype).min <= lo and hi <= np.iinfo(dtype).max
+    return Coded(name, np.array(cols), denoms.pop(), lo, hi, dtype)
 
 
 # ---- on the worker: numpy ------------------------------------------------------------------

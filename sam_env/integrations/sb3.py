@@ -44,7 +44,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvO
 
 from ..actions import NUM_ACTIONS
 from ..gym_env import SamLocEnv, SamLocVectorEnv, _check_scale, render_text
-from ..rules import RuleSet
+from ..rules import DEFAULT_PRESET, RuleSet
 from ..vector import OpponentSpec
 
 __all__ = ["SamLocVecEnv"]
@@ -107,7 +107,7 @@ class _GameView:
 class SamLocVecEnv(VecEnv):
     """``num_envs`` games of ``SamLoc-v0`` as one SB3 ``VecEnv`` (arguments as ``SamLoc-v0``'s)."""
 
-    def __init__(self, num_envs: int = 8, rules: RuleSet | str | Mapping[str, Any] = "hoi_quan_bai",
+    def __init__(self, num_envs: int = 8, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET,
                  players: int = 4, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
                  learner_seat: int | None = None, reward_scale: float = 1.0, illegal_action: str = "random",
                  render_mode: str | None = None):

@@ -1,10 +1,23 @@
-"""`samloc bench`: the engine's, the agents' and the trainer's throughput figures (moving here)."""
+"""``samloc bench``: engine and environment throughput on one core, uniformly random legal play.
+
+Every seat answers ``no_sam``, then picks uniformly among its legal moves;
+every move is checked for legality.  The last output line is JSON.
+The agents' and the trainer's benches (``--agent``; ``--learner``, ``--rollout``,
+``--search``) are their own command modules.
+"""
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import json
 
-#: ``samloc bench`` options measured by the layer above the engine's (``sam_env.bench`` takes the rest).
+from sam_env.bench import bench_engine, bench_env
+from sam_env.rules import DEFAULT_PRESET, RulesError
+
+from .args import Parser, command, fail, table
+
+#: ``samloc bench`` options measured by the layer above the engine's (this module takes the rest).
 BENCH_BY_OPTION = {"--learner": "samloc.commands.bench_training", "--rollout": "samloc.commands.bench_training",
                    "--search": "samloc.commands.bench_training",
                    "--agent": "samloc.commands.bench_agent"}
@@ -15,8 +28,45 @@ def module_for(argv: list[str]) -> str:
     for a in argv:
         if a.split("=", 1)[0] in BENCH_BY_OPTION:
             return BENCH_BY_OPTION[a.split("=", 1)[0]]
-    return "sam_env.bench"
+    return __name__
+
+
+def parser() -> Parser:
+    ap = Parser(prog="samloc bench", description=__doc__)
+    ap.add_argument("--rules", default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET})")
+    ap.add_argument("--players", type=int, default=4)
+    ap.add_argument("--games", type=int, default=200_000)
+    ap.add_argument("--batch", type=int, default=1024, help="games stepped together")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--env", action="store_true", help="benchmark the self-play environment batch instead")
+    ap.add_argument("--num-envs", type=int, default=1024,
+                    help="with --env: games in the self-play batch; 1 benchmarks one SamLoc-v0 env")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="with --env: agent steps to take (default 2000000; 200000 with --num-envs 1)")
+    ap.add_argument("--json", action="store_true", help="print only the JSON line")
+    return ap
 
 
 def main(argv: list[str]) -> int:
-    return int(importlib.import_module(module_for(argv)).main(argv) or 0)
+    other = module_for(argv)
+    return int(importlib.import_module(other).main(argv) or 0) if other != __name__ else engine(argv)
+
+
+@command(parser)
+def engine(args: argparse.Namespace) -> int:
+    """The engine's and the environments' throughput."""
+    try:
+        rules = table(args.rules, args.players)
+        if args.games < 1 or args.batch < 1:
+            raise RulesError("--games and --batch must be positive")
+        if args.env:
+            steps = args.steps if args.steps is not None else (200_000 if args.num_envs == 1 else 2_000_000)
+            res = bench_env(rules, args.players, args.num_envs, steps, args.seed)
+        else:
+            res = bench_engine(rules, args.players, args.games, args.seed, args.batch)
+    except (RulesError, ValueError) as exc:
+        return fail("samloc bench", exc)
+    if not args.json:
+        print(f"{args.rules}, {args.players} players: " + ", ".join(f"{k} {v}" for k, v in res.items()))
+    print(json.dumps(res))
+    return 0
