@@ -101,7 +101,7 @@ def test_importing_the_engine_loads_no_upper_layer() -> None:
 
 def test_serving_and_replay_load_no_torch() -> None:
     """The ONNX server and the engine's command-line tools start without PyTorch, Ray or gymnasium."""
-    code = ("import sys, sam_env.game, sam_env.obs, sam_env.vector, sam_env.replay_cli, agents.server,"
+    code = ("import sys, sam_env.game, sam_env.obs, sam_env.vector, sam_env.replay_cli, agents.serving.app,"
             " agents.onnx_agent, agents.nets.format;"
             "bad = [m for m in ('torch', 'ray', 'gymnasium', 'pettingzoo') if m in sys.modules];"
             "assert not bad, bad")

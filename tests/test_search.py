@@ -355,7 +355,8 @@ def test_server_serves_the_search_bot_reproducibly():
         warnings.simplefilter("ignore")
         from fastapi.testclient import TestClient
 
-    from agents.server import Bot, create_app
+    from agents.serving.app import create_app
+    from agents.serving.bots import Bot
     spec = f"{SHIPPED}+search:candidates=3,worlds=4,horizon=1"
     with pytest.raises(ValueError, match="temperature"):
         Bot(spec, temperature=0.5)
@@ -413,7 +414,8 @@ def test_the_server_bounds_searched_answers_and_says_so(tmp_path: Path):
         from fastapi.testclient import TestClient
 
     from agents.nets.checkpoint import save_checkpoint
-    from agents.server import DEADLINE_MS, Bot, create_app
+    from agents.serving.app import create_app
+    from agents.serving.bots import DEADLINE_MS, Bot
     from sam_env.actions import ACTION_TABLE_VERSION
 
     torch.manual_seed(2)
