@@ -51,7 +51,7 @@ def test_every_agent_move_is_legal_everywhere(rules, players):
     games = 0
     for a, b in (("heuristic", "random:uniform"), ("heuristic:greedy", "heuristic"),
                  ("heuristic:noblock", "heuristic:spend"), ("random", "heuristic:nosam")):
-        r = evaluate(a, b, rules, players, 60, seed=players)
+        r = evaluate(a, b, RuleSet.preset(rules), players, 60, seed=players)
         assert r["zero_sum"]
         games += r["games"]
     assert games >= 480  # 14 tables: over 8,000 games in all
@@ -238,8 +238,8 @@ def bot_url():
 def test_http_agent_plays_through_the_protocol(bot_url):
     remote = make_agent(bot_url)
     assert isinstance(remote, HttpAgent) and not remote.batched
-    res = evaluate(remote, "heuristic:greedy", "hoi_quan_bai", 3, 4, seed=1)
-    local = evaluate(HeuristicAgent(), "heuristic:greedy", "hoi_quan_bai", 3, 4, seed=1)
+    res = evaluate(remote, "heuristic:greedy", RuleSet.preset("hoi_quan_bai"), 3, 4, seed=1)
+    local = evaluate(HeuristicAgent(), "heuristic:greedy", RuleSet.preset("hoi_quan_bai"), 3, 4, seed=1)
     assert res["zero_sum"] and res["games"] == 12 and not res["batched"]
     # the remote bot is the heuristic: same games as playing it locally through the slow path
     assert res["mean_score"] == local["mean_score"]

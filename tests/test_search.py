@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from agents import make_agent
-from agents.evaluate import evaluate, write_report
+from agents.eval_report import write_report
+from agents.evaluate import evaluate
 from agents.policy_agent import PolicyAgent, load_policy_agent
 from agents.search import (DEFAULTS, PAD_ROWS, SearchAgent, _apply_all, _expand, _legal_argmax,
                            parse_search_spec, search_targets)
@@ -22,6 +23,7 @@ from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.cards import cards_str
 from sam_env.game import Game
+from sam_env.rules import RuleSet
 from agents.nets.policy import build_net
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "standard"
@@ -339,7 +341,7 @@ def test_search_specs_and_their_errors(tmp_path: Path):
 def test_evaluation_reports_say_how_the_search_played(tmp_path: Path):
     torch.manual_seed(0)
     agent = SearchAgent(PolicyAgent(build_net(32, 2, "full"), name="tiny"), 3, 4, 1, critic=25, bf16=False)
-    res = evaluate(agent, "random", "hoi_quan_bai", 4, deals=2, seed=3)
+    res = evaluate(agent, "random", RuleSet.preset("hoi_quan_bai"), 4, deals=2, seed=3)
     assert res["agent"] == "tiny+search"
     assert res["agent_settings"] == {"candidates": 3, "worlds": 4, "horizon": 1, "critic": 25, "belief": 0}
     text = (write_report({**res, "by_table": {"hoi_quan_bai/4": res}}, tmp_path / "rep") / "report.md").read_text()
