@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .base import Agent
-from .heuristic import VARIANTS, HeuristicAgent
+from .heuristic import HeuristicAgent
+from .heuristic_params import VARIANTS
 from .random_agent import RandomAgent
 
 SPEC_HELP = ("random, random:uniform, heuristic, heuristic:" + "|".join(v for v in VARIANTS if v)
