@@ -140,8 +140,9 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
     """The play page and its API; the sessions live in the app's :class:`SessionStore`."""
     def stored(request: Request, sid: str) -> tuple[PlaySession, int]:
         state, version = request.app.state.sessions.get(sid)
-        b, stand_in = _play_bot(request, RuleSet.parse(state["rules"]), state["players"])
-        return PlaySession.from_json(state, b, stand_in, sid), version
+        rules = RuleSet.parse(state["rules"])
+        b, stand_in = _play_bot(request, rules, state["players"])
+        return PlaySession.from_json(state, rules, b, stand_in, sid), version
 
     def store(request: Request, s: PlaySession, version: int) -> dict[str, Any]:
         request.app.state.sessions.put(s.id, s.to_json(), version)

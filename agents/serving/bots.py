@@ -24,6 +24,8 @@ from sam_env.rules import DEFAULT_PRESET, PRESET_NAMES, RuleSet
 from .protocol import FORMAT, RequestError
 from .shipped import shipped_models
 
+#: A rule set a bot plays, as the protocol shows it (a preset's name or the rules record), and its player counts.
+Supported = tuple[RuleSet, Any, list[int]]
 DEADLINE_MS = 200             # a searched decision's time bound (agents.search: the best move found by then)
 
 
@@ -144,15 +146,19 @@ class Bot:
     def plays(self, rules: RuleSet, players: int) -> bool:
         return self.tables is None or (rules_key(rules), players) in self.tables
 
-    def supports_json(self) -> list[dict[str, Any]]:
-        """``[{rules, players: [...]}]``: what it was trained for (every preset table for a rule-based bot)."""
+    def supported(self) -> list[Supported]:
+        """What it was trained for (every preset table for a rule-based bot), by rule set."""
         if self.tables is None:
-            return [{"rules": n, "players": list(range(2, RuleSet.preset(n).max_players + 1))}
+            return [(RuleSet.preset(n), n, list(range(2, RuleSet.preset(n).max_players + 1)))
                     for n in PRESET_NAMES]
         by: dict[str, list[int]] = {}
         for key, p in sorted(self.tables):
             by.setdefault(key, []).append(p)
-        return [{"rules": self._rules[k].to_record(), "players": ps} for k, ps in by.items()]
+        return [(self._rules[k], self._rules[k].to_record(), ps) for k, ps in by.items()]
+
+    def supports_json(self) -> list[dict[str, Any]]:
+        """``[{rules, players: [...]}]``: :meth:`supported` as the protocol shows it."""
+        return _as_json(self.supported())
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "agent": self.spec, "checkpoint": self.checkpoint,
@@ -226,30 +232,32 @@ class Bots:
         bot = self.route(rules, players)
         if bot is None:
             raise RequestError(f"no bot here plays {rules.name} with {players} players; this server plays "
-                               + "; ".join(f"{_name(s['rules'])} with {', '.join(map(str, s['players']))}"
-                                           for s in self.supports_json()))
+                               + "; ".join(f"{rs.name} with {', '.join(map(str, ps))}"
+                                           for rs, _, ps in self.supported()))
         return bot
 
-    def supports_json(self) -> list[dict[str, Any]]:
+    def supported(self) -> list[Supported]:
         """Every table one of the bots plays, merged by rule set."""
         if any(b.tables is None for b in self.bots):
-            return next(b for b in self.bots if b.tables is None).supports_json()
-        by: dict[str, tuple[Any, set[int]]] = {}
+            return next(b for b in self.bots if b.tables is None).supported()
+        by: dict[str, tuple[RuleSet, Any, set[int]]] = {}
         for b in self.bots:
-            for s in b.supports_json():
-                by.setdefault(json.dumps(s["rules"], sort_keys=True), (s["rules"], set()))[1].update(s["players"])
-        return [{"rules": r, "players": sorted(ps)} for r, ps in by.values()]
+            for rs, shown, ps in b.supported():
+                by.setdefault(json.dumps(shown, sort_keys=True), (rs, shown, set()))[2].update(ps)
+        return [(rs, shown, sorted(ps)) for rs, shown, ps in by.values()]
+
+    def supports_json(self) -> list[dict[str, Any]]:
+        return _as_json(self.supported())
 
     def info(self) -> dict[str, Any]:
-        sup = self.supports_json()
         routes = []
-        for s in sup:
-            rs = RuleSet.parse(s["rules"])
-            for p in s["players"]:
+        for rs, shown, ps in self.supported():
+            for p in ps:
                 b = self.route(rs, p)
                 assert b is not None
-                routes.append({"rules": s["rules"], "players": p, "bot": b.name,
+                routes.append({"rules": shown, "players": p, "bot": b.name,
                                "mean_vs_heuristic": b.strength.get((rules_key(rs), p))})
+        sup = self.supports_json()
         first = self.bots[0]
         onnx = next((b.onnx for b in self.bots if b.onnx is not None), None)
         return {"name": " + ".join(b.name for b in self.bots), "agent": first.spec, "checkpoint": first.checkpoint,
@@ -262,8 +270,8 @@ class Bots:
                 "deadline_ms": self.deadline_ms}
 
 
-def _name(rules: Any) -> str:
-    return RuleSet.parse(rules).name
+def _as_json(supported: list[Supported]) -> list[dict[str, Any]]:
+    return [{"rules": shown, "players": ps} for _, shown, ps in supported]
 
 
 def view_key(game: Game, seat: int) -> int:

@@ -56,8 +56,10 @@ class PlaySession:
         self.play_bots()
 
     @classmethod
-    def from_json(cls, state: dict[str, Any], bot: Bot, stand_in: bool, sid: str) -> "PlaySession":
-        return cls(bot, RuleSet.parse(state["rules"]), state["players"], state["seat"], state["seed"],
+    def from_json(cls, state: dict[str, Any], rules: RuleSet, bot: Bot, stand_in: bool,
+                  sid: str) -> "PlaySession":
+        """The session ``to_json`` stored (its ``rules`` parsed by the caller, who chose the bot by them)."""
+        return cls(bot, rules, state["players"], state["seat"], state["seed"],
                    stand_in, sid=sid, history=state["history"], game=state["game"], opener=state["opener"],
                    events=state["events"])
 
