@@ -365,3 +365,13 @@ def test_cli_workers_report_the_one_process_figures(tmp_path, capsys):
     two = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert two["by_table"]["hoi_quan_bai/4"]["workers"] == 2  # three chunks of at most 512 deals
     assert (two["mean_score"], two["ci95"], two["win_rate"]) == (one["mean_score"], one["ci95"], one["win_rate"])
+
+
+def test_a_usage_error_is_one_line_and_help_exits_0(capsys):
+    """The commands' parser (samloc/commands/args.py): one line naming the problem, exit 2."""
+    from samloc.commands.bench_agent import main as bench_main
+    assert main(["--deals", "many"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["samloc eval: argument --deals: invalid int value: 'many'"]
+    assert main(["--help"]) == 0 and "--opponents" in capsys.readouterr().out
+    assert bench_main(["--agent", "heuristic", "--rules", "nope", "--json"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -303,6 +305,32 @@ def test_serve_without_shipped_checkpoints_says_where_to_put_them(tmp_path) -> N
                                                            PYTHONPATH=str(ROOT)))
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         f"samloc serve: SAMLOC_CHECKPOINTS={tmp_path / 'x'} is not a folder of checkpoints"]
+
+
+def test_serve_runs_from_any_directory(tmp_path) -> None:
+    """The play page's files are package data, found beside the code, not from the working directory."""
+    import httpx
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "samloc", "serve", "--agent", "heuristic", "--port", str(port)],
+                            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v1/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.time() - t0 < 120
+            time.sleep(0.2)
+        assert httpx.get(f"http://127.0.0.1:{port}/play").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/play/static/play.js").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def test_server_imports_no_torch() -> None:
