@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -60,16 +60,28 @@ def _plot(res: dict[str, Any], path: Path) -> None:
                      f"({r['games']} games)")
         ax.legend()
     fig.tight_layout()
-    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def write_report(res: dict[str, Any], out_dir: str | Path) -> Path:
     """``result.json``, ``report.md`` and ``scores.png`` in ``out_dir``."""
+    return write_folder(out_dir, res, "result.json", ("report.md", _markdown), ("scores.png", _plot))
+
+
+def write_folder(out_dir: str | Path, res: dict[str, Any], json_name: str,
+                 markdown: tuple[str, Callable[[dict[str, Any]], str]],
+                 plot: tuple[str, Callable[[dict[str, Any], Path], None]]) -> Path:
+    """A report folder: ``res`` as JSON, then its Markdown and its figure, each (file name, maker)."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    write_atomic(d / "result.json", json.dumps(res, indent=2, ensure_ascii=False) + "\n")
-    write_atomic(d / "report.md", _markdown(res))
-    _plot(res, d / "scores.png")
+    write_atomic(d / json_name, json.dumps(res, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(d / markdown[0], markdown[1](res))
+    plot[1](res, d / plot[0])
     return d
 
+
+def save_png(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure as PNG (atomically) and free it."""
+    import matplotlib.pyplot as plt  # optional (the train extra): only when a report is drawn
+    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    plt.close(fig)

@@ -9,7 +9,6 @@ one run shows how its training went (``ratings.png``: rating against decisions t
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +16,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sam_env.atomic import write_atomic, write_with
 from sam_env.rules import RuleSet
 
+from .eval_report import save_png, write_folder
 from .evaluate import evaluate
 from .nets.format import META_FILE, CheckpointError, list_checkpoints, read_metadata, resolve, verify
 from .ratings import MISFIT_Z, rate
@@ -217,15 +216,9 @@ def _plot(res: dict[str, Any], path: Path) -> None:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def write_report(res: dict[str, Any], out_dir: str | Path) -> Path:
     """``league.json``, ``league.md`` and ``ratings.png`` in ``out_dir``."""
-    d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    write_atomic(d / "league.json", json.dumps(res, indent=2, ensure_ascii=False) + "\n")
-    write_atomic(d / "league.md", _markdown(res))
-    _plot(res, d / "ratings.png")
-    return d
+    return write_folder(out_dir, res, "league.json", ("league.md", _markdown), ("ratings.png", _plot))
