@@ -16,6 +16,7 @@ import numpy as np
 
 from agents.base import AgentFailure
 from agents.nets.format import read_json_file
+from agents.onnx_agent import choose_action
 from agents.registry import AgentSpec, make_agent, parse_spec
 from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION
 from sam_env.game import Game
@@ -170,7 +171,6 @@ class Bot:
         rng = np.random.default_rng([self.seed & 0xFFFFFFFF, key])
         info: dict[str, Any] | None = None
         if self.onnx is not None:
-            from agents.onnx_agent import choose_action  # onnxruntime: loaded only for an ONNX bot
             probs, value, mask = self.onnx.policy(game, seat)
             a = choose_action(probs, mask, self.temperature, rng)
             legal = np.flatnonzero(mask)
