@@ -375,3 +375,9 @@ def test_a_usage_error_is_one_line_and_help_exits_0(capsys):
     assert main(["--help"]) == 0 and "--opponents" in capsys.readouterr().out
     assert bench_main(["--agent", "heuristic", "--rules", "nope", "--json"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_rules_cross_as_one_parsed_value():
+    """The library takes a RuleSet; a name is parsed where it comes in (a command line, a config, a request)."""
+    with pytest.raises(TypeError, match="rules must be a RuleSet"):
+        evaluate("random", "random", "hoi_quan_bai", 4, 2)
