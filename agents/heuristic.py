@@ -26,6 +26,10 @@ Variants (``heuristic:NAME``), used to check the full player is not worse than
 simpler ones: ``greedy`` (lead the combination holding the lowest card, beat
 with the smallest play, never declare), ``nosam``, ``noblock`` (no blocking or
 pressure terms), ``spend`` (no value on masters: spends 2s and quads freely).
+
+This module holds the decision and the agent; the hand model and splitter are
+:mod:`agents.hand_shape`, the Sâm planner :mod:`agents.sam_planner`, the
+parameters and variants :mod:`agents.heuristic_params`.
 """
 
 from __future__ import annotations
