@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import sys
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
@@ -30,10 +31,13 @@ _pool_agents: tuple[Agent, Agent] | None = None  # a worker process's two agents
 
 def _pool_init(agent: str, opponents: str, seed: int) -> None:
     """A worker's start: the agents built as evaluate builds them, so each chunk plays what it plays in
-    one process.  A spawned worker inherits the parent's environment, one thread (``samloc``'s entry
-    point sets it): the workers are sized to cores."""
+    one process.  The workers are sized to cores, so each plays on one thread: it inherits the parent's
+    environment (``samloc``'s entry point sets one thread), and a network's torch is held to one."""
     global _pool_agents
     _pool_agents = (make_agent(agent, seed=seed), make_agent(opponents, seed=seed + 1))
+    torch = sys.modules.get("torch")  # loaded by a network's agent; rule-based pools never import it
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def _pool_chunk(rs: RuleSet, n: int, lo: int, hi: int, hands: np.ndarray, openers: np.ndarray,

@@ -381,3 +381,13 @@ def test_rules_cross_as_one_parsed_value():
     """The library takes a RuleSet; a name is parsed where it comes in (a command line, a config, a request)."""
     with pytest.raises(TypeError, match="rules must be a RuleSet"):
         evaluate("random", "random", "hoi_quan_bai", 4, 2)
+
+
+def test_pool_workers_play_on_one_thread(monkeypatch):
+    """Workers are sized to cores: a network's worker runs torch on one thread even where the parent's
+    environment does not say so (a library caller that is not the samloc command)."""
+    pytest.importorskip("torch")
+    from agents.eval_chunks import EvalPool
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with EvalPool("checkpoints/standard", "heuristic", 0, 2) as pool:
+        assert pool._executor.submit(eval, "__import__('torch').get_num_threads()").result() == 1
