@@ -1,20 +1,16 @@
-"""Agent benchmarks: match throughput through the evaluation harness.
-
-``samloc bench --agent SPEC`` runs :func:`bench_agent`; :func:`main` is that
-command (every other ``samloc bench`` form is the engine's, :mod:`sam_env.bench`).
-"""
+"""Agent benchmarks: match throughput through the evaluation harness (``samloc bench --agent``)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from sam_env import bench as engine_bench
+from sam_env.rules import RuleSet
 
 from .evaluate import evaluate
 
 
-def bench_agent(spec: str, rules: str, players: int, deals: int, seed: int) -> dict[str, Any]:
+def bench_agent(spec: str, rules: RuleSet, players: int, deals: int, seed: int) -> dict[str, Any]:
     """Agent-only matches (``spec`` in every seat) over ``deals`` duplicate deals, batched engine."""
     evaluate(spec, spec, rules, players, 20, seed=seed + 1)  # compile / warm up
     t0, c0 = time.perf_counter(), time.process_time()
@@ -22,8 +18,3 @@ def bench_agent(spec: str, rules: str, players: int, deals: int, seed: int) -> d
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"agent": spec, "games": r["games"], "seconds": round(dt, 4), "games_per_s": round(r["games"] / dt),
             "games_per_cpu_s": round(r["games"] / cpu)}
-
-
-def main(argv: list[str]) -> int:
-    """``samloc bench`` with ``--agent`` handled here (the same options and output)."""
-    return engine_bench.main(argv, agent_bench=bench_agent)

@@ -27,11 +27,9 @@ Default output: ``policy.onnx`` inside the checkpoint folder, where
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import time
 import warnings
@@ -194,37 +192,3 @@ def _check(model: Any, onnx_path: Path, rules: Any, players: int, samples: int, 
         worst = max(worst, dp, dv)
     out["max_abs_diff"] = worst
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="samloc export", description=__doc__.split("\n\n")[0])
-    p.add_argument("checkpoint", help="a checkpoint folder (or a run folder: its newest good checkpoint)")
-    p.add_argument("--out", default=None, help="the .onnx file to write (default: CHECKPOINT/policy.onnx)")
-    p.add_argument("--samples", type=int, default=1000, help="positions (and random inputs) checked (1000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="print the sidecar as one JSON line")
-    args = p.parse_args(argv)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if args.samples < 1:
-        print("samloc export: --samples must be at least 1", file=sys.stderr)
-        return 2
-    try:
-        side = export(args.checkpoint, args.out, samples=args.samples, seed=args.seed)
-    except (ValueError, OSError) as exc:
-        print(f"samloc export: {exc}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(side))
-    else:
-        c = side["check"]
-        print(f"wrote {side['path']} and {Path(side['path']).with_suffix('.json')}")
-        print(f"checked on {c['samples']} inputs: max |onnx - torch| = {c['max_abs_diff']:.2e}"
-              f" (probs {c['positions']['max_abs_diff_probs']:.1e} on real positions,"
-              f" value {c['positions']['max_abs_diff_value']:.1e}); tolerance {TOLERANCE}"
-              f" ({RANDOM_TOLERANCE} on random inputs)")
-        print(f"plays {', '.join(map(str, side['rules']))} with {', '.join(map(str, side['players']))} players")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

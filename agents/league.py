@@ -1,4 +1,4 @@
-"""``samloc league``: every ordered pair of agents on duplicate deals, one rating each.
+"""A league (``samloc league``): every ordered pair of agents on duplicate deals, one rating each.
 
 Each ordered pair (A, B) is one :func:`agents.evaluate.evaluate` run (A in one seat,
 B in the others, A's seat rotated), all pairs on the same deals of ``--seed``; the
@@ -9,25 +9,20 @@ one run shows how its training went (``ratings.png``: rating against decisions t
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import shlex
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sam_env.atomic import write_atomic, write_with
-from sam_env.rules import RuleSet, RulesError
+from sam_env.rules import RuleSet
 
-from .evaluate import IllegalMoveError, evaluate, parse_tables, table_name, trained_tables
+from .eval_report import save_png, write_folder
+from .evaluate import evaluate
 from .nets.format import META_FILE, CheckpointError, list_checkpoints, read_metadata, resolve, verify
 from .ratings import MISFIT_Z, rate
-from .registry import make_agent, parse_spec
+from .registry import parse_spec
 
 
 @dataclass(frozen=True)
@@ -104,6 +99,20 @@ def play(entries: Sequence[Entry], rules: RuleSet, players: int, deals: int, see
     return pairs, results
 
 
+def rate_league(entries: Sequence[Entry], rules: RuleSet, players: int, deals: int, seed: int, *, pin: str,
+                reps: int = 1000, progress: Callable[[int, str], None] | None = None
+                ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Every pair played (:func:`play`) and one rating per agent fitted (:func:`agents.ratings.rate`,
+    ``pin`` rated 0, ``reps`` bootstrap resamples): the fit, and each pair's result by ``A vs B``
+    (without its score histogram)."""
+    names = [e.name for e in entries]
+    pairs, results = play(entries, rules, players, deals, seed, progress)
+    deal_scores = np.array([r.pop("deal_scores") for r in results])
+    fitted = rate(names, pairs, deal_scores, pin=names.index(pin), reps=reps, seed=seed)
+    return fitted, {f"{names[i]} vs {names[j]}": {k: v for k, v in r.items() if k != "score_hist"}
+                    for (i, j), r in zip(pairs, results)}
+
+
 # ---- reports -----------------------------------------------------------------------------------
 def _fmt(x: float) -> str:
     return f"{x:+.2f}"
@@ -169,7 +178,7 @@ def _markdown(res: dict[str, Any]) -> str:
 
 
 def _plot(res: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    import matplotlib  # optional (the train extra), and slow to import: only when a report is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rt = res["ratings"]
@@ -207,119 +216,9 @@ def _plot(res: dict[str, Any], path: Path) -> None:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def write_report(res: dict[str, Any], out_dir: str | Path) -> Path:
     """``league.json``, ``league.md`` and ``ratings.png`` in ``out_dir``."""
-    d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    write_atomic(d / "league.json", json.dumps(res, indent=2, ensure_ascii=False) + "\n")
-    write_atomic(d / "league.md", _markdown(res))
-    _plot(res, d / "ratings.png")
-    return d
-
-
-# ---- the command ------------------------------------------------------------------------------
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
-        prog="samloc league",
-        description="Every ordered pair of agents on the same duplicate deals (one seat A, the others B), "
-                    "then one rating per agent on the lá scale: score(A vs B) ≈ r_A − r_B.")
-    ap.add_argument("agents", nargs="+", metavar="AGENT",
-                    help="agent specs (as samloc eval's); a run folder stands for its checkpoints")
-    ap.add_argument("--rules", help="preset name (default hoi_quan_bai)")
-    ap.add_argument("--players", help="player count (default 4)")
-    ap.add_argument("--deals", type=int, default=1000, help="deals per ordered pair (default 1000)")
-    ap.add_argument("--seed", type=int, default=0, help="the deals' seed, and the bootstrap's")
-    ap.add_argument("--pin", help="the agent rated 0 (default random if it plays, else the first agent)")
-    ap.add_argument("--bootstrap", type=int, default=1000,
-                    help="bootstrap resamples of the deals (default 1000)")
-    ap.add_argument("--off-table", action="store_true",
-                    help="allow a network at a table it was not trained for "
-                         "(reported as out of distribution)")
-    ap.add_argument("--json", action="store_true", help="print only the JSON line")
-    ap.add_argument("--out", help="run folder (default runs/league/RULES_P__TIME)")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    warn = lambda m: print(f"samloc league: {m}", file=sys.stderr)  # noqa: E731
-    try:
-        tables = parse_tables(None, args.rules, args.players) or [(RuleSet.preset("hoi_quan_bai"), 4)]
-        if len(tables) != 1:
-            raise ValueError("a league plays one table: give one rule set and one player count")
-        rules, players = tables[0]
-        if args.deals < 2:
-            raise ValueError("--deals must be at least 2 (the intervals resample deals)")
-        if args.bootstrap < 100:
-            raise ValueError("--bootstrap must be at least 100 resamples")
-        if args.seed < 0:
-            raise ValueError("--seed must be a non-negative integer")
-        entries = expand(args.agents, warn=warn)
-        names = [e.name for e in entries]
-        pin = args.pin if args.pin is not None else ("random" if "random" in names else names[0])
-        if pin not in names:
-            raise ValueError(f"--pin {pin}: not in the league ({', '.join(names)})")
-        here = table_name(rules, players)
-        off = []
-        for e in entries:
-            agent = make_agent(e.spec, seed=args.seed)
-            own = trained_tables(agent)
-            agent.close()
-            if own is not None and here not in {table_name(*t) for t in own}:
-                if not args.off_table:
-                    raise ValueError(f"{e.name} was trained for {', '.join(table_name(*t) for t in own)}, "
-                                     f"not {here}; add --off-table to play it there "
-                                     "(out of training distribution)")
-                off.append(e.name)
-    except (RulesError, ValueError) as exc:
-        print(f"samloc league: {exc}", file=sys.stderr)
-        return 2
-
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    n_pairs = len(entries) * (len(entries) - 1)
-    t0 = time.perf_counter()
-    try:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("deals"), TimeRemainingColumn(), console=Console(stderr=True),
-                      transient=args.json) as prog:
-            task = prog.add_task(f"{n_pairs} pairs", total=n_pairs * args.deals)
-            pairs, results = play(entries, rules, players, args.deals, args.seed,
-                                  progress=lambda done, what: prog.update(task, completed=done,
-                                                                             description=what[-60:]))
-    except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
-        print(f"samloc league: {exc}", file=sys.stderr)
-        return 1
-    seconds = time.perf_counter() - t0
-    deal_scores = np.array([r.pop("deal_scores") for r in results])
-    fitted = rate(names, pairs, deal_scores, pin=names.index(pin), reps=args.bootstrap, seed=args.seed)
-    res = {"command": shlex.join(["samloc", "league", *argv]), "table": here, "rules": rules.name,
-           "players": players, "deals": args.deals, "seed": args.seed,
-           "agents": [{"name": e.name, "spec": e.spec, "run": e.run, "decisions_trained": e.decisions_trained,
-                       "out_of_distribution": e.name in off} for e in entries],
-           **fitted, "seconds": round(seconds, 1)}
-    full = res | {"evaluations": {f"{names[i]} vs {names[j]}": {k: v for k, v in r.items()
-                                                                 if k != "score_hist"}
-                                  for (i, j), r in zip(pairs, results)}}
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else Path("runs") / "league" / f"{rules.name}_{players}__{stamp}"
-    try:
-        write_report(full, out)
-    except OSError as exc:
-        print(f"samloc league: cannot write the report to {out}: {exc}", file=sys.stderr)
-        return 1
-    res["report_dir"] = str(out)
-    if not args.json:
-        rt = res["ratings"]
-        for n in sorted(names, key=lambda n: -rt[n]["rating"]):
-            print(f"{rt[n]['rating']:+8.2f} [{rt[n]['ci95'][0]:+.2f}, {rt[n]['ci95'][1]:+.2f}]  {n}")
-        for q in res["misfits"]:
-            print(f"misfit: {q['a']} vs {q['b']}: matchup score {q['score']:+.2f} lá, r_A − r_B "
-                  f"{q['predicted']:+.2f} (z {q['z']:+.1f})")
-        print(f"report: {out / 'league.md'}")
-    print(json.dumps(res, ensure_ascii=False))
-    return 0
+    return write_folder(out_dir, res, "league.json", ("league.md", _markdown), ("ratings.png", _plot))

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .base import Agent
-from .heuristic import VARIANTS, HeuristicAgent
+from .heuristic import HeuristicAgent
+from .heuristic_params import VARIANTS
 from .random_agent import RandomAgent
 
 SPEC_HELP = ("random, random:uniform, heuristic, heuristic:" + "|".join(v for v in VARIANTS if v)
@@ -79,11 +80,11 @@ def make_agent(spec: "str | AgentSpec | Agent", *, seed: int = 0, **kw: Any) -> 
         return spec
     p = spec if isinstance(spec, AgentSpec) else parse_spec(spec)
     if p.kind == "http":
-        from .http_agent import HttpAgent
+        from .http_agent import HttpAgent  # httpx (the serve extra)
         return HttpAgent(p.target, seed=seed, **kw)
     if p.kind == "onnx":
         try:
-            from .onnx_agent import OnnxAgent
+            from .onnx_agent import OnnxAgent  # onnxruntime (the serve extra)
         except ImportError as exc:
             raise ValueError(f"cannot load ONNX agents here ({exc})") from None
         return OnnxAgent(p.target, seed=seed, **kw)
@@ -93,12 +94,12 @@ def make_agent(spec: "str | AgentSpec | Agent", *, seed: int = 0, **kw: Any) -> 
         return HeuristicAgent(seed=seed, variant=p.option, **kw)
     if p.kind == "search":
         try:
-            from .search import load_search_agent
+            from .search import load_search_agent  # torch (the train extra)
         except ImportError as exc:
             raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
         return load_search_agent(p.target, p.option, seed=seed, **kw)
     try:
-        from .policy_agent import load_policy_agent
+        from .policy_agent import load_policy_agent  # torch (the train extra)
     except ImportError as exc:
         raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
     return load_policy_agent(p.target, seed=seed, **kw)

@@ -42,6 +42,7 @@ from agents.base import ObsPolicy
 from agents.evaluate import evaluate
 from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import OBS_SIZE
+from sam_env.rules import RuleSet
 
 
 # ---- 1. config ------------------------------------------------------------------------------------
@@ -153,7 +154,7 @@ def score(net: MaskedAgent, args: Args, device: torch.device) -> dict[str, Any] 
     """Mean lá per game against the opponents (duplicate deals), or None when ``eval_deals`` is 0."""
     if args.eval_deals < 1:
         return None
-    res = evaluate(greedy(net, device), args.opponents, args.rules, args.players, deals=args.eval_deals,
+    res = evaluate(greedy(net, device), args.opponents, RuleSet.parse(args.rules), args.players, deals=args.eval_deals,
                    seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"]}
 

@@ -33,6 +33,7 @@ import torch
 from agents.base import ObsPolicy
 from agents.evaluate import evaluate
 from sam_env.integrations.rllib import GAMES, LA_PER_GAME, LEARNER, init_local_ray, masked_ppo_config
+from sam_env.rules import RuleSet
 
 OPPONENTS = "heuristic"
 
@@ -51,7 +52,7 @@ def greedy(module: Any) -> ObsPolicy:
 
 def score(module: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Mean lá per game against the heuristic (duplicate deals, ``samloc eval``'s numbers)."""
-    res = evaluate(greedy(module), OPPONENTS, args.rules, args.players, deals=args.eval_deals,
+    res = evaluate(greedy(module), OPPONENTS, RuleSet.parse(args.rules), args.players, deals=args.eval_deals,
                    seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"],
             "win_rate": res["win_rate"]}

@@ -26,6 +26,7 @@ from typing import Any
 from agents.evaluate import evaluate
 from agents.nets.format import latest_good, list_checkpoints, read_json_file
 from sam_env.atomic import write_with
+from sam_env.rules import DEFAULT_PRESET, RuleSet
 
 FIXED = ("heuristic", "heuristic:greedy", "random")
 
@@ -56,7 +57,7 @@ def round_networks(run: Path) -> list[tuple[str, str]]:
     return out
 
 
-def measure(nets: list[tuple[str, str]], reference: str, rules: str, players: int, deals: int, seed: int,
+def measure(nets: list[tuple[str, str]], reference: str, rules: RuleSet, players: int, deals: int, seed: int,
             search_deals: int, log: Any = print, workers: int = 1) -> list[dict[str, Any]]:
     """Each network's results by column (``previous``, ``reference``; none against itself)."""
     rows = []
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path)
     ap.add_argument("--reference", default="checkpoints/standard", help="a fixed bot every round meets")
-    ap.add_argument("--rules", default="hoi_quan_bai")
+    ap.add_argument("--rules", default=DEFAULT_PRESET)
     ap.add_argument("--players", type=int, default=4)
     ap.add_argument("--deals", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=12345)
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         nets = round_networks(a.run)
-        rows = measure(nets, a.reference, a.rules, a.players, a.deals, a.seed, a.search_deals,
+        rows = measure(nets, a.reference, RuleSet.parse(a.rules), a.players, a.deals, a.seed, a.search_deals,
                        log=lambda m: print(m, file=sys.stderr), workers=a.workers)
     except (OSError, ValueError) as exc:
         print(f"expert_rounds: {exc}", file=sys.stderr)

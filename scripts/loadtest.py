@@ -36,14 +36,15 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from sam_env.cards import card_str
+from sam_env.game import Game
+from sam_env.rules import DEFAULT_PRESET
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_requests(rules: str, players: int, count: int, seed: int) -> list[dict]:
     """``count`` valid /v1/act bodies: the seat to act at every decision of seeded random games."""
-    from sam_env.cards import card_str
-    from sam_env.game import Game
-
     rng = random.Random(seed)
     out: list[dict] = []
     game_seed = seed
@@ -77,7 +78,7 @@ def start_server(agent: str | None, port: int, workers: int = 1) -> subprocess.P
 
 
 def wait_healthy(url: str, proc: subprocess.Popen | None, timeout: float = 120.0) -> None:
-    import httpx
+    import httpx  # the serve extra
 
     t0 = time.time()
     while time.time() - t0 < timeout:
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--agent", default="heuristic", help="agent spec for the started server (default heuristic)")
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes of the started server (default 1)")
-    p.add_argument("--rules", default="hoi_quan_bai")
+    p.add_argument("--rules", default=DEFAULT_PRESET)
     p.add_argument("--players", type=int, default=4)
     p.add_argument("--requests", type=int, default=2000, help="requests per phase (at most 20000)")
     p.add_argument("--clients", type=int, default=50)
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = start_server(args.agent, port, args.workers)
     try:
         wait_healthy(url, proc)
-        import httpx
+        import httpx  # the serve extra
         info = httpx.get(url + "/v1/info").json()
         bodies = make_requests(args.rules, args.players, args.requests + args.warmup, args.seed)
         asyncio.run(run_phase(url, bodies[:args.warmup], 4))

@@ -54,7 +54,7 @@ KINDS: dict[str, tuple[Any, int, Path | None]] = {
 @pytest.fixture(scope="module")
 def live_url() -> Iterator[str]:
     """``samloc serve --agent heuristic`` (its app, under uvicorn) on a free loopback port."""
-    from agents.server import create_app
+    from agents.serving.app import create_app
 
     with live_server(create_app("heuristic")) as url:
         yield url

@@ -13,7 +13,10 @@ import pytest
 from agents import HeuristicAgent, RandomAgent, make_agent
 from agents.base import Agent
 from agents.evaluate import evaluate
-from agents.heuristic import _best, _workspace, decide, make_params, sam_success_prob
+from agents.hand_shape import best_split, workspace
+from agents.heuristic import decide
+from agents.heuristic_params import make_params
+from agents.sam_planner import sam_success_prob
 from agents.http_agent import AgentError, HttpAgent, view_request
 from conftest import shuffle_hidden
 from sam_env.actions import ACT_COUNTS, NO_SAM, NUM_ACTIONS, POS_RANK, SAM, SINGLE0, straight_action
@@ -51,7 +54,7 @@ def test_every_agent_move_is_legal_everywhere(rules, players):
     games = 0
     for a, b in (("heuristic", "random:uniform"), ("heuristic:greedy", "heuristic"),
                  ("heuristic:noblock", "heuristic:spend"), ("random", "heuristic:nosam")):
-        r = evaluate(a, b, rules, players, 60, seed=players)
+        r = evaluate(a, b, RuleSet.preset(rules), players, 60, seed=players)
         assert r["zero_sum"]
         games += r["games"]
     assert games >= 480  # 14 tables: over 8,000 games in all
@@ -139,7 +142,7 @@ def _brute_best(h: list[int], val: np.ndarray, ace_low: bool) -> float:
 
 def test_hand_splitter_finds_the_best_split():
     rng = np.random.default_rng(0)
-    wi, wf = _workspace()
+    wi, wf = workspace()
     for trial in range(400):
         ace_low = trial % 2 == 0
         ru = RuleSet.preset("hoi_quan_bai" if ace_low else "s666pg").to_array()
@@ -153,7 +156,7 @@ def test_hand_splitter_finds_the_best_split():
             cards = np.array(sorted({r * 4 + i % 4 for i, r in enumerate(ranks)}))
             val[55:123] += rng.uniform(0.0, 1.5, 68)
         h = np.bincount(cards // 4, minlength=13).astype(np.int64)
-        got = _best(h.copy(), ru, val, wi, wf)
+        got = best_split(h.copy(), ru, val, wi, wf)
         assert got == pytest.approx(_brute_best(h.tolist(), val, ace_low)), cards_str(cards.tolist())
         # the split it reports uses exactly the hand
         used = sum(ACT_COUNTS[wi[6, j]] for j in range(int(wf[17])))
@@ -238,8 +241,8 @@ def bot_url():
 def test_http_agent_plays_through_the_protocol(bot_url):
     remote = make_agent(bot_url)
     assert isinstance(remote, HttpAgent) and not remote.batched
-    res = evaluate(remote, "heuristic:greedy", "hoi_quan_bai", 3, 4, seed=1)
-    local = evaluate(HeuristicAgent(), "heuristic:greedy", "hoi_quan_bai", 3, 4, seed=1)
+    res = evaluate(remote, "heuristic:greedy", RuleSet.preset("hoi_quan_bai"), 3, 4, seed=1)
+    local = evaluate(HeuristicAgent(), "heuristic:greedy", RuleSet.preset("hoi_quan_bai"), 3, 4, seed=1)
     assert res["zero_sum"] and res["games"] == 12 and not res["batched"]
     # the remote bot is the heuristic: same games as playing it locally through the slow path
     assert res["mean_score"] == local["mean_score"]

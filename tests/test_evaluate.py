@@ -8,7 +8,10 @@ import pytest
 
 from agents import HeuristicAgent
 from agents.base import Agent
-from agents.evaluate import IllegalMoveError, evaluate, main
+from agents.evaluate import evaluate
+from agents.matches import IllegalMoveError
+from sam_env.rules import RuleSet
+from samloc.commands.eval import main
 from sam_env.record import replay_report
 from samloc.commands.replay import main as replay_main
 
@@ -22,20 +25,20 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def test_random_vs_random_is_centred_zero_sum_and_reproducible():
-    r1 = evaluate("random", "random", "hoi_quan_bai", 4, 1500, seed=3)
-    r2 = evaluate("random", "random", "hoi_quan_bai", 4, 1500, seed=3)
+    r1 = evaluate("random", "random", RuleSet.preset("hoi_quan_bai"), 4, 1500, seed=3)
+    r2 = evaluate("random", "random", RuleSet.preset("hoi_quan_bai"), 4, 1500, seed=3)
     assert _same(r1, r2)
     assert r1["deals"] == 1500 and r1["games"] == 6000
     assert r1["ci95"][0] < 0 < r1["ci95"][1]
     assert r1["zero_sum"]
     assert abs(r1["win_rate"] - 0.25) < 0.03
     assert sum(r1["score_hist"].values()) == 6000
-    r3 = evaluate("random", "random", "hoi_quan_bai", 4, 1500, seed=4)
+    r3 = evaluate("random", "random", RuleSet.preset("hoi_quan_bai"), 4, 1500, seed=4)
     assert r3["mean_score"] != r1["mean_score"]
 
 
 def test_heuristic_beats_three_randoms():
-    r = evaluate("heuristic", "random", "hoi_quan_bai", 4, 2000, seed=0)
+    r = evaluate("heuristic", "random", RuleSet.preset("hoi_quan_bai"), 4, 2000, seed=0)
     assert r["ci95"][0] > 5.0  # measured: about +14 lá per game
     assert r["win_rate"] > 0.5
     assert r["zero_sum"]
@@ -45,7 +48,7 @@ def test_heuristic_beats_three_randoms():
 
 @pytest.mark.parametrize("rules", ["hoi_quan_bai", "s666pg"])
 def test_heuristic_does_not_lose_to_the_greedy_variant(rules):
-    r = evaluate("heuristic", "heuristic:greedy", rules, 4, 800, seed=2)
+    r = evaluate("heuristic", "heuristic:greedy", RuleSet.preset(rules), 4, 800, seed=2)
     assert r["ci95"][0] > 0
 
 
@@ -64,9 +67,9 @@ class _ActOnly(Agent):
 
 
 def test_slow_path_plays_the_same_games_as_the_batched_path(tmp_path):
-    fast = evaluate(HeuristicAgent(), HeuristicAgent(variant="greedy"), "online", 3, 40, seed=8,
+    fast = evaluate(HeuristicAgent(), HeuristicAgent(variant="greedy"), RuleSet.preset("online"), 3, 40, seed=8,
                     save_games=str(tmp_path / "fast.jsonl"))
-    slow = evaluate(_ActOnly(), _ActOnly("greedy"), "online", 3, 40, seed=8,
+    slow = evaluate(_ActOnly(), _ActOnly("greedy"), RuleSet.preset("online"), 3, 40, seed=8,
                     save_games=str(tmp_path / "slow.jsonl"))
     assert fast["batched"] and not slow["batched"]
     for k in ("mean_score", "ci95", "win_rate", "sam_declared", "chops_made", "ends", "score_hist"):
@@ -76,7 +79,7 @@ def test_slow_path_plays_the_same_games_as_the_batched_path(tmp_path):
 
 def test_saved_games_replay_and_match_the_scores(tmp_path):
     path = tmp_path / "games.jsonl"
-    r = evaluate("heuristic", "random:uniform", "mien_bac", 4, 25, seed=1, save_games=str(path))
+    r = evaluate("heuristic", "random:uniform", RuleSet.preset("mien_bac"), 4, 25, seed=1, save_games=str(path))
     lines = path.read_text().splitlines()
     assert len(lines) == r["games"] == 100
     total = 0
@@ -102,14 +105,14 @@ def test_illegal_moves_are_caught():
             return masks.argmin(1) * 0
 
     with pytest.raises(IllegalMoveError, match="cheat"):
-        evaluate(Cheat(), "random", "hoi_quan_bai", 4, 5, seed=0)
+        evaluate(Cheat(), "random", RuleSet.preset("hoi_quan_bai"), 4, 5, seed=0)
 
 
 def test_bad_arguments_are_clear_errors():
     with pytest.raises(ValueError, match="players must be an integer from 2 to 4"):
-        evaluate("random", "random", "online", 5, 10)
+        evaluate("random", "random", RuleSet.preset("online"), 5, 10)
     with pytest.raises(ValueError, match="deals must be a positive integer"):
-        evaluate("random", "random", "online", 4, 0)
+        evaluate("random", "random", RuleSet.preset("online"), 4, 0)
 
 
 def test_cli_writes_report_and_json(tmp_path, capsys):
@@ -161,7 +164,7 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     net = PolicyNet(OBS_SIZE, hidden=32)
-    fast = evaluate(PolicyAgent(net), "heuristic", "hoi_quan_bai", 4, 15, seed=3)
+    fast = evaluate(PolicyAgent(net), "heuristic", RuleSet.preset("hoi_quan_bai"), 4, 15, seed=3)
 
     class ActOnly(Agent):
         name = "policy act-only"
@@ -169,7 +172,7 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
         def act(self, game, seat):
             return PolicyAgent(net).act(game, seat)
 
-    slow = evaluate(ActOnly(), HeuristicAgent(seed=4), "hoi_quan_bai", 4, 15, seed=3)
+    slow = evaluate(ActOnly(), HeuristicAgent(seed=4), RuleSet.preset("hoi_quan_bai"), 4, 15, seed=3)
     assert fast["batched"] and not slow["batched"]
     assert fast["score_hist"] == slow["score_hist"] and fast["mean_score"] == slow["mean_score"]
 
@@ -188,7 +191,8 @@ def test_bench_agent_reports_heuristic_match_throughput(capsys):
 
 
 def test_tables_are_parsed_as_asked() -> None:
-    from agents.evaluate import parse_tables, table_name
+    from agents.evaluate import table_name
+    from samloc.commands.args import parse_tables
     names = lambda ts: [table_name(r, p) for r, p in ts]  # noqa: E731
     assert parse_tables(None, None, None) is None  # the agent's own tables, decided by main
     assert len(parse_tables("all", None, None)) == 14
@@ -265,7 +269,7 @@ def test_cli_resumes_only_when_asked_and_then_removes_the_chunks(tmp_path, capsy
     out = tmp_path / "run"
     argv = ["--agent", "heuristic", "--opponents", "heuristic:greedy", "--deals", "600", "--seed", "2",
             "--json", "--out", str(out)]
-    import agents.evaluate as ev
+    import agents.matches as ev
     real, calls = ev._play_batched, []
 
     def dies_in_the_second_chunk(*a, **k):
@@ -316,7 +320,7 @@ def test_worker_processes_give_the_one_process_result(tmp_path, agent, opponents
 
 def test_one_pool_serves_every_table_and_keeps_resumable_chunks(tmp_path):
     from agents.evaluate import evaluate_tables
-    tables, deals = [("online", 3), ("mien_bac", 4)], 600  # two chunks a table: 512 and 88 deals
+    tables, deals = [(RuleSet.preset("online"), 3), (RuleSet.preset("mien_bac"), 4)], 600  # two chunks a table: 512 and 88 deals
     one = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2)
     seen: list[tuple[str, int]] = []
     two = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2, workers=2,
@@ -361,3 +365,29 @@ def test_cli_workers_report_the_one_process_figures(tmp_path, capsys):
     two = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert two["by_table"]["hoi_quan_bai/4"]["workers"] == 2  # three chunks of at most 512 deals
     assert (two["mean_score"], two["ci95"], two["win_rate"]) == (one["mean_score"], one["ci95"], one["win_rate"])
+
+
+def test_a_usage_error_is_one_line_and_help_exits_0(capsys):
+    """The commands' parser (samloc/commands/args.py): one line naming the problem, exit 2."""
+    from samloc.commands.bench_agent import main as bench_main
+    assert main(["--deals", "many"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["samloc eval: argument --deals: invalid int value: 'many'"]
+    assert main(["--help"]) == 0 and "--opponents" in capsys.readouterr().out
+    assert bench_main(["--agent", "heuristic", "--rules", "nope", "--json"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_rules_cross_as_one_parsed_value():
+    """The library takes a RuleSet; a name is parsed where it comes in (a command line, a config, a request)."""
+    with pytest.raises(TypeError, match="rules must be a RuleSet"):
+        evaluate("random", "random", "hoi_quan_bai", 4, 2)
+
+
+def test_pool_workers_play_on_one_thread(monkeypatch):
+    """Workers are sized to cores: a network's worker runs torch on one thread even where the parent's
+    environment does not say so (a library caller that is not the samloc command)."""
+    pytest.importorskip("torch")
+    from agents.eval_chunks import EvalPool
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with EvalPool("checkpoints/standard", "heuristic", 0, 2) as pool:
+        assert pool._executor.submit(eval, "__import__('torch').get_num_threads()").result() == 1

@@ -101,7 +101,8 @@ def test_importing_the_engine_loads_no_upper_layer() -> None:
 
 def test_serving_and_replay_load_no_torch() -> None:
     """The ONNX server and the engine's command-line tools start without PyTorch, Ray or gymnasium."""
-    code = ("import sys, sam_env.game, sam_env.obs, sam_env.vector, sam_env.record, samloc.commands.replay, agents.server,"
+    code = ("import sys, sam_env.game, sam_env.obs, sam_env.vector, sam_env.record, samloc.commands.replay,"
+            " agents.serving.app,"
             " agents.onnx_agent, agents.nets.format;"
             "bad = [m for m in ('torch', 'ray', 'gymnasium', 'pettingzoo') if m in sys.modules];"
             "assert not bad, bad")

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from agents.evaluate import evaluate
-from agents.league import expand, main
+from agents.league import expand
+from samloc.commands.league import main
 from agents.ratings import design, fit, fit_matrix, rate
+from sam_env.rules import RuleSet
 
 NAMES = ["a", "b", "c", "d"]
 ORDERED = [(i, j) for i in range(4) for j in range(4) if i != j]
@@ -122,7 +124,7 @@ def test_cli_end_to_end(tmp_path, capsys):
     assert len(res["pairs"]) == 6 and len(res["matchups"]) == 3 and res["report_dir"] == str(out)
     # each pair is samloc eval's duplicate evaluation on the same deals
     pair = next(p for p in res["pairs"] if p["agent"] == "heuristic" and p["opponents"] == "random")
-    alone = evaluate("heuristic", "random", "hoi_quan_bai", 4, 20, seed=1)
+    alone = evaluate("heuristic", "random", RuleSet.preset("hoi_quan_bai"), 4, 20, seed=1)
     assert pair["score"] == pytest.approx(alone["mean_score"])
     saved = json.loads((out / "league.json").read_text())
     assert saved["ratings"] == rt and len(saved["evaluations"]) == 6

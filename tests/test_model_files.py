@@ -37,7 +37,8 @@ from agents.nets.format import (MAX_JSON_BYTES, CheckpointError, belief_shapes, 
                                 policy_shapes)
 from agents.nets.policy import PolicyNet, build_net  # noqa: E402
 from agents.onnx_agent import OnnxAgent  # noqa: E402
-from agents.server import Bot, create_app  # noqa: E402
+from agents.serving.app import create_app  # noqa: E402
+from agents.serving.bots import Bot  # noqa: E402
 from sam_env import core  # noqa: E402
 from sam_env import obs as obs_mod  # noqa: E402
 from sam_env.actions import ACTION_TABLE_VERSION  # noqa: E402

@@ -40,7 +40,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     from agents.nets.checkpoint import save_checkpoint
     from agents.nets.policy import build_net
-    from agents.server import create_app
+    from agents.serving.app import create_app
     from sam_env.actions import ACTION_TABLE_VERSION
     from sam_env.obs import OBS_VERSION
 

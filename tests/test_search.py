@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from agents import make_agent
-from agents.evaluate import evaluate, write_report
+from agents.eval_report import write_report
+from agents.evaluate import evaluate
 from agents.policy_agent import PolicyAgent, load_policy_agent
 from agents.search import (DEFAULTS, PAD_ROWS, SearchAgent, _apply_all, _expand, _legal_argmax,
                            parse_search_spec, search_targets)
@@ -22,6 +23,7 @@ from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.cards import cards_str
 from sam_env.game import Game
+from sam_env.rules import RuleSet
 from agents.nets.policy import build_net
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "standard"
@@ -339,7 +341,7 @@ def test_search_specs_and_their_errors(tmp_path: Path):
 def test_evaluation_reports_say_how_the_search_played(tmp_path: Path):
     torch.manual_seed(0)
     agent = SearchAgent(PolicyAgent(build_net(32, 2, "full"), name="tiny"), 3, 4, 1, critic=25, bf16=False)
-    res = evaluate(agent, "random", "hoi_quan_bai", 4, deals=2, seed=3)
+    res = evaluate(agent, "random", RuleSet.preset("hoi_quan_bai"), 4, deals=2, seed=3)
     assert res["agent"] == "tiny+search"
     assert res["agent_settings"] == {"candidates": 3, "worlds": 4, "horizon": 1, "critic": 25, "belief": 0}
     text = (write_report({**res, "by_table": {"hoi_quan_bai/4": res}}, tmp_path / "rep") / "report.md").read_text()
@@ -355,7 +357,8 @@ def test_server_serves_the_search_bot_reproducibly():
         warnings.simplefilter("ignore")
         from fastapi.testclient import TestClient
 
-    from agents.server import Bot, create_app
+    from agents.serving.app import create_app
+    from agents.serving.bots import Bot
     spec = f"{SHIPPED}+search:candidates=3,worlds=4,horizon=1"
     with pytest.raises(ValueError, match="temperature"):
         Bot(spec, temperature=0.5)
@@ -413,7 +416,8 @@ def test_the_server_bounds_searched_answers_and_says_so(tmp_path: Path):
         from fastapi.testclient import TestClient
 
     from agents.nets.checkpoint import save_checkpoint
-    from agents.server import DEADLINE_MS, Bot, create_app
+    from agents.serving.app import create_app
+    from agents.serving.bots import DEADLINE_MS, Bot
     from sam_env.actions import ACTION_TABLE_VERSION
 
     torch.manual_seed(2)

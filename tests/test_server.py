@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,8 +24,10 @@ with warnings.catch_warnings():  # Starlette's notice about httpx, at import
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from agents.server import (MAX_BODY, MAX_SEED, MAX_SESSIONS, SESSIONS_PER_CLIENT, Bot,  # noqa: E402
-                           SessionStore, create_app, view_key)
+from agents.serving.app import create_app  # noqa: E402
+from agents.serving.bots import Bot, view_key  # noqa: E402
+from agents.serving.edge import MAX_BODY  # noqa: E402
+from agents.serving.sessions import MAX_SEED, MAX_SESSIONS, SESSIONS_PER_CLIENT, SessionStore  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 from sam_env.actions import NO_SAM  # noqa: E402
 from sam_env.cards import card_str  # noqa: E402
@@ -276,9 +280,62 @@ def test_serve_cli_usage_errors() -> None:
     assert r.returncode == 2 and "nope.onnx" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_shipped_checkpoints_are_found_at_their_documented_place(tmp_path, monkeypatch) -> None:
+    """$SAMLOC_CHECKPOINTS, else ./checkpoints, else the checkout's own; none: a line naming the variable."""
+    from agents.serving.shipped import ENV_VAR, NoCheckpoints, checkpoints_dir, shipped_models
+
+    (tmp_path / "mine" / "bot").mkdir(parents=True)
+    (tmp_path / "mine" / "bot" / "policy.onnx").write_bytes(b"")
+    (tmp_path / "mine" / "no_model").mkdir()
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "mine"))
+    assert shipped_models() == [tmp_path / "mine" / "bot"]
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "nope"))
+    with pytest.raises(NoCheckpoints, match=ENV_VAR):
+        checkpoints_dir()
+    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.chdir(tmp_path)
+    assert checkpoints_dir() == ROOT / "checkpoints"  # run from a checkout: its own
+    (tmp_path / "checkpoints").mkdir()
+    assert checkpoints_dir() == tmp_path / "checkpoints"
+
+
+def test_serve_without_shipped_checkpoints_says_where_to_put_them(tmp_path) -> None:
+    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--port", "0"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120, env=dict(os.environ, SAMLOC_CHECKPOINTS=str(tmp_path / "x"),
+                                                           PYTHONPATH=str(ROOT)))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"samloc serve: SAMLOC_CHECKPOINTS={tmp_path / 'x'} is not a folder of checkpoints"]
+
+
+def test_serve_runs_from_any_directory(tmp_path) -> None:
+    """The play page's files are package data, found beside the code, not from the working directory."""
+    import httpx
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "samloc", "serve", "--agent", "heuristic", "--port", str(port)],
+                            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v1/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.time() - t0 < 120
+            time.sleep(0.2)
+        assert httpx.get(f"http://127.0.0.1:{port}/play").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/play/static/play.js").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def test_server_imports_no_torch() -> None:
     code = ("import sys, warnings; warnings.simplefilter('ignore');"
-            "from fastapi.testclient import TestClient; from agents.server import create_app;"
+            "from fastapi.testclient import TestClient; from agents.serving.app import create_app;"
             "from sam_env.game import Game; from sam_env.cards import card_str;"
             "g = Game.new('hoi_quan_bai', 4, seed=1); s = g.to_act;"
             "c = TestClient(create_app('heuristic')).__enter__();"

@@ -23,9 +23,10 @@ import httpx
 import pytest
 import uvicorn
 
-import agents.server as server
+import agents.serving.edge as edge
 from conftest import live_server
-from agents.server import create_app, listening_sockets, serve_options
+from agents.serving.app import create_app
+from agents.serving.edge import listening_sockets, serve_options
 from sam_env.cards import card_str
 from sam_env.game import Game
 
@@ -45,8 +46,8 @@ def live() -> Iterator[tuple[int, Any]]:
     """(port, app) of a heuristic server with one-second header and body timeouts and room for
     eight connections at once."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(server, "BODY_TIMEOUT_S", SHORT)
-        mp.setattr(server._H11, "header_timeout_s", SHORT)
+        mp.setattr(edge, "BODY_TIMEOUT_S", SHORT)
+        mp.setattr(edge.H11, "header_timeout_s", SHORT)
         app = create_app("heuristic")
         with live_server(app, lambda host, port: {**serve_options(host, port), "limit_concurrency": 8}) as url:
             yield int(url.rsplit(":", 1)[1]), app
@@ -132,7 +133,7 @@ def test_a_body_trickled_in_is_refused_with_408(live: tuple[int, Any]) -> None:
 
 def test_headers_growing_past_the_limit_are_refused(live: tuple[int, Any]) -> None:
     with _connect(live[0]) as s:
-        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (server.MAX_HEADER_BYTES + 1024))
+        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (edge.MAX_HEADER_BYTES + 1024))
         assert _read_all(s).startswith(b"HTTP/1.1 400")
 
 

@@ -27,7 +27,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from agents.server import create_app
+from agents.serving.app import create_app
 from sam_env.actions import NO_SAM
 from sam_env.cards import card_str
 from sam_env.game import Game, GameError

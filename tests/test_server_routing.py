@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from agents.nets.checkpoint import save_checkpoint  # noqa: E402
 from agents.nets.policy import build_net  # noqa: E402
-from agents.server import Bot, Bots, create_app, measured_strength  # noqa: E402
+from agents.serving.app import create_app  # noqa: E402
+from agents.serving.bots import Bot, Bots, measured_strength  # noqa: E402
 from sam_env.actions import ACTION_TABLE_VERSION  # noqa: E402
 from sam_env.game import Game  # noqa: E402
 from sam_env.obs import OBS_VERSION  # noqa: E402

@@ -14,6 +14,7 @@ import torch
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
 from sam_env.obs import OBS_SIZE
+from sam_env.rules import RuleSet
 from agents.nets import checkpoint as ckpt
 from agents.nets import format as ckfmt
 from training.config import ConfigError, TrainConfig, load_config
@@ -231,7 +232,7 @@ def test_policy_agent_plays_legal_moves_from_a_checkpoint(tmp_path: Path) -> Non
             a = agent.act(g, g.to_act)
             assert a in g.legal_actions()
             g.apply(a)
-    res = evaluate(agent, "random", rules="hoi_quan_bai", players=4, deals=20, seed=1)
+    res = evaluate(agent, "random", rules=RuleSet.preset("hoi_quan_bai"), players=4, deals=20, seed=1)
     assert res["zero_sum"] and res["games"] == 80
     bad = ckpt.save_checkpoint(tmp_path / "old", net, {"obs_version": 999})
     with pytest.raises(ValueError, match="obs_version"):

@@ -460,7 +460,7 @@ def test_house_rules_train_and_serve(tmp_path: Path) -> None:
     """A site's own rule set (a preset plus overrides) trains with the same command and is served for it."""
     from fastapi.testclient import TestClient
 
-    from agents.server import create_app
+    from agents.serving.app import create_app
     from sam_env.cards import card_str
     from sam_env.game import Game
     from training.cli import main

@@ -1,3 +1,178 @@
-"""`samloc eval` (moving here from agents.evaluate)."""
+"""`samloc eval`: duplicate-deal evaluation of an agent against opponents (:mod:`agents.evaluate`)."""
 
-from agents.evaluate import main  # noqa: F401
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from agents.base import Agent
+from agents.eval_chunks import CHUNKS, not_resumable
+from agents.eval_report import write_report
+from agents.evaluate import evaluate_tables, safe_name, table_name, trained_tables
+from agents.matches import IllegalMoveError
+from agents.registry import make_agent
+from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+
+from .args import Parser, parse, parse_tables
+
+
+def _parser() -> Parser:
+    ap = Parser(prog="samloc eval",
+                description="Duplicate-deal evaluation: each seeded deal is played with the agent in every seat "
+                            "and the opponents in the others, so the cards' luck cancels.")
+    ap.add_argument("--agent", default="heuristic", help="agent spec (default heuristic): random, "
+                    "heuristic[:variant], a checkpoint directory, a .onnx file, http://host:port")
+    ap.add_argument("--opponents", default="random", help="spec of the other seats (default random)")
+    ap.add_argument("--tables", help="RULES/PLAYERS,... or all (every preset at every allowed player count)")
+    ap.add_argument("--rules", help="preset name(s), comma-separated (default: the agent's own tables if it "
+                    f"is a trained network, else {DEFAULT_PRESET})")
+    ap.add_argument("--players", help="player count(s), comma-separated (default: as --rules, else 4)")
+    ap.add_argument("--off-table", action="store_true",
+                    help="allow tables the agent's network was not trained for (reported as out of distribution)")
+    ap.add_argument("--deals", type=int, default=1000, help="deals per table (default 1000)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", action="store_true", help="end with the result as one JSON line")
+    ap.add_argument("--out", help="run folder for result.json, report.md and scores.png "
+                    "(default runs/eval/AGENT_vs_OPP__TIME)")
+    ap.add_argument("--save-games", metavar="FILE.jsonl", help="write every game as samloc/1 JSON Lines")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="processes that play the chunks of 512 deals side by side (default 1; at most one"
+                    " per core): the same result, sooner.  Replayable agents only")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue an interrupted run: the same command with the same --out takes the chunks"
+                    " of 512 deals it finished (kept in OUT/chunks until the run completes)")
+    return ap
+
+
+@dataclass
+class _Plan:
+    """What the command will run, its arguments checked."""
+    agent: Agent
+    tables: list[tuple[RuleSet, int]]
+    off: list[str]          # the tables out of the agent's training distribution
+    out: Path
+    store: Path | None      # where finished chunks are kept, None: the run cannot be resumed
+
+
+def _plan(args: argparse.Namespace) -> _Plan:
+    """The run ``args`` ask for; RulesError or ValueError naming what is wrong."""
+    tables = parse_tables(args.tables, args.rules, args.players)
+    if args.deals < 1:
+        raise ValueError("--deals must be at least 1")
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    agent = make_agent(args.agent, seed=args.seed)
+    opponents = make_agent(args.opponents)
+    opponents.close()
+    why = not_resumable((agent, opponents), None) if args.workers > 1 else None
+    if why is not None:
+        raise ValueError(f"--workers plays the chunks apart, which this run cannot: {why}")
+    if args.resume and not args.out:
+        raise ValueError("--resume continues the run in --out: give the --out folder of the interrupted run")
+    own = trained_tables(agent)
+    if tables is None:
+        tables = list(own) if own else [(RuleSet.preset(DEFAULT_PRESET), 4)]
+        if own and not args.json:
+            print(f"tables: the ones {args.agent} was trained for: "
+                  + ", ".join(table_name(r, p) for r, p in tables), file=sys.stderr)
+    off = [table_name(r, p) for r, p in tables
+           if own is not None and table_name(r, p) not in {table_name(*t) for t in own}]
+    if off and not args.off_table:
+        raise ValueError(f"{args.agent} was trained for {', '.join(table_name(*t) for t in own)}, not "
+                         f"{', '.join(off)}; add --off-table to evaluate it there (out of training distribution)")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = (Path(args.out) if args.out
+           else Path("runs") / "eval" / f"{safe_name(agent.name)}_vs_{safe_name(opponents.name)}__{stamp}")
+    store = _chunk_folder(out, agent, opponents, args.resume, args.save_games)
+    if args.resume and store is not None and not store.exists():
+        print(f"samloc eval: {out} holds no interrupted run; starting at the first deal", file=sys.stderr)
+    return _Plan(agent, tables, off, out, store)
+
+
+def _chunk_folder(out: Path, agent: Agent, opponents: Agent, resume: bool, save_games: str | None) -> Path | None:
+    """Where the run keeps its finished chunks (``OUT/chunks``), or None when it cannot be resumed; an
+    interrupted run's chunks are taken only with ``--resume`` (ValueError otherwise, and for a
+    ``--resume`` that cannot be)."""
+    folder = out / CHUNKS
+    why = not_resumable((agent, opponents), save_games)
+    if why is not None:
+        if resume:
+            raise ValueError(f"--resume cannot continue this run: {why}")
+        return None
+    if folder.exists() and not resume:
+        raise ValueError(f"{out} holds an interrupted evaluation ({folder}): add --resume to continue it,"
+                         " or choose another --out")
+    return folder
+
+
+def _run(args: argparse.Namespace, plan: _Plan) -> dict[str, Any]:
+    """The evaluation, with a progress bar per table on stderr."""
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("deals"), TimeRemainingColumn(), console=Console(stderr=True),
+                  transient=args.json) as prog:
+        tasks = {table_name(r, p): prog.add_task(table_name(r, p), total=args.deals) for r, p in plan.tables}
+        return evaluate_tables(args.agent if args.workers > 1 else plan.agent, args.opponents, plan.tables,
+                               args.deals, args.seed, save_games=args.save_games,
+                               progress=lambda k, d, t: prog.update(tasks[k], completed=d), store=plan.store,
+                               workers=args.workers)
+
+
+def _print(res: dict[str, Any], out: Path, as_json: bool) -> None:
+    if not as_json:
+        for name, r in res["by_table"].items():
+            print(f"{name}, {r['deals']} deals ({r['games']} games): "
+                  f"{res['agent']} vs {res['opponents']}: mean {r['mean_score']:+.3f} lá "
+                  f"[{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}], win rate {r['win_rate']:.3f} "
+                  f"(equal play {r['equal_play_win_rate']:.3f}), Sâm {r['sam_declared']} "
+                  f"({r['sam_success_rate']:.0%} success), {r['games_per_s']} games/s"
+                  + (f" in each of {r['workers']} processes ({r['wall_seconds']:.0f} s)" if "workers" in r else "")
+                  + ("  [out of training distribution]" if r["out_of_distribution"] else ""))
+        print(f"report: {out / 'report.md'}")
+    print(json.dumps({k: v for k, v in res.items() if k not in ("by_table", "score_hist")} |
+                     {"by_table": {k: {kk: vv for kk, vv in v.items() if kk != "score_hist"}
+                                   for k, v in res["by_table"].items()}}, ensure_ascii=False))
+
+
+def main(argv: list[str]) -> int:
+    args = parse(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    try:
+        plan = _plan(args)
+    except (RulesError, ValueError) as exc:
+        print(f"samloc eval: {exc}", file=sys.stderr)
+        return 2
+    try:
+        res = _run(args, plan)
+    except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
+        print(f"samloc eval: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        kept = (f"; the finished chunks are kept in {plan.store}: the same command with --resume continues it"
+                if plan.store is not None and plan.store.exists() else "")
+        print(f"samloc eval: interrupted{kept}", file=sys.stderr)
+        return 130
+    for name, r in res["by_table"].items():
+        r["out_of_distribution"] = name in plan.off
+    res["out_of_distribution"] = plan.off
+    res["command"] = shlex.join(["samloc", "eval", *argv])  # what made the report, to make it again
+    try:
+        write_report(res, plan.out)
+    except OSError as exc:
+        print(f"samloc eval: cannot write the report to {plan.out}: {exc}", file=sys.stderr)
+        return 1
+    if plan.store is not None:
+        shutil.rmtree(plan.store, ignore_errors=True)  # the report holds it all now
+    res["report_dir"] = str(plan.out)
+    _print(res, plan.out, args.json)
+    return 0

@@ -1,3 +1,47 @@
-"""`samloc export` (moving here from agents.export)."""
+"""`samloc export CHECKPOINT_DIR [--out FILE.onnx]`: a checkpoint's policy as an ONNX model, checked
+against PyTorch (:func:`agents.export.export`)."""
 
-from agents.export import main  # noqa: F401
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from agents.export import RANDOM_TOLERANCE, TOLERANCE, export
+
+from .args import Parser, parse
+
+
+def _parser() -> Parser:
+    p = Parser(prog="samloc export", description="A checkpoint's policy as an ONNX model, checked against PyTorch.")
+    p.add_argument("checkpoint", help="a checkpoint folder (or a run folder: its newest good checkpoint)")
+    p.add_argument("--out", default=None, help="the .onnx file to write (default: CHECKPOINT/policy.onnx)")
+    p.add_argument("--samples", type=int, default=1000, help="positions (and random inputs) checked (1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the sidecar as one JSON line")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parse(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    if args.samples < 1:
+        print("samloc export: --samples must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        side = export(args.checkpoint, args.out, samples=args.samples, seed=args.seed)
+    except (ValueError, OSError) as exc:
+        print(f"samloc export: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(side))
+    else:
+        c = side["check"]
+        print(f"wrote {side['path']} and {Path(side['path']).with_suffix('.json')}")
+        print(f"checked on {c['samples']} inputs: max |onnx - torch| = {c['max_abs_diff']:.2e}"
+              f" (probs {c['positions']['max_abs_diff_probs']:.1e} on real positions,"
+              f" value {c['positions']['max_abs_diff_value']:.1e}); tolerance {TOLERANCE}"
+              f" ({RANDOM_TOLERANCE} on random inputs)")
+        print(f"plays {', '.join(map(str, side['rules']))} with {', '.join(map(str, side['players']))} players")
+    return 0

@@ -1,3 +1,128 @@
-"""`samloc league` (moving here from agents.league)."""
+"""`samloc league`: every pair of agents on duplicate deals, one rating each on the lá scale
+(:mod:`agents.league`)."""
 
-from agents.league import main  # noqa: F401
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from agents.evaluate import table_name, trained_tables
+from agents.league import Entry, expand, rate_league, write_report
+from agents.matches import IllegalMoveError
+from agents.registry import make_agent
+from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+
+from .args import Parser, parse, parse_tables
+
+
+def _parser() -> Parser:
+    ap = Parser(prog="samloc league",
+                description="Every ordered pair of agents on the same duplicate deals (one seat A, the others B), "
+                            "then one rating per agent on the lá scale: score(A vs B) ≈ r_A − r_B.")
+    ap.add_argument("agents", nargs="+", metavar="AGENT",
+                    help="agent specs (as samloc eval's); a run folder stands for its checkpoints")
+    ap.add_argument("--rules", help=f"preset name (default {DEFAULT_PRESET})")
+    ap.add_argument("--players", help="player count (default 4)")
+    ap.add_argument("--deals", type=int, default=1000, help="deals per ordered pair (default 1000)")
+    ap.add_argument("--seed", type=int, default=0, help="the deals' seed, and the bootstrap's")
+    ap.add_argument("--pin", help="the agent rated 0 (default random if it plays, else the first agent)")
+    ap.add_argument("--bootstrap", type=int, default=1000,
+                    help="bootstrap resamples of the deals (default 1000)")
+    ap.add_argument("--off-table", action="store_true",
+                    help="allow a network at a table it was not trained for "
+                         "(reported as out of distribution)")
+    ap.add_argument("--json", action="store_true", help="print only the JSON line")
+    ap.add_argument("--out", help="run folder (default runs/league/RULES_P__TIME)")
+    return ap
+
+
+def _plan(args: argparse.Namespace) -> tuple[RuleSet, int, list[Entry], str, list[str]]:
+    """The table, the agents, the one pinned at 0 and those out of their training distribution here;
+    RulesError or ValueError naming what is wrong."""
+    tables = parse_tables(None, args.rules, args.players) or [(RuleSet.preset(DEFAULT_PRESET), 4)]
+    if len(tables) != 1:
+        raise ValueError("a league plays one table: give one rule set and one player count")
+    rules, players = tables[0]
+    if args.deals < 2:
+        raise ValueError("--deals must be at least 2 (the intervals resample deals)")
+    if args.bootstrap < 100:
+        raise ValueError("--bootstrap must be at least 100 resamples")
+    if args.seed < 0:
+        raise ValueError("--seed must be a non-negative integer")
+    entries = expand(args.agents, warn=lambda m: print(f"samloc league: {m}", file=sys.stderr))
+    names = [e.name for e in entries]
+    pin = args.pin if args.pin is not None else ("random" if "random" in names else names[0])
+    if pin not in names:
+        raise ValueError(f"--pin {pin}: not in the league ({', '.join(names)})")
+    here = table_name(rules, players)
+    off = []
+    for e in entries:
+        agent = make_agent(e.spec, seed=args.seed)
+        own = trained_tables(agent)
+        agent.close()
+        if own is not None and here not in {table_name(*t) for t in own}:
+            if not args.off_table:
+                raise ValueError(f"{e.name} was trained for {', '.join(table_name(*t) for t in own)}, "
+                                 f"not {here}; add --off-table to play it there "
+                                 "(out of training distribution)")
+            off.append(e.name)
+    return rules, players, entries, pin, off
+
+
+def _print(res: dict[str, Any], out: Path, as_json: bool) -> None:
+    if not as_json:
+        rt = res["ratings"]
+        for n in sorted((a["name"] for a in res["agents"]), key=lambda n: -rt[n]["rating"]):
+            print(f"{rt[n]['rating']:+8.2f} [{rt[n]['ci95'][0]:+.2f}, {rt[n]['ci95'][1]:+.2f}]  {n}")
+        for q in res["misfits"]:
+            print(f"misfit: {q['a']} vs {q['b']}: matchup score {q['score']:+.2f} lá, r_A − r_B "
+                  f"{q['predicted']:+.2f} (z {q['z']:+.1f})")
+        print(f"report: {out / 'league.md'}")
+    print(json.dumps(res, ensure_ascii=False))
+
+
+def main(argv: list[str]) -> int:
+    args = parse(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    try:
+        rules, players, entries, pin, off = _plan(args)
+    except (RulesError, ValueError) as exc:
+        print(f"samloc league: {exc}", file=sys.stderr)
+        return 2
+    n_pairs = len(entries) * (len(entries) - 1)
+    t0 = time.perf_counter()
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("deals"), TimeRemainingColumn(), console=Console(stderr=True),
+                      transient=args.json) as prog:
+            task = prog.add_task(f"{n_pairs} pairs", total=n_pairs * args.deals)
+            fitted, evaluations = rate_league(
+                entries, rules, players, args.deals, args.seed, pin=pin, reps=args.bootstrap,
+                progress=lambda done, what: prog.update(task, completed=done, description=what[-60:]))
+    except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
+        print(f"samloc league: {exc}", file=sys.stderr)
+        return 1
+    res = {"command": shlex.join(["samloc", "league", *argv]), "table": table_name(rules, players),
+           "rules": rules.name, "players": players, "deals": args.deals, "seed": args.seed,
+           "agents": [{"name": e.name, "spec": e.spec, "run": e.run, "decisions_trained": e.decisions_trained,
+                       "out_of_distribution": e.name in off} for e in entries],
+           **fitted, "seconds": round(time.perf_counter() - t0, 1)}
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else Path("runs") / "league" / f"{rules.name}_{players}__{stamp}"
+    try:
+        write_report(res | {"evaluations": evaluations}, out)
+    except OSError as exc:
+        print(f"samloc league: cannot write the report to {out}: {exc}", file=sys.stderr)
+        return 1
+    res["report_dir"] = str(out)
+    _print(res, out, args.json)
+    return 0

@@ -1,3 +1,64 @@
-"""`samloc serve` (moving here from agents.server)."""
+"""`samloc serve`: a bot over HTTP (PROTOCOL §4) and a page to play against it (:mod:`agents.serving`)."""
 
-from agents.server import main  # noqa: F401
+from __future__ import annotations
+
+import sys
+
+from agents.serving.bots import DEADLINE_MS, Bots
+from agents.serving.edge import listening_sockets
+from agents.serving.workers import serve
+
+from .args import Parser, non_negative, parse, positive
+
+
+def _parser() -> Parser:
+    p = Parser(prog="samloc serve", description="A bot over HTTP (PROTOCOL §4) and a page to play against it.")
+    p.add_argument("--agent", action="append", default=None,
+                   help="random, heuristic, a checkpoint directory (DIR+search: with play-time search),"
+                        " an .onnx file or http://...; repeat it to serve several bots, each table played by"
+                        " the one measured strongest there; default: every shipped bot ($SAMLOC_CHECKPOINTS,"
+                        " else ./checkpoints, else the checkout's; their .onnx), else heuristic")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0 = greedy (default); T > 0 samples from p^(1/T), still reproducible per request")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    p.add_argument("--deadline-ms", type=non_negative, default=DEADLINE_MS,
+                   help="time bound of a searched decision (DIR+search) where its spec gives none: the best"
+                        f" move found by then is played (default {DEADLINE_MS}; 0: none, answers then"
+                        " independent of the machine's speed)")
+    p.add_argument("--allow-client-seed", action="store_true",
+                   help="let /play/api/new choose the seed of the deals (tests and demos: whoever knows it"
+                        " can compute every bot's hand)")
+    p.add_argument("--workers", type=positive, default=1,
+                   help="processes answering on the port, each with its own copy of the bots and its own"
+                        " socket (the kernel spreads the connections); the play page's sessions are shared"
+                        " (default 1)")
+    p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parse(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    try:  # every model is loaded and checked here, before a port is opened or a worker started
+        bots = Bots.load(args.agent, seed=args.seed, temperature=args.temperature,
+                         deadline_ms=args.deadline_ms)
+    except (ValueError, OSError, ImportError) as exc:
+        print(f"samloc serve: {exc}", file=sys.stderr)
+        return 2
+    for note in [bots.note] + [b.note for b in bots.bots]:
+        if note:
+            print(f"samloc serve: {note}")
+    try:
+        socks = listening_sockets(args.host, args.port, args.workers)
+    except OSError as exc:
+        print(f"samloc serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    for b in bots.bots:
+        print(f"samloc serve: agent {b.name} ({b.spec})")
+    print(f"samloc serve: http://{args.host}:{args.port}/play to play, POST /v1/act for bots"
+          + (f"; {args.workers} worker processes" if args.workers > 1 else ""))
+    return serve(bots, socks, host=args.host, port=args.port, log_level=args.log_level,
+                 allow_client_seed=args.allow_client_seed, specs=args.agent)

@@ -1,0 +1,291 @@
+"""The served bots, and which one plays each table.
+
+:class:`Bot` is one agent behind ``decide(game, seat, key)``, its answers reproducible per request;
+:class:`Bots` routes each table to the bot measured strongest there, from the evaluation reports
+shipped in the checkpoint folders (:func:`measured_strength`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.base import AgentFailure
+from agents.nets.format import read_json_file
+from agents.onnx_agent import choose_action
+from agents.registry import AgentSpec, make_agent, parse_spec
+from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION
+from sam_env.game import Game
+from sam_env.rules import DEFAULT_PRESET, PRESET_NAMES, RuleSet
+
+from .protocol import FORMAT, RequestError
+from .shipped import shipped_models
+
+#: A rule set a bot plays, as the protocol shows it (a preset's name or the rules record), and its player counts.
+Supported = tuple[RuleSet, Any, list[int]]
+DEADLINE_MS = 200             # a searched decision's time bound (agents.search: the best move found by then)
+
+
+def measured_strength(folder: Path, name: str, searches: bool = False) -> dict[tuple[str, int], float]:
+    """Mean lá per game against ``heuristic`` of the agent ``name`` at each table, from the evaluation
+    reports shipped in its checkpoint folder: the training's ``eval_report.json`` (the policy's, so not
+    read for a bot that ``searches``) and ``samloc eval`` run folders (``*/result.json``, their
+    ``by_table``).  Several reports of one table are pooled, each weighted by its deals: the mean over
+    every deal measured, not the luckiest report."""
+    pooled: dict[tuple[str, int], tuple[float, float]] = {}  # table -> (sum of mean × deals, deals)
+
+    def add(key: tuple[str, int], mean: Any, deals: Any) -> None:
+        w = float(deals) if isinstance(deals, (int, float)) and deals > 0 else 1.0
+        total, n = pooled.get(key, (0.0, 0.0))
+        pooled[key] = (total + float(mean) * w, n + w)
+
+    rep = None if searches else _read_json(folder / "eval_report.json")
+    heur = ((rep or {}).get("results") or {}).get("heuristic") or {}
+    if "mean_score" in heur and "players" in rep:
+        add((rules_key(RuleSet.parse(rep.get("rules") or DEFAULT_PRESET)), int(rep["players"])),
+            heur["mean_score"], heur.get("deals"))
+    for path in sorted(folder.glob("*/result.json")):
+        res = _read_json(path) or {}
+        if res.get("agent") != name or res.get("opponents") != "heuristic":
+            continue
+        for r in (res.get("by_table") or {res.get("rules"): res}).values():
+            try:
+                add((rules_key(RuleSet.parse(r["rules"])), int(r["players"])), r["mean_score"], r.get("deals"))
+            except (KeyError, TypeError, ValueError):
+                continue
+    return {key: total / n for key, (total, n) in pooled.items()}
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A report's JSON object, or None where there is none to read (reports are optional)."""
+    try:
+        value = read_json_file(path)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def rules_key(rules: RuleSet) -> str:
+    return json.dumps(rules.to_record(), sort_keys=True)
+
+
+class Bot:
+    """The served agent, behind one method: ``decide(game, seat, key)``.
+
+    ``key`` identifies the request; every random choice is seeded by
+    (seed, key), which is what makes answers reproducible.
+    """
+
+    def __init__(self, spec: str | None = None, *, seed: int = 0, temperature: float = 0.0,
+                 deadline_ms: int = DEADLINE_MS):
+        """``deadline_ms``: the time bound of a searched decision where the spec gives none (0: none)."""
+        if not temperature >= 0.0:
+            raise ValueError(f"temperature must be 0 (greedy) or positive, not {temperature}")
+        self.seed, self.temperature, self.deadline_ms = seed, float(temperature), deadline_ms
+        self.onnx: Any = None           # an OnnxAgent: we sample from its probabilities ourselves
+        self.agent: Any = None          # one agent instance for every request
+        self.per_request = False        # a cheap built-in agent made afresh, seeded, per request
+        self.checkpoint: str | None = None
+        self.note = ""
+        if spec is None:
+            spec, self.note = "heuristic", "no shipped bot in checkpoints/: serving the heuristic player"
+        self.spec = spec
+        self._parsed = parse_spec(spec)  # the registry's grammar; a bad spec fails here, in one line
+        self.searches = self._parsed.kind == "search"  # its decisions have a time bound (deadline_ms)
+        self._load(self._parsed)
+        if temperature and not self.onnx and self.checkpoint is None:
+            raise ValueError(f"--temperature applies to neural bots, not to {spec!r}")
+        played = self.onnx or self.agent
+        self.name = str(getattr(played, "name", "") or spec)
+        tables = played.trained_tables if played is not None else None
+        #: the tables its network was trained for (the checkpoint's metadata), None: any table
+        self.tables: set[tuple[str, int]] | None = None
+        if tables is not None:
+            self.tables = {(rules_key(t.rules), t.players) for t in tables}
+            self._rules = {rules_key(t.rules): t.rules for t in tables}
+        folder = Path(self.checkpoint) if self.checkpoint else None
+        if folder is not None and folder.suffix == ".onnx":
+            folder = folder.parent
+        self.strength = (measured_strength(folder, self.name, self.searches)
+                         if folder is not None and folder.is_dir() else {})
+
+    def _load(self, spec: AgentSpec) -> None:
+        """Build the agent through the registry.  A checkpoint folder with an exported model
+        is served from its ONNX file (no PyTorch); a built-in player is only checked here."""
+        t = self.temperature
+        if spec.kind == "checkpoint":
+            folder = Path(spec.target)
+            models = sorted(folder.glob("*.onnx"))
+            if models:
+                spec = parse_spec(str(models[0]))
+            elif not self.note:
+                self.note = f"no ONNX file in {folder}: serving it with PyTorch (samloc export {folder})"
+        if spec.kind == "onnx":
+            self.onnx = make_agent(spec, seed=self.seed, temperature=t)
+            self.checkpoint = str(Path(spec.target))
+            if self._parsed.kind == "checkpoint":  # standing in for the folder: exported from its weights
+                self.onnx.check_exported_from(Path(self._parsed.target))
+        elif spec.kind == "checkpoint":
+            self.agent = make_agent(spec, seed=self.seed, **({"temperature": t} if t else {}))
+            self.checkpoint = str(Path(spec.target))
+        elif spec.kind == "search":  # play-time search: PyTorch, one instance
+            if t:
+                raise ValueError(f"--temperature applies to the plain policy, not to search ({self.spec!r})")
+            self.agent = make_agent(spec, seed=self.seed, deadline_ms=self.deadline_ms)
+            self.checkpoint = spec.target
+        elif spec.kind == "http":
+            self.agent = make_agent(spec, seed=self.seed)
+        else:
+            make_agent(spec, seed=self.seed)  # checks it builds now, not at the first request
+            self.per_request = True
+
+    # ---- what it plays -----------------------------------------------------------
+    def plays(self, rules: RuleSet, players: int) -> bool:
+        return self.tables is None or (rules_key(rules), players) in self.tables
+
+    def supported(self) -> list[Supported]:
+        """What it was trained for (every preset table for a rule-based bot), by rule set."""
+        if self.tables is None:
+            return [(RuleSet.preset(n), n, list(range(2, RuleSet.preset(n).max_players + 1)))
+                    for n in PRESET_NAMES]
+        by: dict[str, list[int]] = {}
+        for key, p in sorted(self.tables):
+            by.setdefault(key, []).append(p)
+        return [(self._rules[k], self._rules[k].to_record(), ps) for k, ps in by.items()]
+
+    def supports_json(self) -> list[dict[str, Any]]:
+        """``[{rules, players: [...]}]``: :meth:`supported` as the protocol shows it."""
+        return _as_json(self.supported())
+
+    def info(self) -> dict[str, Any]:
+        return {"name": self.name, "agent": self.spec, "checkpoint": self.checkpoint,
+                "supports": self.supports_json(), "any_rule_overrides": self.tables is None,
+                "settings": getattr(self.agent, "settings", {}) if self.agent is not None else {}}
+
+    # ---- one decision ------------------------------------------------------------------
+    def decide(self, game: Game, seat: int, key: int) -> tuple[int, dict[str, Any] | None]:
+        rng = np.random.default_rng([self.seed & 0xFFFFFFFF, key])
+        info: dict[str, Any] | None = None
+        if self.onnx is not None:
+            probs, value, mask = self.onnx.policy(game, seat)
+            a = choose_action(probs, mask, self.temperature, rng)
+            legal = np.flatnonzero(mask)
+            best = legal[np.argsort(-probs[legal], kind="stable")][:3]
+            info = {"value": round(value, 4),
+                    "top": [{"move": ACTION_NAMES[int(b)], "p": round(float(probs[b]), 4)} for b in best]}
+        elif self.per_request:
+            a = make_agent(self._parsed, seed=int(rng.integers(2**31 - 1))).act(game, seat)
+        else:
+            a = self.agent.act(game, seat)
+        return int(a), info
+
+
+class Bots:
+    """The bots a server loads, and which one plays each table.
+
+    A table goes to the bot measured strongest there (the mean lá against the
+    heuristic in the evaluation reports shipped with each checkpoint), then to
+    bots trained for it without a measurement, in the order given, then to a
+    rule-based bot, which plays any table.  A table no bot plays is refused."""
+
+    def __init__(self, bots: list[Bot], note: str = ""):
+        if not bots:
+            raise ValueError("no bot to serve")
+        self.bots, self.note = bots, note
+        self._routes: dict[tuple[str, int], Bot | None] = {}  # decided once per table, not per request
+        searched = [b.agent.deadline_ms for b in bots if b.searches]
+        #: the bound on a searched decision, ms (0: some search has none); None where no bot searches
+        self.deadline_ms = (0 if 0 in searched else max(searched)) if searched else None
+
+    @classmethod
+    def load(cls, specs: list[str] | None, *, seed: int = 0, temperature: float = 0.0,
+             deadline_ms: int = DEADLINE_MS) -> "Bots":
+        """The bots ``specs`` name; none: every shipped bot under checkpoints/ (else the heuristic)."""
+        note = ""
+        if not specs:
+            specs = [str(p) for p in shipped_models()]
+            note = ("serving the shipped bots " + ", ".join(specs) if specs
+                    else "no shipped bot in checkpoints/: serving the heuristic player")
+        return cls([Bot(s, seed=seed, temperature=temperature, deadline_ms=deadline_ms)
+                    for s in specs or [None]], note)
+
+    @property
+    def seed(self) -> int:
+        return self.bots[0].seed
+
+    def route(self, rules: RuleSet, players: int) -> Bot | None:
+        """The bot that plays this table, or None."""
+        key = (rules_key(rules), players)
+        if key not in self._routes:
+            if len(self._routes) >= 1024:  # clients may name any house rules: keep the memo bounded
+                self._routes.clear()
+            ranked = sorted((b for b in self.bots if b.plays(rules, players)),
+                            key=lambda b: (b.tables is None, -b.strength.get(key, float("-inf"))))
+            self._routes[key] = ranked[0] if ranked else None
+        return self._routes[key]
+
+    def for_table(self, rules: RuleSet, players: int) -> Bot:
+        bot = self.route(rules, players)
+        if bot is None:
+            raise RequestError(f"no bot here plays {rules.name} with {players} players; this server plays "
+                               + "; ".join(f"{rs.name} with {', '.join(map(str, ps))}"
+                                           for rs, _, ps in self.supported()))
+        return bot
+
+    def supported(self) -> list[Supported]:
+        """Every table one of the bots plays, merged by rule set."""
+        if any(b.tables is None for b in self.bots):
+            return next(b for b in self.bots if b.tables is None).supported()
+        by: dict[str, tuple[RuleSet, Any, set[int]]] = {}
+        for b in self.bots:
+            for rs, shown, ps in b.supported():
+                by.setdefault(json.dumps(shown, sort_keys=True), (rs, shown, set()))[2].update(ps)
+        return [(rs, shown, sorted(ps)) for rs, shown, ps in by.values()]
+
+    def supports_json(self) -> list[dict[str, Any]]:
+        return _as_json(self.supported())
+
+    def info(self) -> dict[str, Any]:
+        routes = []
+        for rs, shown, ps in self.supported():
+            for p in ps:
+                b = self.route(rs, p)
+                assert b is not None
+                routes.append({"rules": shown, "players": p, "bot": b.name,
+                               "mean_vs_heuristic": b.strength.get((rules_key(rs), p))})
+        sup = self.supports_json()
+        first = self.bots[0]
+        onnx = next((b.onnx for b in self.bots if b.onnx is not None), None)
+        return {"name": " + ".join(b.name for b in self.bots), "agent": first.spec, "checkpoint": first.checkpoint,
+                "rules": [s["rules"] for s in sup], "players": sorted({p for s in sup for p in s["players"]}),
+                "supports": sup, "any_rule_overrides": any(b.tables is None for b in self.bots),
+                "bots": [b.info() for b in self.bots], "routes": routes,
+                "format": FORMAT, "action_table_version": ACTION_TABLE_VERSION,
+                "obs_version": onnx.metadata.get("obs_version") if onnx is not None else None,
+                "temperature": first.temperature, "deterministic": not self.deadline_ms,
+                "deadline_ms": self.deadline_ms}
+
+
+def _as_json(supported: list[Supported]) -> list[dict[str, Any]]:
+    return [{"rules": shown, "players": ps} for _, shown, ps in supported]
+
+
+def view_key(game: Game, seat: int) -> int:
+    """A 63-bit digest of a seat's view: equal views, equal keys (hand order ignored)."""
+    blob = json.dumps([game.rules.to_record(), game.players, game.opener, seat,
+                       game.hand(seat), game.events], sort_keys=True, separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:8], "little") >> 1
+
+
+def decide_event(bot: Bot, view: Game, seat: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The bot's decision on a seat's view, as a record event (checked legal by the engine)."""
+    a, info = bot.decide(view, seat, view_key(view, seat))
+    if a not in view.legal_actions():  # a bug in an agent: refuse to answer rather than guess
+        raise AgentFailure(f"agent {bot.name} chose {ACTION_NAMES[a] if 0 <= a < len(ACTION_NAMES) else a},"
+                           " which is not legal here")
+    return view.copy().apply(a), info
+

@@ -1,0 +1,202 @@
+"""The HTTP edge: what every connection, request and answer meets before the app sees it.
+
+:class:`Edge` bounds and times the request body and adds the security headers to every answer;
+:class:`H11` bounds the time a request's headers take; :func:`serve_options` gives uvicorn the
+limits a slow or greedy client meets (docs/serving.md, "Slow clients"); :func:`listening_sockets`
+makes a socket per worker process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import time
+from typing import Any
+
+import h11
+from fastapi import FastAPI
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+MAX_BODY = 64 * 1024          # a whole game's events are a few KiB
+# Slow and greedy clients (docs/serving.md): each holds a connection, and there are only so many.
+HEADER_TIMEOUT_S = 10.0       # a request's headers must be in this long after the connection or last answer
+BODY_TIMEOUT_S = 10.0         # and its body this long after that
+KEEP_ALIVE_S = 5              # an idle keep-alive connection is closed after this
+MAX_HEADER_BYTES = 16 * 1024  # a request line and headers still incomplete at this size are refused
+MAX_CONCURRENCY = 256         # connections and requests in progress, per process; more are answered 503
+#: Sent with every answer: the page runs only its own scripts and styles and is never framed.
+SECURITY_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; object-src 'none';"
+                                 b" base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+_LOG = logging.getLogger("uvicorn.error")
+
+
+class Edge:
+    """The outermost layer, between uvicorn and the app: what every request and answer shares.
+
+    - A body over ``max_bytes`` is refused with 413, and one that takes longer than
+      ``body_timeout_s`` to arrive with 408, before the app reads it; both answers close the
+      connection, since the rest of the body is not read.
+    - Every answer carries :data:`SECURITY_HEADERS`.
+    - An error the app raises after its 500 answer went out (Starlette re-raises it) is logged
+      here: passed on, uvicorn would drop the connection under the client's feet.
+    """
+
+    def __init__(self, app: Any, max_bytes: int, body_timeout_s: float):
+        self.app, self.max_bytes, self.body_timeout_s = app, max_bytes, body_timeout_s
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_secured(msg: dict) -> None:
+            nonlocal started
+            if msg["type"] == "http.response.start":
+                started = True
+                msg = {**msg, "headers": [*msg.get("headers", []), *SECURITY_HEADERS]}
+            await send(msg)
+
+        body = await self._body(scope, receive, send_secured)
+        if body is None:
+            return
+        sent = False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        try:
+            await self.app(scope, replay, send_secured)
+        except Exception:
+            if not started:
+                raise
+            _LOG.exception("error in %s %s after its 500 answer", scope.get("method"), scope.get("path"))
+
+    async def _body(self, scope: dict, receive: Any, send: Any) -> bytes | None:
+        """The whole body, or None when it was refused (the refusal is sent)."""
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            await _refuse(send, 413, f"the request body is larger than {self.max_bytes} bytes")
+            return None
+        chunks, size, more = [], 0, True
+        deadline = time.monotonic() + self.body_timeout_s
+        while more:
+            try:
+                msg = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                await _refuse(send, 408, f"the request body did not arrive within {self.body_timeout_s:g} s")
+                return None
+            if msg["type"] != "http.request":
+                break
+            chunks.append(msg.get("body", b""))
+            size += len(chunks[-1])
+            more = msg.get("more_body", False)
+            if size > self.max_bytes:
+                await _refuse(send, 413, f"the request body is larger than {self.max_bytes} bytes")
+                return None
+        return b"".join(chunks)
+
+
+async def _refuse(send: Any, status: int, error: str) -> None:
+    """A refusal sent before the app saw the request; the connection closes after it."""
+    body = json.dumps({"error": error}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class H11(H11Protocol):
+    """uvicorn's HTTP/1.1, with a bound on the time a request's headers take to arrive.
+
+    uvicorn has none: a client that connects and sends nothing, or trickles its headers a
+    byte at a time, would hold its connection open for ever (each byte also cancels the
+    keep-alive timer).  The timer runs from the connection (or the previous answer) until
+    the request's headers are complete; then the connection is closed."""
+
+    header_timeout_s = HEADER_TIMEOUT_S
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._expect_headers()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:  # the request line and headers are in
+            self._headers_in()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._expect_headers()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._headers_in()
+        super().connection_lost(exc)
+
+    def _expect_headers(self) -> None:
+        self._headers_in()
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+
+    def _headers_in(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def serve_options(host: str, port: int, log_level: str = "warning") -> dict[str, Any]:
+    """uvicorn's settings for ``samloc serve``: the limits a slow or greedy client meets
+    (docs/serving.md, "Slow clients")."""
+    return {"host": host, "port": port, "log_level": log_level, "http": H11,
+            "timeout_keep_alive": KEEP_ALIVE_S, "limit_concurrency": MAX_CONCURRENCY,
+            "h11_max_incomplete_event_size": MAX_HEADER_BYTES}
+
+
+def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """``count`` sockets bound to one port, one per worker process.  Each has its own queue
+    (SO_REUSEPORT), so the kernel spreads new connections evenly over the workers; with one
+    socket shared, as uvicorn's ``--workers`` has it, the process that wakes first takes most
+    of them (41 of 50 here) and its clients wait.  Made with IPPROTO_TCP, so asyncio sets
+    TCP_NODELAY on every connection (uvicorn's own socket has proto 0, and then each
+    keep-alive request waited ~40 ms on a delayed ACK: uvicorn issue #3149)."""
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                      proto=socket.IPPROTO_TCP)[0]
+    out: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(family, kind, proto)
+            out.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if count > 1:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(addr)
+            addr = sock.getsockname()  # --port 0: the others take the port the first one got
+    except OSError:
+        for sock in out:
+            sock.close()
+        raise
+    return out
+
+
+def wrap(app: FastAPI) -> FastAPI:
+    """Put :class:`Edge` outside everything else (FastAPI would turn its refusals into 400s)."""
+    inner = app.build_middleware_stack()
+    app.middleware_stack = Edge(inner, MAX_BODY, BODY_TIMEOUT_S)  # what Starlette calls; built once
+    return app
