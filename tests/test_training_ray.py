@@ -20,7 +20,8 @@ import pytest
 
 from agents.nets import format as ckfmt
 from training.config import load_config
-from training.trainer import TrainError, Trainer
+from training.errors import TrainError
+from training.loop import RunLoop as Trainer
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["rollout.num_workers=1", "model.hidden=32", "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
@@ -156,8 +157,8 @@ def test_a_killed_worker_is_restarted_and_nothing_is_counted_twice(tmp_path: Pat
     assert len(killed) == 2
     assert summary["worker_failures"] >= 2 and summary["decisions_trained"] >= 12000
     # every arrived rollout has its own request id, and was learned from, dropped, or is still queued
-    assert summary["rollouts"] + summary["dropped_rollouts"] + len(tr.session.queue) == len(tr.consumed)
-    assert max(tr.consumed) < tr.c.next_request
+    assert summary["rollouts"] + summary["dropped_rollouts"] + len(tr.scheduler.queue) == len(tr.scheduler.consumed)
+    assert max(tr.scheduler.consumed) < tr.c.next_request
 
 
 def test_kill_and_resume_loses_at_most_one_checkpoint_interval(tmp_path: Path) -> None:

@@ -157,7 +157,9 @@ def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, c
     from agents.nets.format import CheckpointError, read_metadata, resolve, verify
     from agents.nets.policy import build_net
     from .learner import DeviceError, resolve_device
-    from .trainer import TrainError, cpu_shortfall, embedded_cpus, new_run_dir
+    from .errors import TrainError
+    from .runstate import new_run_dir
+    from .workers import cpu_shortfall, embedded_cpus
 
     if run_dir is None:
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(cfg)
@@ -277,7 +279,7 @@ def main(argv: list[str]) -> int:
             print(f"samloc train: {done}")
             return 0
     if args.dry_run:
-        from .trainer import TrainError
+        from .errors import TrainError
         try:
             _dry_run(cfg, args, run_dir, ckpt, counters)
         except (TrainError, CheckpointError, ConfigError) as exc:
@@ -290,8 +292,9 @@ def main(argv: list[str]) -> int:
     from agents.evaluate import table_name
     from agents.nets.checkpoint import copy_checkpoint
     from .curve import plot_curve
-    from .distill import trainer_class
-    from .trainer import TrainError, new_run_dir, write_hparams
+    from .errors import TrainError
+    from .loop import RunLoop
+    from .runstate import new_run_dir
 
     torch.set_num_threads(1)
     resume = run_dir is not None
@@ -304,15 +307,15 @@ def main(argv: list[str]) -> int:
     errors: list[str] = []  # steps after training that failed; the trained policy is kept all the same
     paths: dict[str, str] = {}
     try:
-        trainer = trainer_class(cfg)(cfg, run_dir, resume=resume, ray_address=args.ray_address,
-                                     command=command, dashboard=args.dashboard)
+        trainer = RunLoop(cfg, run_dir, resume=resume, ray_address=args.ray_address, command=command,
+                          dashboard=args.dashboard)
         print(f"samloc train: run folder {run_dir}  (tensorboard --logdir {run_dir.parent})", flush=True)
         summary = trainer.run()
         ckpt_dir = Path(summary["checkpoint"])
         report = None
         if cfg.eval.final_deals:
             report = final_report(run_dir, ckpt_dir, cfg, cfg.eval.final_deals)
-            trainer.record_final_eval(report)
+            trainer.board.final_eval(report)
             summary["final_eval"] = report["results"]
             paths["eval_report"] = str(run_dir / "eval_report.json")
             print("final evaluation (" + f"{cfg.eval.final_deals} duplicate deals, {eval_rules(cfg)}, "
@@ -342,9 +345,9 @@ def main(argv: list[str]) -> int:
             errors.append(why)
         title = (f"{cfg.name}: greedy policy at {table_name(eval_rules(cfg), eval_players(cfg))},"
                  f" {summary['decisions_trained']:,} decisions trained")
-        curve = plot_curve(trainer.eval_history, report, run_dir / "curve.png", title)
+        curve = plot_curve(trainer.state.eval_history, report, run_dir / "curve.png", title)
         paths["curve"] = summary["curve"] = str(curve)
-        write_hparams(trainer, summary, report)
+        trainer.board.close(summary, report)
         if cfg.checkpoint.export_to:
             extra = {"eval_report.json": report} if report else {}
             dest = copy_checkpoint(ckpt_dir, Path(cfg.checkpoint.export_to), extra)  # ONNX included

@@ -305,6 +305,9 @@ class TrainConfig:
     """Seconds between plain log lines and scalar writes."""
     init_from: str = ""
     """A checkpoint folder whose network (same shape) a new run starts from ('' = fresh weights)."""
+    algorithm: str = "ppo"
+    """The learning algorithm: ppo, expert_iteration (needs distill.enabled=true, which alone selects it),
+    reinforce, or a package.module:Class path (docs/training.md, "Writing an algorithm")."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -486,6 +489,18 @@ def validate(cfg: TrainConfig) -> None:
     need(be.deals >= 0 and be.epochs >= 1 and be.hidden >= 1,
          "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")
     _check_distill(cfg, len(tabs))
+    _check_algorithm(cfg)
+
+
+def _check_algorithm(cfg: TrainConfig) -> None:
+    """``algorithm`` names a class that can be imported; expert iteration goes with ``distill.enabled``."""
+    from .algorithms import resolve  # the algorithms import this module
+
+    if cfg.distill.enabled and cfg.algorithm not in ("ppo", "expert_iteration"):
+        raise ConfigError(f"distill.enabled=true is expert iteration (on PPO), not algorithm={cfg.algorithm}")
+    if cfg.algorithm == "expert_iteration" and not cfg.distill.enabled:
+        raise ConfigError("algorithm=expert_iteration needs distill.enabled=true (its settings)")
+    resolve(cfg.algorithm)
 
 
 def _check_distill(cfg: TrainConfig, tables: int) -> None:

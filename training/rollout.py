@@ -394,8 +394,7 @@ def _actor_class():
         """
 
         def __init__(self, cfg_dict: dict[str, Any], worker_id: int):
-            os.environ["OMP_NUM_THREADS"] = "1"
-            torch.set_num_threads(1)
+            torch.set_num_threads(1)  # the thread environment is the Ray runtime_env's (training.workers)
             from .config import from_dict
             self.cfg = from_dict(cfg_dict)
             if self.cfg.rollout.deterministic:
