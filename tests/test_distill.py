@@ -134,7 +134,8 @@ def test_auto_precision_runs_the_rollouts_in_the_faster_of_the_two_it_measured()
 
 
 def test_bench_search_times_one_search_worker_in_each_precision(tmp_path: Path) -> None:
-    from training.bench import bench_search, main
+    from samloc.commands.bench_training import main
+    from training.bench import bench_search
 
     torch.manual_seed(0)
     start = _start_checkpoint(tmp_path / "start")

@@ -178,7 +178,7 @@ def test_a_stopped_and_resumed_run_ends_as_one_that_never_stopped(
         straight: dict[str, Any], stopped: dict[str, Any], tmp_path: Path) -> None:
     """`--resume` from the stopped run's newest checkpoint whose requests out play weights it holds only for
     them (the final one, or as if the run had been killed after it) to the straight run's budget."""
-    from training.cli import main
+    from samloc.commands.train import main
 
     run = tmp_path / "run"
     shutil.copytree(stopped["run"], run)

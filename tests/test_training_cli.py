@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from training import cli
+from samloc.commands import train as cli
+from training import pipeline
 from training.config import (ConfigError, TrainConfig, field_docs, load_config, run_name)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(ray, "init", refuse)
     monkeypatch.setattr(loop.RunLoop, "run", refuse)
-    monkeypatch.setattr(cli, "final_report", refuse)
+    monkeypatch.setattr(pipeline, "final_report", refuse)
 
 
 def _saved_run(tmp_path: Path, updates: int = 40, trained: int = 5000, wall_s: float = 90.0) -> Path:
