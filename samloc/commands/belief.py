@@ -3,18 +3,20 @@
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import sys
 from pathlib import Path
 
 from agents.nets.format import BELIEF_FILE, MODEL_FILE
+from training import belief
 from training.belief import train_belief
 
 from .args import Parser, UsageError
 
 
 def main(argv: list[str]) -> int:
-    ap = Parser(prog="samloc belief", description=train_belief.__doc__,
+    ap = Parser(prog="samloc belief", description=belief.__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint", help="a checkpoint folder (e.g. checkpoints/standard); the belief is saved there")
     ap.add_argument("--deals", type=int, default=200_000, help="duplicate deals to play (default 200,000)")
