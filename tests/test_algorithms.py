@@ -14,7 +14,8 @@ from training.algorithms.base import Algorithm
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO
 from training.algorithms.reinforce import Reinforce
-from training.config import ConfigError, load_config
+from training.config import ConfigError
+from training.config_load import load_config
 from training.loop import RunLoop
 
 TINY = ["rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",

@@ -22,7 +22,8 @@ from agents.nets.belief import BeliefNet, load_belief, save_belief
 from agents.nets.policy import build_net
 from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import OBS_SIZE
-from training.config import ConfigError, load_config
+from training.config import ConfigError
+from training.config_load import load_config
 from training.algorithms import algorithm_class
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO

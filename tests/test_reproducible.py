@@ -18,7 +18,7 @@ import torch
 from safetensors.numpy import load_file
 
 from agents.nets import format as ckfmt
-from training.config import load_config
+from training.config_load import load_config
 from training.rollout import RolloutEngine, weights_to_numpy
 from training.errors import TrainError
 from training.loop import RunLoop as Trainer

@@ -13,7 +13,10 @@ import pytest
 
 from samloc.commands import train as cli
 from training import pipeline
-from training.config import (ConfigError, TrainConfig, field_docs, load_config, run_name)
+from training.config import ConfigError, TrainConfig
+from training.config_docs import field_docs
+from training.config_load import load_config
+from training.launch import run_name
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["model.hidden=32", "model.layers=1", "display=none", "total_decisions=10000", "max_minutes=2"]

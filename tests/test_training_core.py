@@ -16,7 +16,8 @@ from sam_env.game import Game
 from sam_env.obs import OBS_SIZE
 from agents.nets import checkpoint as ckpt
 from agents.nets import format as ckfmt
-from training.config import ConfigError, TrainConfig, load_config
+from training.config import ConfigError, TrainConfig
+from training.config_load import load_config
 from agents.nets.policy import MASK_LOGIT, PolicyNet
 from training import compact
 from training.rollout import MAX_SEATS, RolloutEngine, compute_gae, record_step

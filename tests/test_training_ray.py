@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from agents.nets import format as ckfmt
-from training.config import load_config
+from training.config_load import load_config
 from training.errors import TrainError
 from training.loop import RunLoop as Trainer
 

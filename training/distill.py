@@ -58,6 +58,7 @@ from sam_env.vector import SelfPlayBatch
 
 from . import compact
 from .config import TrainConfig, training_tables
+from .config_load import from_dict
 from .rollout import load_numpy_weights, request_seed, slot_shares, table_seed
 
 HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of training (distill.heldout)
@@ -206,7 +207,6 @@ def _search_actor_class() -> type:
 
         def __init__(self, cfg_dict: dict[str, Any], worker_id: int):
             torch.set_num_threads(1)  # the thread environment is the Ray runtime_env's (training.workers)
-            from .config import from_dict
             self.cfg = from_dict(cfg_dict)
             self.worker_id = worker_id
             self.engine: SearchEngine | None = None

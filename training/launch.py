@@ -4,6 +4,7 @@ resolved config and budgets, whether a resume has anything left to do, and the d
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,36 @@ from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read
                                 resolve, verify)
 from agents.nets.policy import build_net
 
-from .config import ConfigError, TrainConfig, load_config, run_name, stop_reason, training_tables
+from .config import ConfigError, TrainConfig, stop_reason, training_tables
+from .config_load import load_config
 from .errors import TrainError
 from .learner import DeviceError, resolve_device
 from .runstate import new_run_dir
 from .workers import cpu_shortfall, embedded_cpus
+
+
+#: env keys that choose the tables; a new run whose key=value sets one is named for its tables.
+TABLE_KEYS = ("env", "env.rules", "env.players", "env.tables")
+
+
+def run_name(cfg: TrainConfig, overrides: list[str]) -> str:
+    """The name of a new run: ``name=`` when given, else the config's name, followed by its tables when
+    key=value changed them (``quick`` with ``env.rules=mien_bac env.players=3``: ``quick-mien_bac-3``)."""
+    keys = [o.split("=", 1)[0].strip() for o in overrides]
+    if "name" in keys or not any(k in TABLE_KEYS or k.startswith("env.tables") for k in keys):
+        return cfg.name
+    by_rules: dict[str, list[int]] = {}
+    for t in training_tables(cfg):
+        by_rules.setdefault(t.rules.name, []).append(t.players)
+    counts = {tuple(ps) for ps in by_rules.values()}
+    if len(counts) == 1:  # rules x players
+        parts = [".".join(by_rules), ".".join(map(str, counts.pop()))]
+    else:
+        parts = [f"{r}-{'.'.join(map(str, ps))}" for r, ps in by_rules.items()]
+    tail = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts))
+    if len(tail) > 60:
+        tail = f"{sum(len(ps) for ps in by_rules.values())}tables"
+    return f"{cfg.name}-{tail}"
 
 
 @dataclass

@@ -37,6 +37,7 @@ from agents.nets.policy import PolicyNet, build_net
 
 from . import compact
 from .config import TrainConfig, training_tables
+from .config_load import from_dict
 
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch, encode_mask_batch
 from sam_env.seeding import mix
@@ -395,7 +396,6 @@ def _actor_class():
 
         def __init__(self, cfg_dict: dict[str, Any], worker_id: int):
             torch.set_num_threads(1)  # the thread environment is the Ray runtime_env's (training.workers)
-            from .config import from_dict
             self.cfg = from_dict(cfg_dict)
             if self.cfg.rollout.deterministic:
                 torch.use_deterministic_algorithms(True)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from .config import TrainConfig
+from .config import TrainConfig, to_dict
 from .errors import TrainError
 
 #: The thread environment of every Ray worker process (this process's own is set by ``samloc``).
@@ -167,8 +167,6 @@ class WorkerPool:
     def place(self, actor_class: Any, count: int, what: str, cpus: float) -> tuple[list[Any], list[dict[str, Any]]]:
         """``count`` actors of ``actor_class`` (each a ``what`` asking for ``cpus``) made from the config,
         spread over the cluster: (actors, their placement once every process started)."""
-        from .config import to_dict
-
         cfg_dict = to_dict(self.cfg)
         actors = [actor_class.options(num_cpus=cpus, max_restarts=self.cfg.rollout.max_restarts,
                                       max_task_retries=0, scheduling_strategy="SPREAD").remote(cfg_dict, w)

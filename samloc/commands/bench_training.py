@@ -38,7 +38,8 @@ import torch
 
 from agents.search import rates_text
 from training.bench import bench_learner, bench_rollout, bench_search
-from training.config import ConfigError, load_config
+from training.config import ConfigError
+from training.config_load import load_config
 from training.learner import DeviceError, resolve_device
 
 from .args import Parser, UsageError

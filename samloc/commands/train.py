@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from agents.nets.format import CheckpointError
-from training.config import ConfigError, config_text, keys_help
+from training.config import ConfigError
+from training.config_docs import config_text, keys_help
 from training.errors import TrainError
 from training.launch import Launch, dry_run, new_run_folder, nothing_left, resolve_launch
 from training.pipeline import TrainResult, run_pipeline
