@@ -26,6 +26,7 @@ from typing import Any
 from agents.evaluate import evaluate
 from agents.nets.format import latest_good, list_checkpoints, read_json_file
 from sam_env.atomic import write_with
+from sam_env.rules import DEFAULT_PRESET
 
 FIXED = ("heuristic", "heuristic:greedy", "random")
 
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path)
     ap.add_argument("--reference", default="checkpoints/standard", help="a fixed bot every round meets")
-    ap.add_argument("--rules", default="hoi_quan_bai")
+    ap.add_argument("--rules", default=DEFAULT_PRESET)
     ap.add_argument("--players", type=int, default=4)
     ap.add_argument("--deals", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=12345)

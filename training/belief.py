@@ -28,8 +28,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from agents.base import Agent
+from agents.evaluate import evaluate
 from agents.nets.belief import NR, PLACES, BeliefNet, load_belief, save_belief
 from agents.nets.format import BELIEF_FILE, MODEL_FILE, Table
+from agents.policy_agent import load_policy_agent
 from sam_env import core
 from sam_env import obs as obs_mod
 
@@ -70,8 +73,6 @@ def collect(policy: Any, heuristic_share: float, deals: int, tables: list[Table]
     """Observations (float16) and labels at the policy's searched decisions (play phase, a real
     choice), over ``deals`` duplicate deals shared among the (rules, players) ``tables``:
     ``heuristic_share`` of them against heuristics, the rest against the policy itself."""
-    from agents.base import Agent
-    from agents.evaluate import evaluate
 
     obs_parts: list[np.ndarray] = []
     tgt_parts: list[np.ndarray] = []
@@ -162,7 +163,6 @@ def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int 
                  command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Play, learn and save the belief of the checkpoint in ``ckpt_dir``; returns what ``belief.json`` says
     (with ``incumbent_nll``, the replaced belief's held-out loss on the same decisions, when there was one)."""
-    from agents.policy_agent import load_policy_agent
 
     t0 = time.time()
     torch.set_num_threads(max(1, os.cpu_count() or 1))

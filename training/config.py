@@ -23,7 +23,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from sam_env.obs import LA_SCALE
-from sam_env.rules import RuleSet, RulesError
+from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
 
 class ConfigError(ValueError):
@@ -37,7 +37,7 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"   # the repo's configs/
 class TableConfig:
     """One kind of table: a rule set and the player counts it is played with."""
 
-    rules: Any = "hoi_quan_bai"
+    rules: Any = DEFAULT_PRESET
     """A preset name, or a house rule set as a record writes it: {preset: NAME, key: value, ...}."""
     players: list[int] = field(default_factory=lambda: [4])
     """Player counts played under these rules."""
@@ -49,7 +49,7 @@ class TableConfig:
 class EnvConfig:
     """Which games the policy learns."""
 
-    rules: list[str] = field(default_factory=lambda: ["hoi_quan_bai"])
+    rules: list[str] = field(default_factory=lambda: [DEFAULT_PRESET])
     """Rule presets trained on; several presets share one network (the rule set is in the observation)."""
     players: list[int] = field(default_factory=lambda: [4])
     """Player counts trained on; every (rules, players) pair gets its share of each worker's games."""

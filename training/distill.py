@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import ray
 import torch
 
 from agents import make_agent
@@ -59,6 +60,7 @@ from sam_env.vector import SelfPlayBatch
 from . import compact
 from .config import TrainConfig, training_tables
 from .config_load import from_dict
+from .ppo import DISTILL_NAMES, distill_terms
 from .rollout import load_numpy_weights, request_seed, slot_shares, table_seed
 
 HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of training (distill.heldout)
@@ -198,8 +200,6 @@ def belief_net(belief: dict[str, Any] | None) -> BeliefNet | None:
 
 
 def _search_actor_class() -> type:
-    import ray
-
     @ray.remote
     class SearchActor:
         """A Ray actor around :class:`SearchEngine`, made from the first request's seed (a restarted
@@ -284,8 +284,6 @@ def kl_to_targets(net: torch.nn.Module, packed: dict[str, np.ndarray],
                   temperature: float) -> dict[str, float]:
     """KL(target || policy), cross-entropy and agreement of ``net`` (in eval mode) on searched decisions
     it was not trained on, on the network's device."""
-    from .ppo import DISTILL_NAMES, distill_terms
-
     device = next(net.parameters()).device
     terms = distill_terms(net.eval(), target_batch(packed, device, temperature), bf16=False)
     return dict(zip(DISTILL_NAMES, terms.tolist()))

@@ -11,6 +11,8 @@ import numpy as np
 import ray
 import torch
 
+from agents import make_agent
+from agents.evaluate import evaluate
 from agents.nets.policy import PolicyNet
 from agents.policy_agent import PolicyAgent
 from sam_env.seeding import mix
@@ -30,7 +32,6 @@ def _net(weights: dict[str, np.ndarray], hp: dict[str, int]) -> PolicyNet:
 def _opponent(spec: str, snap: dict[str, np.ndarray] | None, hp: dict[str, int], seed: int) -> Any:
     if spec == "snapshot":
         return PolicyAgent(_net(snap, hp), seed=seed, name="snapshot") if snap is not None else None
-    from agents import make_agent
     return make_agent(spec, seed=seed)
 
 
@@ -38,8 +39,6 @@ def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponen
                      players: int, deals: int, seed: int) -> dict[str, Any]:
     """``agents.evaluate`` of the greedy policy of ``weights`` against one opponent (a spec or an Agent the
     caller made, e.g. with a temperature), on the duplicate deals of ``seed``; without the score histogram."""
-    from agents.evaluate import evaluate
-
     torch.set_num_threads(1)
     agent = PolicyAgent(_net(weights, hp), seed=seed, name="learner")
     res = evaluate(agent, opponent, rules=rules, players=players, deals=deals, seed=seed)

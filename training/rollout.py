@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 import numpy as np
+import ray
 import torch
 from numba import njit
 
@@ -381,9 +382,7 @@ class RolloutEngine:
                 act[idx] = sample_actions(logits, self.gen)[0].numpy()
 
 
-def _actor_class():
-    import ray
-
+def _actor_class() -> type:
     @ray.remote
     class RolloutActor:
         """A Ray actor around :class:`RolloutEngine`; it (re)creates its engine from the first request.
