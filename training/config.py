@@ -326,7 +326,7 @@ class TrainConfig:
 class Table:
     """One (rule set, player count) pair that training plays, with its share of the game slots."""
 
-    rules: Any   # sam_env.rules.RuleSet
+    rules: RuleSet
     players: int
     weight: float
 
@@ -361,10 +361,9 @@ def training_tables(cfg: TrainConfig) -> list[Table]:
     return out
 
 
-def eval_rules(cfg: TrainConfig) -> Any:
-    """The evaluation's rule set: ``eval.rules``, else the first training table's (a preset name or a record's
-    house-rule object)."""
-    return cfg.eval.rules or training_tables(cfg)[0].rules.to_record()
+def eval_rules(cfg: TrainConfig) -> RuleSet:
+    """The evaluation's rule set: ``eval.rules``, else the first training table's."""
+    return RuleSet.parse(cfg.eval.rules) if cfg.eval.rules else training_tables(cfg)[0].rules
 
 
 def eval_players(cfg: TrainConfig) -> int:

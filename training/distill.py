@@ -54,6 +54,7 @@ from agents.nets.policy import build_net
 from agents.policy_agent import PolicyAgent
 from agents.search import SearchAgent, prefers_bf16, rollout_rates, search_targets
 from sam_env.obs import OBS_SIZE
+from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
@@ -79,7 +80,7 @@ class _Table:
     """One SelfPlayBatch of games with, per game, the seat that searches, who its opponents are, and the
     lá that seat has won so far."""
 
-    def __init__(self, rules: Any, players: int, games: int, seed: int):
+    def __init__(self, rules: RuleSet, players: int, games: int, seed: int):
         self.env = SelfPlayBatch(rules, players, games, seed, copy=False)
         self.players, self.n = players, games
         self.seat = np.zeros(games, dtype=np.int64)

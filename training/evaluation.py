@@ -15,6 +15,7 @@ from agents import make_agent
 from agents.evaluate import evaluate
 from agents.nets.policy import PolicyNet
 from agents.policy_agent import PolicyAgent
+from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 
 from .config import TrainConfig, eval_players, eval_rules
@@ -35,7 +36,7 @@ def _opponent(spec: str, snap: dict[str, np.ndarray] | None, hp: dict[str, int],
     return make_agent(spec, seed=seed)
 
 
-def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponent: Any, rules: Any,
+def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponent: Any, rules: RuleSet,
                      players: int, deals: int, seed: int) -> dict[str, Any]:
     """``agents.evaluate`` of the greedy policy of ``weights`` against one opponent (a spec or an Agent the
     caller made, e.g. with a temperature), on the duplicate deals of ``seed``; without the score histogram."""
@@ -46,7 +47,7 @@ def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponen
 
 
 def evaluate_weights(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
-                     snap: dict[str, np.ndarray] | None, rules: Any, players: int, deals: int,
+                     snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int,
                      seed: int) -> dict[str, dict[str, Any]]:
     """``{opponent: evaluate(...) result}`` for the greedy policy against each opponent spec."""
     out: dict[str, dict[str, Any]] = {}
@@ -61,7 +62,7 @@ def evaluate_weights(weights: dict[str, np.ndarray], hp: dict[str, int], opponen
 # ---- the run's periodic evaluation -------------------------------------------------------------------
 @ray.remote(num_cpus=0)
 def _evaluate_remote(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
-                     snap: dict[str, np.ndarray] | None, rules: Any, players: int, deals: int,
+                     snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int,
                      seed: int) -> dict[str, Any]:
     return evaluate_weights(weights, hp, opponents, snap, rules, players, deals, seed)
 

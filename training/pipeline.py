@@ -54,7 +54,7 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
     torch.set_num_threads(1)
     res = evaluate_weights(weights_to_numpy(net), net.hparams(), list(cfg.eval.opponents), snap,
                            eval_rules(cfg), eval_players(cfg), deals, FINAL_EVAL_SEED)
-    report = {"name": cfg.name, "checkpoint": str(ckpt_dir), "rules": eval_rules(cfg),
+    report = {"name": cfg.name, "checkpoint": str(ckpt_dir), "rules": eval_rules(cfg).to_record(),
               "players": eval_players(cfg),
               "deals": deals, "snapshot_update": ids[0] if ids else None, "updates": meta.updates,
               "decisions_trained": meta.decisions_trained, "games": meta.games,
@@ -66,7 +66,7 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
 
 def final_lines(cfg: TrainConfig, report: dict[str, Any]) -> list[str]:
     """The final evaluation as printed: a heading, then one line per opponent."""
-    lines = ["final evaluation (" + f"{cfg.eval.final_deals} duplicate deals, {eval_rules(cfg)}, "
+    lines = ["final evaluation (" + f"{cfg.eval.final_deals} duplicate deals, {eval_rules(cfg).to_record()}, "
              f"{eval_players(cfg)} players):"]
     for opp, r in report["results"].items():
         lo, hi = r["ci95"]

@@ -41,6 +41,7 @@ from .config import TrainConfig, training_tables
 from .config_load import from_dict
 
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch, encode_mask_batch
+from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
@@ -124,7 +125,7 @@ def sample_actions(logits: torch.Tensor, gen: torch.Generator) -> tuple[torch.Te
 class _Stream:
     """One SelfPlayBatch (one rules/players pair) with its trajectory buffers."""
 
-    def __init__(self, rules: str, players: int, num_envs: int, steps: int, seed: int, hidden_size: int):
+    def __init__(self, rules: RuleSet, players: int, num_envs: int, steps: int, seed: int, hidden_size: int):
         self.rules, self.players, self.n, self.T = rules, players, num_envs, steps
         self.env = SelfPlayBatch(rules, players, num_envs, seed)
         self.seat, self.obs, self.mask = self.env.reset(seed=seed)
