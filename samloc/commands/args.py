@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Callable
 
 
 class UsageError(ValueError):
@@ -36,3 +38,16 @@ def minutes_arg(text: str) -> float:
     if not 0 < v < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of minutes, not {text!r}")
     return v
+
+
+def parsed(prog: str, parse: Callable[[list[str]], argparse.Namespace],
+           argv: list[str]) -> argparse.Namespace | int:
+    """``parse(argv)``, or the exit code instead: 0 after ``--help``, 2 after a bad command line (its one
+    line printed as ``prog: problem``)."""
+    try:
+        return parse(argv)
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    except UsageError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2

@@ -12,24 +12,20 @@ from agents.nets.format import BELIEF_FILE, MODEL_FILE
 from training import belief
 from training.belief import train_belief
 
-from .args import Parser, UsageError
+from .args import Parser, parsed
 
 
 def main(argv: list[str]) -> int:
     ap = Parser(prog="samloc belief", description=belief.__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint", help="a checkpoint folder (e.g. checkpoints/standard); the belief is saved there")
     ap.add_argument("--deals", type=int, default=200_000, help="duplicate deals to play (default 200,000)")
     ap.add_argument("--epochs", type=int, default=4, help="passes over the recorded decisions (default 4)")
     ap.add_argument("--hidden", type=int, default=512, help="width of the two hidden layers (default 512)")
     ap.add_argument("--seed", type=int, default=0, help="seeds the deals and the network (default 0)")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    except UsageError as exc:
-        print(f"samloc belief: {exc}", file=sys.stderr)
-        return 2
+    args = parsed("samloc belief", ap.parse_args, argv)
+    if isinstance(args, int):
+        return args
     for key in ("deals", "epochs", "hidden"):
         if getattr(args, key) < 1:
             print(f"samloc belief: --{key} must be at least 1", file=sys.stderr)

@@ -1,32 +1,5 @@
-"""``samloc bench --learner`` / ``--rollout`` / ``--search``: the figures that size a training run.
-
-    samloc bench --learner [--config standard] [--device auto|cpu|cuda|cuda:N] [--precision fp32|bf16]
-                           [--updates 3] [--batch-decisions N] [--minibatch N] [--json]
-    samloc bench --rollout [--config standard] [--rollouts 3] [--json]
-    samloc bench --search [--config expert] [--requests 2] [--json]
-
-``--learner``: decisions learned per second by the learner alone (the
-trainer's own :class:`training.learner.Learner`) on rollouts recorded from
-real games of the config (its tables and opponent mix, an untrained
-policy), with the config's model and PPO settings.  An update is timed from
-the packed rollouts on the host to the new weights back on the host: the
-copy to the device, the expansion, the PPO epochs.  The recorded decisions
-(at most ``--record``) are repeated up to the batch size.
-
-``--rollout``: one worker on one core, as in training: decisions generated
-per second (every seat), learner decisions per second (the learner's seats,
-at the config's opponent mix), and ``bytes_per_decision``, the size of what
-the worker ships divided by the learner decisions it holds.
-
-``--search``: one expert-iteration search worker on one core, as in the
-stage (``training.distill.SearchEngine`` with the config's ``distill``
-settings, the ``init_from`` network and its belief): searched decisions per
-second with its rollouts in fp32 and in bf16, and the rollout forward's rows
-per second that ``distill.precision: auto`` compares to choose.
-
-The last line printed is one JSON object.  Exit 2 on a bad option, a bad
-config, or CUDA asked for where there is none.
-"""
+"""`samloc bench --learner|--rollout|--search`: the command line of :mod:`training.bench`, whose docstring
+is its ``--help``."""
 
 from __future__ import annotations
 
@@ -37,17 +10,18 @@ import sys
 import torch
 
 from agents.search import rates_text
+from training import bench
 from training.bench import bench_learner, bench_rollout, bench_search
 from training.config import ConfigError
 from training.config_load import load_config
 from training.learner import DeviceError, resolve_device
 
-from .args import Parser, UsageError
+from .args import Parser, parsed
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    ap = Parser(prog="samloc bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="samloc bench", description=bench.__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--learner", action="store_true", help="learner-only throughput on recorded rollouts")
     what.add_argument("--rollout", action="store_true", help="one worker's generation rate and shipped bytes")
@@ -72,13 +46,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    try:
-        args = _parse(argv)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    except UsageError as exc:
-        print(f"samloc bench: {exc}", file=sys.stderr)
-        return 2
+    args = parsed("samloc bench", _parse, argv)
+    if isinstance(args, int):
+        return args
     overrides = [f"learner.{k}={v}" for k, v in (("device", args.device), ("precision", args.precision)) if v]
     overrides += [f"ppo.{k}={v}" for k, v in (("batch_decisions", args.batch_decisions),
                                               ("minibatch", args.minibatch)) if v]

@@ -31,7 +31,7 @@ from training.errors import TrainError
 from training.launch import Launch, dry_run, new_run_folder, nothing_left, resolve_launch
 from training.pipeline import TrainResult, run_pipeline
 
-from .args import Parser, UsageError, count_arg, minutes_arg
+from .args import Parser, parsed, count_arg, minutes_arg
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -115,13 +115,9 @@ def _train(args: argparse.Namespace, launch: Launch, command: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    try:
-        args = _parse(argv)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    except UsageError as exc:
-        print(f"samloc train: {exc}", file=sys.stderr)
-        return 2
+    args = parsed("samloc train", _parse, argv)
+    if isinstance(args, int):
+        return args
     command = "samloc train " + " ".join(shlex.quote(a) for a in argv)
     try:
         launch = resolve_launch(args.config, args.resume, args.overrides, args.more_minutes, args.more_decisions)
