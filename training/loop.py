@@ -44,7 +44,7 @@ from .errors import TrainError
 from .evaluation import EvalTarget, OpponentsEval, PeriodicEval
 from .learner import DeviceError, resolve_device, wants_cuda
 from .runlog import Board, Display, Rate, StopSignals
-from .runstate import RunState
+from .runstate import Counters, RunState
 from .scheduler import make_scheduler
 from .workers import WorkerPool
 
@@ -89,7 +89,8 @@ class RunLoop:
         self.was_deterministic = torch.are_deterministic_algorithms_enabled()
 
     @property
-    def c(self) -> Any:
+    def c(self) -> Counters:
+        """The run's counters (the run state's)."""
         return self.state.c
 
     @property
