@@ -2,8 +2,10 @@
 
 The loop owns the run (its state, checkpoints, workers, schedule, evaluation, logs); an algorithm owns
 what it learns and how.  It says what the rollout workers collect for it (:meth:`Algorithm.rollout_actor`:
-any Ray actor class with ``rollout(weights_ref, version, pool_refs, seed[, lane])`` returning
-``{"batch", "stats", "version"}`` whose batch its own :meth:`Algorithm.learn` reads), may bring workers of
+any Ray actor class made from ``(config dict, worker id)`` with ``info()`` and ``rollout(weights_ref,
+version, pool_refs, seed[, lane])`` returning ``{"batch", "stats", "version"}``, whose batch holds one
+``act`` row per learner decision (the schedule counts them) and whatever else its own
+:meth:`Algorithm.learn` reads), may bring workers of
 its own (:meth:`start`, :meth:`collect`), learns from a batch (:meth:`learn`), has hooks after an update,
 and keeps its own part of a checkpoint, of the metadata, of the display and of the summary.  Every hook
 but :meth:`learn` has a default that does nothing.  See docs/training.md, "Writing an algorithm".
