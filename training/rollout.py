@@ -244,7 +244,6 @@ class RolloutEngine:
         for sid, w in pool:
             if sid not in self.pool:
                 if not isinstance(w, dict):
-                    import ray
                     w = ray.get(w)
                 net = self._new_net()
                 load_numpy_weights(net, w)

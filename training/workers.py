@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
+from ray.util.placement_group import placement_group, remove_placement_group
 
 from .config import TrainConfig, to_dict
 from .errors import TrainError
@@ -138,8 +139,6 @@ class WorkerPool:
     def reserve_gpu(self) -> None:
         """Ask Ray for one GPU on this node (where the learner runs), so no other Ray work takes it;
         refuse at once, in one line, when the node has none."""
-        from ray.util.placement_group import placement_group, remove_placement_group
-
         spec = self.cfg.learner.device
         node_id = ray.get_runtime_context().get_node_id()
         node = next(n for n in ray.nodes() if n["NodeID"] == node_id)
@@ -208,7 +207,6 @@ class WorkerPool:
             for a in group:
                 ray.kill(a, no_restart=True)
         if self.gpu_reservation is not None:
-            from ray.util.placement_group import remove_placement_group  # Ray's placement API, only with a GPU
             remove_placement_group(self.gpu_reservation)
             self.gpu_reservation = None
         if self.started_ray:
