@@ -23,6 +23,7 @@ from agents.nets.format import Table
 from agents.nets.policy import build_net
 from sam_env.game import Game
 from sam_env.rules import RuleSet
+from samloc.commands.belief import main as belief_main
 from training import belief as B
 
 NR, P = core.NR, core.MAX_PLAYERS
@@ -123,7 +124,7 @@ def test_a_sure_belief_puts_the_cards_where_it_says():
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     # a checkpoint for two rule sets and two player counts: the deals are shared among the four tables
     ckpt = _tiny_checkpoint(tmp_path_factory.mktemp("belief") / "ckpt", ("hoi_quan_bai", "online"), (3, 4))
-    assert B.main([str(ckpt), "--deals", "62", "--epochs", "2", "--hidden", "16", "--seed", "4"]) == 0
+    assert belief_main([str(ckpt), "--deals", "62", "--epochs", "2", "--hidden", "16", "--seed", "4"]) == 0
     return ckpt, json.loads((ckpt / NB.BELIEF_META).read_text())
 
 
@@ -189,7 +190,7 @@ def test_samloc_belief_says_what_the_belief_it_replaces_scores(trained: tuple[Pa
                                                                 capsys: pytest.CaptureFixture):
     import shutil
     ckpt = shutil.copytree(trained[0], tmp_path / "again")
-    assert B.main([str(ckpt), "--deals", "62", "--epochs", "2", "--hidden", "16", "--seed", "4"]) == 0
+    assert belief_main([str(ckpt), "--deals", "62", "--epochs", "2", "--hidden", "16", "--seed", "4"]) == 0
     info = json.loads((ckpt / NB.BELIEF_META).read_text())
     assert "incumbent_nll" not in trained[1]  # the first belief replaced nothing
     assert info["incumbent_nll"] == pytest.approx(info["holdout_nll"], abs=1e-4)  # the same recipe again
@@ -197,10 +198,10 @@ def test_samloc_belief_says_what_the_belief_it_replaces_scores(trained: tuple[Pa
 
 
 def test_the_belief_command_refuses_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture):
-    assert B.main([str(tmp_path)]) == 2
+    assert belief_main([str(tmp_path)]) == 2
     assert "not a checkpoint folder" in capsys.readouterr().err
     ckpt = _tiny_checkpoint(tmp_path / "c")
-    assert B.main([str(ckpt), "--deals", "0"]) == 2
+    assert belief_main([str(ckpt), "--deals", "0"]) == 2
     assert "--deals must be at least 1" in capsys.readouterr().err
     assert not (ckpt / NB.BELIEF_FILE).exists()
 

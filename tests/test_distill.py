@@ -22,12 +22,15 @@ from agents.nets.belief import BeliefNet, load_belief, save_belief
 from agents.nets.policy import build_net
 from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import OBS_SIZE
-from training.config import ConfigError, load_config
-from training.distill import (DistillTrainer, SearchEngine, TargetBuffer, kl_to_targets, search_request_seed,
-                              target_batch, trainer_class)
+from training.config import ConfigError
+from training.config_load import load_config
+from training.algorithms import algorithm_class
+from training.algorithms.expert import ExpertIteration
+from training.algorithms.ppo import PPO
+from training.distill import SearchEngine, TargetBuffer, kl_to_targets, search_request_seed, target_batch
 from training.ppo import distill_terms
 from training.rollout import request_seed, weights_to_numpy
-from training.trainer import Trainer
+from training.loop import RunLoop
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -132,7 +135,8 @@ def test_auto_precision_runs_the_rollouts_in_the_faster_of_the_two_it_measured()
 
 
 def test_bench_search_times_one_search_worker_in_each_precision(tmp_path: Path) -> None:
-    from training.bench import bench_search, main
+    from samloc.commands.bench_training import main
+    from training.bench import bench_search
 
     torch.manual_seed(0)
     start = _start_checkpoint(tmp_path / "start")
@@ -230,9 +234,9 @@ def test_bad_distill_configs_are_refused_in_one_line(overrides: list[str], words
 
 def test_the_stage_is_off_by_default_and_the_expert_config_turns_it_on() -> None:
     cfg = load_config("quick")
-    assert not cfg.distill.enabled and trainer_class(cfg) is Trainer
+    assert not cfg.distill.enabled and algorithm_class(cfg) is PPO
     expert = load_config(Path(__file__).resolve().parent.parent / "configs" / "expert.yaml")
-    assert expert.distill.enabled and trainer_class(expert) is DistillTrainer
+    assert expert.distill.enabled and algorithm_class(expert) is ExpertIteration
     assert expert.init_from and expert.distill.worlds < 64 and expert.distill.candidates < 10
 
 
@@ -260,8 +264,8 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
     held.set_network(weights_to_numpy(net), 0, {"hidden": 16, "weights": weights_to_numpy(belief)})
     held_out = held.play()["batch"]
     before = kl_to_targets(net, held_out, cfg.distill.temperature)
-    tr = DistillTrainer(cfg, tmp_path / "run", log=lambda m: None)
-    assert tr.belief is not None and tr.belief["info"]["from"] == str(start)  # init_from's belief
+    tr = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
+    assert tr.algo.belief is not None and tr.algo.belief["info"]["from"] == str(start)  # init_from's belief
     summary = tr.run()
     after_net, meta = ckpt.load_checkpoint(summary["checkpoint"])
     after = kl_to_targets(after_net, held_out, cfg.distill.temperature)
@@ -272,7 +276,7 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
     kl = [v for _, v in tags["losses/distill_kl"]]
     assert len(kl) >= 10 and np.mean(kl[-3:]) < np.mean(kl[:3])
     # the run's own held-out decisions (every 20th), never trained on: the policy moved towards them too
-    own = tr.held.rows(np.arange(len(tr.held)))
+    own = tr.algo.held.rows(np.arange(len(tr.algo.held)))
     assert len(own["cands"]) >= 80 and tags["losses/distill_kl_heldout"][-1][1] == pytest.approx(
         summary["distill"]["heldout"]["distill_kl"])
     assert kl_to_targets(after_net, own, 1.0)["distill_kl"] < kl_to_targets(net, own, 1.0)["distill_kl"]
@@ -286,7 +290,7 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
 
 def _stop_when(done: Any) -> Any:
     """An on_update hook that ends the sitting (at this update) once ``done(trainer)``."""
-    def hook(tr: Trainer) -> None:
+    def hook(tr: RunLoop) -> None:
         if done(tr):
             tr.cfg.total_decisions = tr.c.decisions_trained
     return hook
@@ -304,17 +308,17 @@ def test_a_killed_search_worker_is_restarted_and_counted_once(tmp_path: Path) ->
     logs: list[str] = []
     killed: list[int] = []
 
-    def kill_at_update_2(tr: Trainer) -> None:
+    def kill_at_update_2(tr: RunLoop) -> None:
         if tr.c.updates == 2 and not killed:
-            killed.append(tr.search_placement[0]["pid"])
+            killed.append(tr.algo.search_placement[0]["pid"])
             os.kill(killed[0], signal.SIGKILL)
 
-    tr = DistillTrainer(cfg, tmp_path / "run", log=logs.append, on_update=kill_at_update_2)
+    tr = RunLoop(cfg, tmp_path / "run", log=logs.append, on_update=kill_at_update_2)
     summary = tr.run()
     assert killed and summary["decisions_trained"] >= 700
-    assert summary["worker_failures"] == 1 and tr.search_health.failures == [1]
+    assert summary["worker_failures"] == 1 and tr.algo.search_health.failures == [1]
     assert sum("search worker 0 failed" in m for m in logs) == 1
-    assert tr.d.requests > 3  # the killed request was asked again, and the stage went on
+    assert tr.algo.d.requests > 3  # the killed request was asked again, and the stage went on
 
 
 def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path: Path) -> None:
@@ -325,10 +329,10 @@ def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path:
     cfg = load_config("quick", [*TINY, *over])
     run = tmp_path / "run"
     logs: list[str] = []
-    tr = DistillTrainer(cfg, run, log=logs.append,
-                        on_update=_stop_when(lambda t: t.d.round >= 2 and "distill_kl" in t.losses))
+    tr = RunLoop(cfg, run, log=logs.append,
+                        on_update=_stop_when(lambda t: t.algo.d.round >= 2 and "distill_kl" in t.algo.losses))
     first = tr.run()
-    d1 = tr.d
+    d1 = tr.algo.d
     assert d1.round >= 2 and first["distill"]["round"] == d1.round
     assert [r["round"] for r in d1.rounds] == list(range(d1.round + 1))
     # no belief to start from: round 0 learns one; each later round's is kept only where it scores better
@@ -347,19 +351,19 @@ def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path:
     evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
     assert [e["round"] for e in evals] == list(range(d1.round + 1))  # the start, then each round's network
 
-    again = DistillTrainer(load_config(run / "config.yaml"), run, resume=True, log=lambda m: None,
+    again = RunLoop(load_config(run / "config.yaml"), run, resume=True, log=lambda m: None,
                            command="samloc train --resume RUN",
                            on_update=_stop_when(lambda t: t.c.updates >= first["updates"] + 5))
-    assert again.d == d1  # every counter of the stage, the round included
+    assert again.algo.d == d1  # every counter of the stage, the round included
     saved, _ = ckpt.load_trainer_state(first["checkpoint"])
-    for k, v in again.round_weights.items():
+    for k, v in again.algo.round_weights.items():
         assert np.array_equal(v, saved[f"round.{k}"].numpy())
-    assert again.belief is not None and again.belief["info"]["round"] == learned_in
+    assert again.algo.belief is not None and again.algo.belief["info"]["round"] == learned_in
     second = again.run()
     assert second["updates"] >= first["updates"] + 5
-    assert again.d.round >= d1.round and again.d.requests > d1.requests and again.d.searched >= d1.searched
-    assert again.d.rounds[:len(d1.rounds)] == d1.rounds
+    assert again.algo.d.round >= d1.round and again.algo.d.requests > d1.requests and again.algo.d.searched >= d1.searched
+    assert again.algo.d.rounds[:len(d1.rounds)] == d1.rounds
     meta = ckfmt.verify(Path(second["checkpoint"]), trainer=True)
-    assert meta.raw["distill"]["round"] == again.d.round and meta.resumes == ("samloc train --resume RUN",)
+    assert meta.raw["distill"]["round"] == again.algo.d.round and meta.resumes == ("samloc train --resume RUN",)
     assert [m for m in logs if "rollouts in" in m] == ["search worker 0: rollouts in fp32 (distill.precision)"]
     assert meta.raw["distill"]["precision"] == {"0": "fp32"}

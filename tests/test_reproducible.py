@@ -18,9 +18,10 @@ import torch
 from safetensors.numpy import load_file
 
 from agents.nets import format as ckfmt
-from training.config import load_config
+from training.config_load import load_config
 from training.rollout import RolloutEngine, weights_to_numpy
-from training.trainer import TrainError, Trainer
+from training.errors import TrainError
+from training.loop import RunLoop as Trainer
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -93,7 +94,7 @@ def test_a_rollout_is_a_function_of_its_lane_state_and_seed() -> None:
 def test_a_checkpoint_keeps_the_weights_only_the_requests_out_play() -> None:
     """The lanes' record: each lane's games, and the weights of a version only a request out plays (an
     older update's, a snapshot the pool dropped), not the checkpoint's own or its pool's."""
-    from training.lanes import Lanes, Request
+    from training.scheduler import Lanes, Request
 
     def w(x: float) -> dict[str, np.ndarray]:
         return {"inp.weight": np.full((2, 2), x, dtype=np.float32)}
@@ -177,7 +178,7 @@ def test_a_stopped_and_resumed_run_ends_as_one_that_never_stopped(
         straight: dict[str, Any], stopped: dict[str, Any], tmp_path: Path) -> None:
     """`--resume` from the stopped run's newest checkpoint whose requests out play weights it holds only for
     them (the final one, or as if the run had been killed after it) to the straight run's budget."""
-    from training.cli import main
+    from samloc.commands.train import main
 
     run = tmp_path / "run"
     shutil.copytree(stopped["run"], run)

@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from training import cli
-from training.config import (ConfigError, TrainConfig, field_docs, load_config, run_name)
+from samloc.commands import train as cli
+from training import pipeline
+from training.config import ConfigError, TrainConfig
+from training.config_docs import field_docs
+from training.config_load import load_config
+from training.launch import run_name
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["model.hidden=32", "model.layers=1", "display=none", "total_decisions=10000", "max_minutes=2"]
@@ -22,24 +26,24 @@ def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any step that trains, starts Ray or evaluates fails the test."""
     import ray
 
-    from training import trainer
+    from training import loop
 
     def refuse(*a: object, **kw: object) -> None:
         raise AssertionError("this command must not train, start Ray or evaluate")
 
     monkeypatch.setattr(ray, "init", refuse)
-    monkeypatch.setattr(trainer.Trainer, "run", refuse)
-    monkeypatch.setattr(cli, "final_report", refuse)
+    monkeypatch.setattr(loop.RunLoop, "run", refuse)
+    monkeypatch.setattr(pipeline, "final_report", refuse)
 
 
 def _saved_run(tmp_path: Path, updates: int = 40, trained: int = 5000, wall_s: float = 90.0) -> Path:
     """A run folder whose newest checkpoint holds these counters (written by the trainer, without Ray)."""
-    from training.trainer import Trainer
+    from training.loop import RunLoop as Trainer
 
     run = tmp_path / "run"
     tr = Trainer(load_config("quick", SMALL), run, log=lambda m: None)
     tr.c.updates, tr.c.decisions_trained, tr.c.wall_s = updates, trained, wall_s
-    tr.eval_history = [_entry(20)]
+    tr.state.eval_history = [_entry(20)]
     tr.save()
     return run
 
@@ -167,14 +171,15 @@ def test_a_resume_with_nothing_left_says_so_and_starts_nothing(
 def test_a_resume_shows_the_last_evaluation_on_record(tmp_path: Path) -> None:
     """The checkpoint at update 40 was written while its evaluation ran; eval.jsonl got it afterwards, and
     one at update 60, whose work the kill lost."""
-    from training.trainer import Trainer, _Display
+    from training.loop import RunLoop as Trainer
+    from training.runlog import Display
 
     run = _saved_run(tmp_path, updates=40)
     (run / "eval.jsonl").write_text("".join(json.dumps(_entry(u)) + "\n" for u in (20, 40, 60)))
     msgs: list[str] = []
     tr = Trainer(load_config(run / "config.yaml"), run, resume=True, log=msgs.append)
-    assert tr.last_eval is not None and tr.last_eval["updates"] == 40
-    assert _Display(tr.cfg, tr)._eval_text().startswith("@update 40:")
+    assert tr.state.last_eval is not None and tr.state.last_eval["updates"] == 40
+    assert Display(tr.cfg, tr.state, tr.algo.display_rows)._eval_text().startswith("@update 40:")
     assert [json.loads(ln)["updates"] for ln in (run / "eval.jsonl").read_text().splitlines()] == [20, 40]
     assert any("1 evaluation(s) after update 40 dropped" in m for m in msgs), msgs
 

@@ -17,7 +17,8 @@ from sam_env.obs import OBS_SIZE
 from sam_env.rules import RuleSet
 from agents.nets import checkpoint as ckpt
 from agents.nets import format as ckfmt
-from training.config import ConfigError, TrainConfig, load_config
+from training.config import ConfigError, TrainConfig
+from training.config_load import load_config
 from agents.nets.policy import MASK_LOGIT, PolicyNet
 from training import compact
 from training.rollout import MAX_SEATS, RolloutEngine, compute_gae, record_step
@@ -392,7 +393,7 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
 
 
 def test_the_queue_bounds_the_policy_lag_and_counts_what_it_drops() -> None:
-    from training.queue import RolloutQueue
+    from training.scheduler import RolloutQueue
 
     def roll(version: int, n: int = 10) -> dict:
         return {"version": version, "batch": {"act": np.zeros(n)}}
@@ -450,12 +451,13 @@ def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
 def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_path: Path) -> None:
     """init_from keeps the ancestry's commands and wall times (a stage trained over several runs, each from
     the last one's shipped bot), oldest first; a resume keeps it; a malformed one is refused in one line."""
-    from training.trainer import Trainer, TrainError
+    from training.errors import TrainError
+    from training.loop import RunLoop
     tiny = ["model.hidden=16", "model.layers=1"]
     paths = []
     for gen in range(3):
         over = tiny + ([f"init_from={paths[-1]}"] if paths else [])
-        tr = Trainer(load_config("quick", over), tmp_path / f"run{gen}", command=f"samloc train gen{gen}",
+        tr = RunLoop(load_config("quick", over), tmp_path / f"run{gen}", command=f"samloc train gen{gen}",
                      log=lambda m: None)
         tr.c.wall_s, tr.c.updates = 100.0 * (gen + 1), gen + 1
         paths.append(tr.save())
@@ -465,11 +467,11 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     assert [e["wall_time_s"] for e in lineage] == [100.0, 200.0] and [e["updates"] for e in lineage] == [1, 2]
     assert lineage[0]["init_from"] == "" and lineage[1]["init_from"] == str(paths[0])
     assert lineage[1]["checkpoint"] == str(paths[1]) and meta.wall_time_s == 300.0
-    resumed = Trainer(load_config("quick", tiny), tmp_path / "run2", resume=True,
+    resumed = RunLoop(load_config("quick", tiny), tmp_path / "run2", resume=True,
                       command="samloc train --resume", log=lambda m: None)
-    assert resumed.metadata()["lineage"] == lineage and resumed.resumes == ["samloc train --resume"]
+    assert resumed.metadata()["lineage"] == lineage and resumed.state.resumes == ["samloc train --resume"]
     bad = json.loads((paths[2] / ckfmt.META_FILE).read_text())
     bad["lineage"] = "gen0, gen1"
     (paths[2] / ckfmt.META_FILE).write_text(json.dumps(bad))
     with pytest.raises(TrainError, match="lineage is not a list"):
-        Trainer(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)
+        RunLoop(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)

@@ -19,8 +19,9 @@ from typing import Any, Iterator
 import pytest
 
 from agents.nets import format as ckfmt
-from training.config import load_config
-from training.trainer import TrainError, Trainer
+from training.config_load import load_config
+from training.errors import TrainError
+from training.loop import RunLoop as Trainer
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["rollout.num_workers=1", "model.hidden=32", "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
@@ -40,7 +41,7 @@ def _scalars(run_dir: Path) -> dict[str, list[float]]:
 
 def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
     """A few hundred updates through `samloc train`: checkpoints, TensorBoard, evaluations, export."""
-    from training.cli import main
+    from samloc.commands.train import main
 
     run = tmp_path / "run"
     rc = main(["--config", "quick", "--run-dir", str(run), *TINY, "total_decisions=75000",
@@ -90,7 +91,7 @@ def test_a_run_and_its_resume_log_cleanly_and_leave_the_served_bot_and_its_curve
     """Two sittings: each ends with ONNX in the final checkpoint (and in export_to), curve.png and the final
     evaluation in TensorBoard; the second appends to the first's scalars without losing or reordering any."""
     from agents.onnx_agent import OnnxAgent
-    from training.cli import main
+    from samloc.commands.train import main
 
     run, bot = tmp_path / "run", tmp_path / "bot"
     assert main(["--config", "quick", "--run-dir", str(run), *TINY, "total_decisions=2500",
@@ -156,8 +157,8 @@ def test_a_killed_worker_is_restarted_and_nothing_is_counted_twice(tmp_path: Pat
     assert len(killed) == 2
     assert summary["worker_failures"] >= 2 and summary["decisions_trained"] >= 12000
     # every arrived rollout has its own request id, and was learned from, dropped, or is still queued
-    assert summary["rollouts"] + summary["dropped_rollouts"] + len(tr.session.queue) == len(tr.consumed)
-    assert max(tr.consumed) < tr.c.next_request
+    assert summary["rollouts"] + summary["dropped_rollouts"] + len(tr.scheduler.queue) == len(tr.scheduler.consumed)
+    assert max(tr.scheduler.consumed) < tr.c.next_request
 
 
 def test_kill_and_resume_loses_at_most_one_checkpoint_interval(tmp_path: Path) -> None:
@@ -430,7 +431,7 @@ def test_a_read_only_run_folder_is_one_line_for_a_new_run_and_a_resume(tmp_path:
 def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_good_one_stays(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from agents.nets import checkpoint as ckpt_mod
-    from training.cli import main
+    from samloc.commands.train import main
 
     real = ckpt_mod.save_file
     calls = {"n": 0}
@@ -463,7 +464,7 @@ def test_house_rules_train_and_serve(tmp_path: Path) -> None:
     from agents.serving.app import create_app
     from sam_env.cards import card_str
     from sam_env.game import Game
-    from training.cli import main
+    from samloc.commands.train import main
 
     house = {"preset": "hoi_quan_bai", "passed_can_chop": False, "chop_two": 15}
     cfg = tmp_path / "house.yaml"

@@ -20,10 +20,7 @@ Files: ``belief.safetensors`` (weights) and ``belief.json`` (how it was made).
 
 from __future__ import annotations
 
-import argparse
 import os
-import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -31,8 +28,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from agents.base import Agent
+from agents.evaluate import evaluate
 from agents.nets.belief import NR, PLACES, BeliefNet, load_belief, save_belief
 from agents.nets.format import BELIEF_FILE, MODEL_FILE, Table
+from agents.policy_agent import load_policy_agent
 from sam_env import core
 from sam_env import obs as obs_mod
 
@@ -73,8 +73,6 @@ def collect(policy: Any, heuristic_share: float, deals: int, tables: list[Table]
     """Observations (float16) and labels at the policy's searched decisions (play phase, a real
     choice), over ``deals`` duplicate deals shared among the (rules, players) ``tables``:
     ``heuristic_share`` of them against heuristics, the rest against the policy itself."""
-    from agents.base import Agent
-    from agents.evaluate import evaluate
 
     obs_parts: list[np.ndarray] = []
     tgt_parts: list[np.ndarray] = []
@@ -165,7 +163,6 @@ def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int 
                  command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Play, learn and save the belief of the checkpoint in ``ckpt_dir``; returns what ``belief.json`` says
     (with ``incumbent_nll``, the replaced belief's held-out loss on the same decisions, when there was one)."""
-    from agents.policy_agent import load_policy_agent
 
     t0 = time.time()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -187,37 +184,3 @@ def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int 
             "play_s": round(t_play, 1), "wall_time_s": round(time.time() - t0, 1)}
     save_belief(ckpt_dir, net, info)
     return info
-
-
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="samloc belief", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("checkpoint", help="a checkpoint folder (e.g. checkpoints/standard); the belief is saved there")
-    ap.add_argument("--deals", type=int, default=200_000, help="duplicate deals to play (default 200,000)")
-    ap.add_argument("--epochs", type=int, default=4, help="passes over the recorded decisions (default 4)")
-    ap.add_argument("--hidden", type=int, default=512, help="width of the two hidden layers (default 512)")
-    ap.add_argument("--seed", type=int, default=0, help="seeds the deals and the network (default 0)")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    for key in ("deals", "epochs", "hidden"):
-        if getattr(args, key) < 1:
-            print(f"samloc belief: --{key} must be at least 1", file=sys.stderr)
-            return 2
-    if not (Path(args.checkpoint) / MODEL_FILE).is_file():
-        print(f"samloc belief: {args.checkpoint} is not a checkpoint folder (no {MODEL_FILE})",
-              file=sys.stderr)
-        return 2
-    command = "samloc belief " + " ".join(shlex.quote(a) for a in argv)
-    try:
-        info = train_belief(args.checkpoint, args.deals, args.epochs, args.hidden, args.seed, command,
-                            progress=lambda s: print(f"samloc belief: {s}", flush=True))
-    except (ValueError, MemoryError) as exc:  # a bad checkpoint, too few decisions, too many deals
-        print(f"samloc belief: {exc or type(exc).__name__}", file=sys.stderr)
-        return 1
-    replaced = f", the replaced belief {info['incumbent_nll']:.4f}" if "incumbent_nll" in info else ""
-    print(f"samloc belief: {info['decisions']:,} decisions, held-out {info['holdout_nll']:.4f} nats/card "
-          f"(uniform deal {info['uniform_nll']:.4f}{replaced}), {info['wall_time_s']:.0f} s; "
-          f"saved {Path(args.checkpoint) / BELIEF_FILE}")
-    return 0

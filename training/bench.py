@@ -30,25 +30,27 @@ config, or CUDA asked for where there is none.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
+import dataclasses
 import time
 from typing import Any
 
 import numpy as np
+import torch
 
-from .config import ConfigError, TrainConfig, load_config
+from agents.nets.belief import load_belief
+from agents.nets.checkpoint import load_checkpoint
+from agents.nets.policy import build_net
+from agents.search import prefers_bf16, rollout_rates
+
+from . import compact
+from .config import TrainConfig
+from .distill import SearchEngine
+from .learner import Learner
+from .rollout import RolloutEngine, weights_to_numpy
 
 
 def record(cfg: TrainConfig, decisions: int, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Packed learner decisions from one worker's real games (at least ``decisions``), and their stats."""
-    from . import compact
-    from .rollout import RolloutEngine
-
-    import torch
-
     torch.manual_seed(seed)  # the same games on every run, so two benches learn from the same data
     eng = RolloutEngine(cfg, 0, seed)
     parts, n, t0 = [], 0, time.perf_counter()
@@ -69,10 +71,6 @@ def _tile(batch: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
 
 
 def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) -> dict[str, Any]:
-    import torch
-
-    from .learner import Learner
-
     n = cfg.ppo.batch_decisions
     data, _ = record(cfg, min(n, record_cap))
     batch = _tile(data, n)
@@ -101,11 +99,6 @@ def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) 
 
 
 def bench_rollout(cfg: TrainConfig, rollouts: int) -> dict[str, Any]:
-    import torch
-
-    from . import compact
-    from .rollout import RolloutEngine
-
     torch.manual_seed(0)
     eng = RolloutEngine(cfg, 0, seed=0)
     eng.rollout()  # compiles the kernels on a first run, warms up
@@ -130,16 +123,6 @@ def bench_rollout(cfg: TrainConfig, rollouts: int) -> dict[str, Any]:
 
 def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
     """Searched decisions/s of one search worker in each precision, after a warm-up request each."""
-    import dataclasses
-
-    from agents.nets.belief import load_belief
-    from agents.nets.checkpoint import load_checkpoint
-    from agents.nets.policy import build_net
-    from agents.search import prefers_bf16, rollout_rates
-
-    from .distill import SearchEngine
-    from .rollout import weights_to_numpy
-
     m, d = cfg.model, cfg.distill
     if cfg.init_from:
         net, _ = load_checkpoint(cfg.init_from)
@@ -161,81 +144,3 @@ def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
         n = sum(eng.play()["stats"]["searched"] for _ in range(requests))
         out[f"{prec}_searched_per_s"] = round(n / (time.perf_counter() - t0), 1)
     return out
-
-
-def _parse(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="samloc bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    what = ap.add_mutually_exclusive_group(required=True)
-    what.add_argument("--learner", action="store_true", help="learner-only throughput on recorded rollouts")
-    what.add_argument("--rollout", action="store_true", help="one worker's generation rate and shipped bytes")
-    what.add_argument("--search", action="store_true",
-                      help="one expert-iteration search worker's searched decisions/s in fp32 and bf16")
-    ap.add_argument("--config", help="training config (default standard, expert for --search; cluster: 512x4)")
-    ap.add_argument("--device", help="learner.device (default: the config's)")
-    ap.add_argument("--precision", choices=("fp32", "bf16"), help="learner.precision (default: the config's)")
-    ap.add_argument("--batch-decisions", type=int, help="ppo.batch_decisions (default: the config's)")
-    ap.add_argument("--minibatch", type=int, help="ppo.minibatch (default: the config's)")
-    ap.add_argument("--updates", type=int, default=3, help="timed updates after one warm-up (default 3)")
-    ap.add_argument("--record", type=int, default=65536, help="at most this many decisions recorded (default 65536)")
-    ap.add_argument("--rollouts", type=int, default=3, help="timed rollouts after one warm-up (default 3)")
-    ap.add_argument("--requests", type=int, default=2,
-                    help="timed search requests per precision after one warm-up (default 2)")
-    ap.add_argument("--json", action="store_true", help="print only the JSON line")
-    args = ap.parse_args(argv)
-    if min(args.updates, args.rollouts, args.record, args.requests) < 1:
-        ap.error("--updates, --rollouts, --requests and --record must be at least 1")
-    args.config = args.config or ("expert" if args.search else "standard")
-    return args
-
-
-def main(argv: list[str]) -> int:
-    try:
-        args = _parse(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    overrides = [f"learner.{k}={v}" for k, v in (("device", args.device), ("precision", args.precision)) if v]
-    overrides += [f"ppo.{k}={v}" for k, v in (("batch_decisions", args.batch_decisions),
-                                              ("minibatch", args.minibatch)) if v]
-    try:
-        cfg = load_config(args.config, overrides)
-    except ConfigError as exc:
-        print(f"samloc bench: {exc}", file=sys.stderr)
-        return 2
-    import torch
-
-    from .learner import DeviceError, resolve_device
-
-    torch.set_num_threads(1)  # as in training: the learner's process and each worker use one thread
-    if args.learner:
-        try:
-            device = resolve_device(cfg.learner.device)
-        except DeviceError as exc:
-            print(f"samloc bench: {exc}", file=sys.stderr)
-            return 2
-        res = bench_learner(cfg, device, args.updates, args.record)
-        if not args.json:
-            print(f"learner on {res['device_name']} ({res['device']}), {cfg.name} model {res['model']},"
-                  f" {res['precision']}: {res['decisions_per_s']:,} decisions learned/s,"
-                  f" {res['seconds_per_update']:.3f} s per update of {res['decisions_per_update']:,}")
-    elif args.search:
-        try:
-            res = bench_search(cfg, args.requests)
-        except (OSError, ValueError) as exc:  # init_from missing or not a checkpoint
-            print(f"samloc bench: init_from: {exc}", file=sys.stderr)
-            return 2
-        if not args.json:
-            from agents.search import rates_text
-            print(f"one search worker, {cfg.name} ({res['candidates']} x {res['worlds']}, horizon {res['horizon']}):"
-                  f" {res['fp32_searched_per_s']:,} searched decisions/s in fp32, {res['bf16_searched_per_s']:,} in"
-                  f" bf16; rollout forward {rates_text(res['rollout_rows_per_s'])}:"
-                  f" distill.precision=auto takes {res['auto']}")
-    else:
-        res = bench_rollout(cfg, args.rollouts)
-        if not args.json:
-            print(f"one worker, {cfg.name}: {res['decisions_per_s']:,} decisions/s, {res['learner_decisions_per_s']:,}"
-                  f" learner decisions/s, {res['bytes_per_decision']} bytes shipped per learner decision"
-                  f" (float32: {res['float32_bytes_per_decision']})")
-    print(json.dumps(res))
-    return 0

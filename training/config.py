@@ -1,42 +1,43 @@
 """Training configuration: one typed dataclass per section, YAML files plus ``key=value`` overrides.
 
-A config is built from the dataclass defaults, then the YAML file, then the
-command-line overrides (OmegaConf structured configs, so a wrong type or an
-unknown key is refused before anything starts), then :func:`validate` checks
-ranges and names.  Every mistake is reported as one :class:`ConfigError` line.
+This module is the schema, and what is derived from a config (its tables, the
+evaluation's table, its flat and YAML forms, the budgets).  A config is built
+from the dataclass defaults, then the YAML file, then the command-line overrides
+(OmegaConf structured configs, so a wrong type or an unknown key is refused
+before anything starts), then validated: :mod:`training.config_load`.  Every
+mistake is reported as one :class:`ConfigError` line.
 
 The docstring under each field is its documentation, the only one:
-:func:`field_docs` reads them from this file for ``samloc train --print-config``
-and ``--help`` (a test checks that every field has one).
+:func:`training.config_docs.field_docs` reads them from this file for
+``samloc train --print-config`` and ``--help`` (a test checks that every field
+has one).
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
-import math
-import re
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from sam_env.obs import LA_SCALE
+from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
 
 class ConfigError(ValueError):
     """A training config that cannot be used, with the reason in one line."""
 
 
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"   # the repo's configs/ links here
+
+
 @dataclass
 class TableConfig:
     """One kind of table: a rule set and the player counts it is played with."""
 
-    rules: Any = "hoi_quan_bai"
+    rules: Any = DEFAULT_PRESET
     """A preset name, or a house rule set as a record writes it: {preset: NAME, key: value, ...}."""
     players: list[int] = field(default_factory=lambda: [4])
     """Player counts played under these rules."""
@@ -48,7 +49,7 @@ class TableConfig:
 class EnvConfig:
     """Which games the policy learns."""
 
-    rules: list[str] = field(default_factory=lambda: ["hoi_quan_bai"])
+    rules: list[str] = field(default_factory=lambda: [DEFAULT_PRESET])
     """Rule presets trained on; several presets share one network (the rule set is in the observation)."""
     players: list[int] = field(default_factory=lambda: [4])
     """Player counts trained on; every (rules, players) pair gets its share of each worker's games."""
@@ -305,6 +306,9 @@ class TrainConfig:
     """Seconds between plain log lines and scalar writes."""
     init_from: str = ""
     """A checkpoint folder whose network (same shape) a new run starts from ('' = fresh weights)."""
+    algorithm: str = "ppo"
+    """The learning algorithm: ppo, expert_iteration (needs distill.enabled=true, which alone selects it),
+    reinforce, or a package.module:Class path (docs/training.md, "Writing an algorithm")."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -316,232 +320,13 @@ class TrainConfig:
     distill: DistillConfig = field(default_factory=DistillConfig)
 
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"   # the repo's configs/ links here
-
-
-def _as_lists(node: Any, cls: type, where: str = "") -> Any:
-    """A layer of settings (plain containers) in which a scalar given for a list field becomes a
-    one-element list (``env.players=3`` means ``[3]``), and one table given for ``env.tables`` a list of
-    one; a scalar for ``env.tables`` is refused in plain words."""
-    if not isinstance(node, dict):
-        return node
-    hints = typing.get_type_hints(cls)
-    out = {}
-    for key, value in node.items():
-        hint = hints.get(key) if isinstance(key, str) else None
-        name = f"{where}{key}"
-        if hint is not None and dataclasses.is_dataclass(hint):
-            value = _as_lists(value, hint, name + ".")
-        elif typing.get_origin(hint) is list and value is not None:
-            (item,) = typing.get_args(hint)
-            if dataclasses.is_dataclass(item):
-                if isinstance(value, dict):
-                    value = [value]
-                if not isinstance(value, list):
-                    raise ConfigError(f"{name} takes a list of tables such as"
-                                      f" [{{rules: mien_bac, players: [3]}}], not {value!r}")
-                value = [_as_lists(v, item, f"{name}[{i}].") for i, v in enumerate(value)]
-            elif not isinstance(value, (list, dict)):
-                value = [value]
-        out[key] = value
-    return out
-
-
-def _layer(conf: Any) -> Any:
-    """A YAML or key=value layer with scalars for list fields made lists (:func:`_as_lists`)."""
-    return OmegaConf.create(_as_lists(OmegaConf.to_container(conf, resolve=False), TrainConfig))
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
-    """Defaults ← YAML file ← ``key=value`` overrides, validated.  Raises ConfigError."""
-    base = OmegaConf.structured(TrainConfig)
-    layers = [base]
-    if path is not None:
-        p = Path(path)
-        if not p.exists() and not p.suffix and (CONFIG_DIR / f"{p}.yaml").exists():
-            p = CONFIG_DIR / f"{p}.yaml"
-        if not p.is_file():
-            raise ConfigError(f"config file {str(path)!r} not found")
-        try:
-            loaded = OmegaConf.load(p)
-        except Exception as exc:  # yaml errors carry several lines
-            raise ConfigError(f"cannot read config {p}: {str(exc).splitlines()[0]}") from None
-        if not OmegaConf.is_dict(loaded):
-            raise ConfigError(f"config {p} must be a mapping of settings (name: ..., ppo: {{...}}), "
-                              f"not a {type(OmegaConf.to_container(loaded)).__name__}")
-        layers.append(_layer(loaded))
-    for item in overrides or []:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.lr=1e-4)")
-    try:
-        if overrides:
-            layers.append(_layer(OmegaConf.from_dotlist(list(overrides))))
-        merged = OmegaConf.merge(*layers)
-        cfg = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        raise ConfigError(_one_line(exc)) from None
-    validate(cfg)
-    return cfg
-
-
-def _one_line(exc: Exception) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    msg = lines[0] if lines else type(exc).__name__
-    key = getattr(exc, "full_key", None)
-    if key and key not in msg:
-        msg = f"{key}: {msg}"
-    return msg
-
-
-#: Upper bounds that keep a typo from asking for a machine nobody has (each message says why).
-MAX_WORKERS = 10_000
-MAX_ROLLOUT_DECISIONS = 1 << 20   # a worker holds ~4.5 KB per decision of its rollout: 4.7 GB
-MAX_BATCH_DECISIONS = 1 << 22     # the learner expands ~4.5 KB per decision of its batch: 19 GB
-DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d+)?")
-
-
-def _non_finite(d: dict[str, Any], prefix: str = "") -> str:
-    """The first float setting that is inf or nan ('' when none)."""
-    for k, v in d.items():
-        if isinstance(v, dict):
-            bad = _non_finite(v, f"{prefix}{k}.")
-            if bad:
-                return bad
-        elif isinstance(v, float) and not math.isfinite(v):
-            return f"{prefix}{k}"
-    return ""
-
-
-def validate(cfg: TrainConfig) -> None:
-    """Range and name checks that types alone cannot express."""
-    from sam_env.rules import RuleSet, RulesError
-
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise ConfigError(msg)
-
-    bad = _non_finite(to_dict(cfg))
-    need(not bad, f"{bad} must be a finite number")
-    need(bool(cfg.name) and all(c.isalnum() or c in "-_." for c in cfg.name),
-         f"name must be letters, digits, '-', '_' or '.', not {cfg.name!r}")
-    need(0 <= cfg.seed < 2**63, "seed must be from 0 to 2**63 - 1")
-    need(cfg.total_decisions > 0, "total_decisions must be positive")
-    need(cfg.max_minutes >= 0, "max_minutes must be >= 0")
-    need(cfg.display in ("auto", "rich", "plain", "none"), "display must be auto, rich, plain or none")
-    need(cfg.log_every_s > 0, "log_every_s must be positive")
-    tabs = training_tables(cfg)
-    need(cfg.init_from == "" or Path(cfg.init_from).is_dir(),
-         f"init_from: {cfg.init_from!r} is not a checkpoint folder")
-    need(cfg.env.reward_scale > 0, "env.reward_scale must be positive")
-    need(cfg.model.hidden >= 8 and cfg.model.layers >= 1, "model.hidden must be >= 8 and model.layers >= 1")
-    need(cfg.model.critic in ("full", "obs"), f"model.critic must be full or obs, not {cfg.model.critic!r}")
-    ro = cfg.rollout
-    need(1 <= ro.num_workers <= MAX_WORKERS, f"rollout.num_workers must be from 1 to {MAX_WORKERS:,}")
-    need(ro.envs_per_worker >= len(tabs),
-         "rollout.envs_per_worker must give every (rules, players) pair at least one game")
-    need(ro.steps_per_rollout >= 1, "rollout.steps_per_rollout must be at least 1")
-    need(ro.envs_per_worker * ro.steps_per_rollout <= MAX_ROLLOUT_DECISIONS,
-         f"rollout.envs_per_worker x steps_per_rollout must be at most {MAX_ROLLOUT_DECISIONS:,} decisions"
-         f" (a worker holds ~4.5 KB per decision of its rollout)")
-    need(0 <= ro.opponent_fraction <= 1 and 0 <= ro.heuristic_share <= 1,
-         "rollout.opponent_fraction and rollout.heuristic_share must be in [0, 1]")
-    need(ro.snapshot_every >= 1 and ro.pool_size >= 1, "rollout.snapshot_every and pool_size must be >= 1")
-    need(ro.max_restarts >= -1, "rollout.max_restarts must be >= -1")
-    need(ro.cpus_per_worker > 0, "rollout.cpus_per_worker must be positive")
-    need(ro.place_timeout_s >= 0, "rollout.place_timeout_s must be >= 0")
-    _check_opponent(ro.opponent, ro.opponent_temperature)
-    pp = cfg.ppo
-    need(pp.lr > 0, "ppo.lr must be positive")
-    need(pp.sam_lesson_coef >= 0, "ppo.sam_lesson_coef must be >= 0")
-    need(0 < pp.gamma <= 1 and 0 <= pp.gae_lambda <= 1, "ppo.gamma must be in (0, 1], ppo.gae_lambda in [0, 1]")
-    need(pp.clip > 0 and pp.epochs >= 1 and pp.minibatch >= 1 and pp.batch_decisions >= 1,
-         "ppo.clip, epochs, minibatch and batch_decisions must be positive")
-    need(pp.batch_decisions <= MAX_BATCH_DECISIONS,
-         f"ppo.batch_decisions must be at most {MAX_BATCH_DECISIONS:,} (the learner expands ~4.5 KB per decision)")
-    need(pp.ent_coef >= 0 and pp.vf_coef >= 0 and pp.max_grad_norm > 0,
-         "ppo.ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
-    le = cfg.learner
-    need(DEVICE_RE.fullmatch(le.device) is not None,
-         f"learner.device must be auto, cpu, cuda or cuda:N, not {le.device!r}")
-    need(le.precision in ("fp32", "bf16"), f"learner.precision must be fp32 or bf16, not {le.precision!r}")
-    need(le.max_policy_lag >= 0 and le.queue_rollouts >= 0 and le.correct_from_lag >= 0,
-         "learner.max_policy_lag, queue_rollouts and correct_from_lag must be >= 0")
-    need(le.is_clip > 0, "learner.is_clip must be positive")
-    need(le.queue_rollouts == 0 or le.queue_rollouts >= ro.num_workers,
-         "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
-    ev = cfg.eval
-    need(ev.every_updates >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
-         "eval.every_updates >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")
-    for o in ev.opponents:
-        need(o in ("random", "heuristic", "snapshot") or Path(o).exists() or o.endswith(".onnx"),
-             f"eval.opponents: unknown opponent {o!r} (random, heuristic, snapshot or a checkpoint folder)")
-    if ev.rules:
-        try:
-            RuleSet.parse(ev.rules).check_players(eval_players(cfg))
-        except RulesError as exc:
-            raise ConfigError(f"eval: {exc}") from None
-    ck = cfg.checkpoint
-    need(ck.every_updates >= 1 and ck.keep >= 1, "checkpoint.every_updates and checkpoint.keep must be >= 1")
-    be = cfg.belief
-    need(be.deals >= 0 and be.epochs >= 1 and be.hidden >= 1,
-         "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")
-    _check_distill(cfg, len(tabs))
-
-
-def _check_distill(cfg: TrainConfig, tables: int) -> None:
-    """The distill section: ranges, and what the search needs of the network and of the trainer."""
-    d = cfg.distill
-
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise ConfigError(f"distill.{msg}")
-
-    need(d.coef > 0, f"coef must be positive, not {d.coef}")
-    need(d.temperature >= 0, f"temperature must be >= 0 lá (0: the search's move), not {d.temperature}")
-    need(d.round_updates >= 1, f"round_updates must be at least 1, not {d.round_updates}")
-    need(1 <= d.num_workers <= MAX_WORKERS, f"num_workers must be from 1 to {MAX_WORKERS:,}")
-    need(d.cpus_per_worker > 0, "cpus_per_worker must be positive")
-    need(d.envs_per_worker >= tables,
-         "envs_per_worker must give every (rules, players) pair at least one game")
-    need(d.decisions_per_request >= 1, "decisions_per_request must be at least 1")
-    need(d.candidates >= 2, f"candidates must be at least 2 (one is no search), not {d.candidates}")
-    need(d.worlds >= 1 and d.horizon >= -1, "worlds must be >= 1 and horizon >= -1")
-    need(0 <= d.critic <= 100, f"critic is a percentage (0 to 100), not {d.critic}")
-    need(0 <= d.heuristic_share <= 1, "heuristic_share must be in [0, 1]")
-    need(d.minibatch >= 1 and d.batch_decisions >= 1, "minibatch and batch_decisions must be positive")
-    need(d.buffer >= d.minibatch,
-         f"buffer ({d.buffer:,}) must hold at least one minibatch ({d.minibatch:,})")
-    need(d.reuse > 0, f"reuse must be positive, not {d.reuse}")
-    need(d.belief_deals >= 0 and d.heldout >= 0, "belief_deals and heldout must be >= 0")
-    need(d.precision in ("auto", "bf16", "fp32"), f"precision must be auto, bf16 or fp32, not {d.precision!r}")
-    if not d.enabled:
-        return
-    need(not (d.horizon >= 0 and d.critic > 0 and cfg.model.critic != "full"),
-         "critic > 0 needs the perfect-information critic (model.critic: full); use distill.critic=0"
-         " or horizon=-1")
-    need(not cfg.rollout.deterministic, "enabled does not run with rollout.deterministic (the search"
-         " workers' requests are not scheduled in lanes)")
-
-
-def _check_opponent(spec: str, temperature: float) -> None:
-    """rollout.opponent is an agent spec (checked without loading it); a temperature only for a network."""
-    from agents.registry import parse_spec
-
-    try:
-        kind = parse_spec(spec).kind
-    except ValueError as exc:
-        raise ConfigError(f"rollout.opponent: {exc}") from None
-    if not temperature >= 0:
-        raise ConfigError("rollout.opponent_temperature must be >= 0")
-    if temperature and kind not in ("checkpoint", "onnx"):
-        raise ConfigError(f"rollout.opponent_temperature applies to a network, not to {spec!r}")
 
 
 @dataclass(frozen=True)
 class Table:
     """One (rule set, player count) pair that training plays, with its share of the game slots."""
 
-    rules: Any   # sam_env.rules.RuleSet
+    rules: RuleSet
     players: int
     weight: float
 
@@ -553,8 +338,6 @@ def training_tables(cfg: TrainConfig) -> list[Table]:
     """Every (rules, players) pair of ``env`` (``env.tables``, else ``env.rules`` x ``env.players``).
 
     Raises ConfigError for an unknown preset or parameter, or a player count the rules forbid."""
-    from sam_env.rules import RuleSet, RulesError
-
     specs = ([(t.rules, list(t.players), float(t.weight)) for t in cfg.env.tables] if cfg.env.tables
              else [(r, list(cfg.env.players), 1.0) for r in cfg.env.rules])
     where = "env.tables" if cfg.env.tables else "env.rules"
@@ -578,10 +361,9 @@ def training_tables(cfg: TrainConfig) -> list[Table]:
     return out
 
 
-def eval_rules(cfg: TrainConfig) -> Any:
-    """The evaluation's rule set: ``eval.rules``, else the first training table's (a preset name or a record's
-    house-rule object)."""
-    return cfg.eval.rules or training_tables(cfg)[0].rules.to_record()
+def eval_rules(cfg: TrainConfig) -> RuleSet:
+    """The evaluation's rule set: ``eval.rules``, else the first training table's."""
+    return RuleSet.parse(cfg.eval.rules) if cfg.eval.rules else training_tables(cfg)[0].rules
 
 
 def eval_players(cfg: TrainConfig) -> int:
@@ -590,16 +372,6 @@ def eval_players(cfg: TrainConfig) -> int:
 
 def to_dict(cfg: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
-
-
-def from_dict(d: dict[str, Any]) -> TrainConfig:
-    """The config stored in a run folder or checkpoint (validated again)."""
-    try:
-        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(d)))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(_one_line(exc)) from None
-    validate(cfg)
-    return cfg
 
 
 def to_yaml(cfg: TrainConfig) -> str:
@@ -627,95 +399,3 @@ def stop_reason(cfg: TrainConfig, decisions_trained: int, wall_s: float) -> str:
     if cfg.max_minutes and wall_s >= cfg.max_minutes * 60:
         return "max_minutes reached"
     return ""
-
-
-#: env keys that choose the tables; a new run whose key=value sets one is named for its tables.
-TABLE_KEYS = ("env", "env.rules", "env.players", "env.tables")
-
-
-def run_name(cfg: TrainConfig, overrides: list[str]) -> str:
-    """The name of a new run: ``name=`` when given, else the config's name, followed by its tables when
-    key=value changed them (``quick`` with ``env.rules=mien_bac env.players=3``: ``quick-mien_bac-3``)."""
-    keys = [o.split("=", 1)[0].strip() for o in overrides]
-    if "name" in keys or not any(k in TABLE_KEYS or k.startswith("env.tables") for k in keys):
-        return cfg.name
-    by_rules: dict[str, list[int]] = {}
-    for t in training_tables(cfg):
-        by_rules.setdefault(t.rules.name, []).append(t.players)
-    counts = {tuple(ps) for ps in by_rules.values()}
-    if len(counts) == 1:  # rules x players
-        parts = [".".join(by_rules), ".".join(map(str, counts.pop()))]
-    else:
-        parts = [f"{r}-{'.'.join(map(str, ps))}" for r, ps in by_rules.items()]
-    tail = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts))
-    if len(tail) > 60:
-        tail = f"{sum(len(ps) for ps in by_rules.values())}tables"
-    return f"{cfg.name}-{tail}"
-
-
-@functools.lru_cache(maxsize=1)
-def field_docs() -> dict[str, dict[str, str]]:
-    """``{class: {field: doc}}``: the docstring under each field of this module's dataclasses, on one line
-    (read from the source: Python keeps no attribute docstrings)."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    out: dict[str, dict[str, str]] = {}
-    for node in tree.body:
-        if not isinstance(node, ast.ClassDef):
-            continue
-        docs = out.setdefault(node.name, {})
-        for a, b in zip(node.body, node.body[1:]):
-            if (isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name) and isinstance(b, ast.Expr)
-                    and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str)):
-                docs[a.target.id] = " ".join(b.value.value.split())
-    return out
-
-
-def _summary_line(obj: Any) -> str:
-    return (type(obj).__doc__ or "").strip().splitlines()[0]
-
-
-def _flow(value: Any) -> str:
-    """One value as one line of YAML (lists and tables in flow style)."""
-    import yaml
-
-    if dataclasses.is_dataclass(value):
-        value = dataclasses.asdict(value)
-    elif isinstance(value, list):
-        value = [dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value]
-    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, allow_unicode=True, width=10**6)
-    return text.strip().removesuffix("...").strip()
-
-
-def config_text(cfg: TrainConfig, source: str = "") -> str:
-    """The config as YAML that ``--config`` reads back, every field with its doc as a comment."""
-    rows: list[tuple[str, str]] = []
-
-    def walk(obj: Any, indent: str) -> None:
-        docs = field_docs().get(type(obj).__name__, {})
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if dataclasses.is_dataclass(value):
-                rows.append((f"{indent}{f.name}:", _summary_line(value)))
-                walk(value, indent + "  ")
-            else:
-                rows.append((f"{indent}{f.name}: {_flow(value)}", docs.get(f.name, "")))
-
-    walk(cfg, "")
-    width = min(44, max(len(code) for code, _ in rows))
-    head = [f"# samloc train config{' from ' + source if source else ''}, resolved"
-            " (defaults <- file <- key=value).",
-            "# Any key can be given as key=value (env.players=3, ppo.lr=1e-4); this is a --config file."]
-    return "\n".join(head + [f"{code:<{width}}  # {doc}" if doc else code for code, doc in rows]) + "\n"
-
-
-def keys_help() -> str:
-    """The keys ``samloc train`` takes, a line per section, for ``--help`` (their docs: --print-config)."""
-    cfg = TrainConfig()
-    plain = [f.name for f in dataclasses.fields(cfg) if not dataclasses.is_dataclass(getattr(cfg, f.name))]
-    lines = ["  " + ", ".join(plain)]
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(value):
-            keys = ", ".join(g.name for g in dataclasses.fields(value))
-            lines.append(f"  {f.name}.*: {_summary_line(value)} ({keys})")
-    return "\n".join(lines)

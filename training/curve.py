@@ -30,7 +30,7 @@ def plot_curve(history: list[dict[str, Any]], final: dict[str, Any] | None, path
                title: str) -> Path:
     """Write the curve of ``history`` (evaluation entries: ``decisions_trained`` and ``results``) and the
     ``final`` report (``decisions_trained``, ``results``; None without one) to ``path``, atomically."""
-    import matplotlib
+    import matplotlib  # optional, and slow to import: only when a curve is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

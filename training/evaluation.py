@@ -1,16 +1,27 @@
-"""Evaluation of the policy being trained, through the evaluation harness (duplicate deals)."""
+"""Evaluation of the policy being trained, through the evaluation harness (duplicate deals): the final
+evaluation's functions, and the run's periodic evaluation as a part of the loop (:class:`PeriodicEval`)
+with what it plays as a part of its own (:class:`EvalTarget`: the configured opponents, or a frozen
+target for ``samloc exploit``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import numpy as np
+import ray
 import torch
 
+from agents import make_agent
+from agents.evaluate import evaluate
 from agents.nets.policy import PolicyNet
 from agents.policy_agent import PolicyAgent
+from sam_env.rules import RuleSet
+from sam_env.seeding import mix
 
+from .config import TrainConfig, eval_players, eval_rules
 from .rollout import load_numpy_weights
+from .runlog import Board
+from .runstate import RunState
 
 
 def _net(weights: dict[str, np.ndarray], hp: dict[str, int]) -> PolicyNet:
@@ -22,16 +33,13 @@ def _net(weights: dict[str, np.ndarray], hp: dict[str, int]) -> PolicyNet:
 def _opponent(spec: str, snap: dict[str, np.ndarray] | None, hp: dict[str, int], seed: int) -> Any:
     if spec == "snapshot":
         return PolicyAgent(_net(snap, hp), seed=seed, name="snapshot") if snap is not None else None
-    from agents import make_agent
     return make_agent(spec, seed=seed)
 
 
-def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponent: Any, rules: Any,
+def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponent: Any, rules: RuleSet,
                      players: int, deals: int, seed: int) -> dict[str, Any]:
     """``agents.evaluate`` of the greedy policy of ``weights`` against one opponent (a spec or an Agent the
     caller made, e.g. with a temperature), on the duplicate deals of ``seed``; without the score histogram."""
-    from agents.evaluate import evaluate
-
     torch.set_num_threads(1)
     agent = PolicyAgent(_net(weights, hp), seed=seed, name="learner")
     res = evaluate(agent, opponent, rules=rules, players=players, deals=deals, seed=seed)
@@ -39,7 +47,7 @@ def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponen
 
 
 def evaluate_weights(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
-                     snap: dict[str, np.ndarray] | None, rules: str, players: int, deals: int,
+                     snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int,
                      seed: int) -> dict[str, dict[str, Any]]:
     """``{opponent: evaluate(...) result}`` for the greedy policy against each opponent spec."""
     out: dict[str, dict[str, Any]] = {}
@@ -49,3 +57,68 @@ def evaluate_weights(weights: dict[str, np.ndarray], hp: dict[str, int], opponen
             continue
         out[spec] = evaluate_against(weights, hp, opp, rules, players, deals, seed)
     return out
+
+
+# ---- the run's periodic evaluation -------------------------------------------------------------------
+@ray.remote(num_cpus=0)
+def _evaluate_remote(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
+                     snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int,
+                     seed: int) -> dict[str, Any]:
+    return evaluate_weights(weights, hp, opponents, snap, rules, players, deals, seed)
+
+
+class EvalTarget(Protocol):
+    """What a run's periodic evaluation plays: :meth:`launch` sends one evaluation of the learner's
+    weights to Ray and returns (its ObjectRef, the run's point it measures, for ``eval.jsonl``)."""
+
+    def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], state: RunState,
+               deals: int) -> tuple[Any, dict[str, Any]]: ...
+
+
+class OpponentsEval:
+    """The configured opponents (``eval.opponents``, ``snapshot`` the pool's oldest) at the evaluation
+    table, on the duplicate deals of a seed of the run and the update."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+
+    def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], state: RunState,
+               deals: int) -> tuple[Any, dict[str, Any]]:
+        cfg, c, pool = self.cfg, state.c, state.pool
+        snap = pool[0][1] if pool else None
+        at = {"updates": c.updates, "decisions_trained": c.decisions_trained, "games": c.games,
+              "wall_s": round(c.wall_s, 1), "snapshot": pool[0][0] if pool else None}
+        ref = _evaluate_remote.remote(weights, hp, list(cfg.eval.opponents), snap, eval_rules(cfg),
+                                      eval_players(cfg), deals, mix(cfg.seed, 7, c.updates))
+        return ref, at
+
+
+class PeriodicEval:
+    """The evaluation in flight (one at a time) and its records: ``eval.jsonl``, the run state's history
+    and TensorBoard's ``eval/…``.  ``note`` adds the algorithm's own fields to the point measured."""
+
+    def __init__(self, target: EvalTarget, state: RunState, board: Board,
+                 note: Callable[[dict[str, Any]], None]):
+        self.target, self.state, self.board, self.note = target, state, board, note
+        self.in_flight: tuple[Any, dict[str, Any]] | None = None
+
+    def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], deals: int) -> None:
+        ref, at = self.target.launch(weights, hp, self.state, deals)
+        self.note(at)
+        self.in_flight = (ref, at)
+
+    def _record(self, res: dict[str, Any], at: dict[str, Any]) -> None:
+        self.state.record_eval(dict(at) | {"results": res})
+        self.board.evaluation(res, at["decisions_trained"])
+
+    def poll(self) -> None:
+        """Record the evaluation in flight if it is done."""
+        if self.in_flight is not None and ray.wait([self.in_flight[0]], timeout=0)[0]:
+            self.finish()
+
+    def finish(self) -> None:
+        """Wait for the evaluation in flight (if any) and record it: it is part of the curve."""
+        if self.in_flight is not None:
+            ref, at = self.in_flight
+            self.in_flight = None
+            self._record(ray.get(ref), at)

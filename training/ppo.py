@@ -133,9 +133,8 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch
     net.train()
     names = ("policy", "value", "entropy", "approx_kl", "clipfrac", "sam_lesson")
     sums = torch.zeros(len(names) + 1, device=device)  # and the gradient norm before clipping
-    steps = 0
     dsums = torch.zeros(len(DISTILL_NAMES), device=device)
-    dsteps = 0
+    steps = dsteps = 0
     for _ in range(cfg.epochs):
         perm = torch.randperm(n, generator=gen).to(device)
         for start in range(0, n - mb + 1, mb):

@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 import numpy as np
+import ray
 import torch
 from numba import njit
 
@@ -37,8 +38,10 @@ from agents.nets.policy import PolicyNet, build_net
 
 from . import compact
 from .config import TrainConfig, training_tables
+from .config_load import from_dict
 
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch, encode_mask_batch
+from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
@@ -122,7 +125,7 @@ def sample_actions(logits: torch.Tensor, gen: torch.Generator) -> tuple[torch.Te
 class _Stream:
     """One SelfPlayBatch (one rules/players pair) with its trajectory buffers."""
 
-    def __init__(self, rules: str, players: int, num_envs: int, steps: int, seed: int, hidden_size: int):
+    def __init__(self, rules: RuleSet, players: int, num_envs: int, steps: int, seed: int, hidden_size: int):
         self.rules, self.players, self.n, self.T = rules, players, num_envs, steps
         self.env = SelfPlayBatch(rules, players, num_envs, seed)
         self.seat, self.obs, self.mask = self.env.reset(seed=seed)
@@ -241,7 +244,6 @@ class RolloutEngine:
         for sid, w in pool:
             if sid not in self.pool:
                 if not isinstance(w, dict):
-                    import ray
                     w = ray.get(w)
                 net = self._new_net()
                 load_numpy_weights(net, w)
@@ -380,9 +382,7 @@ class RolloutEngine:
                 act[idx] = sample_actions(logits, self.gen)[0].numpy()
 
 
-def _actor_class():
-    import ray
-
+def _actor_class() -> type:
     @ray.remote
     class RolloutActor:
         """A Ray actor around :class:`RolloutEngine`; it (re)creates its engine from the first request.
@@ -394,9 +394,7 @@ def _actor_class():
         """
 
         def __init__(self, cfg_dict: dict[str, Any], worker_id: int):
-            os.environ["OMP_NUM_THREADS"] = "1"
-            torch.set_num_threads(1)
-            from .config import from_dict
+            torch.set_num_threads(1)  # the thread environment is the Ray runtime_env's (training.workers)
             self.cfg = from_dict(cfg_dict)
             if self.cfg.rollout.deterministic:
                 torch.use_deterministic_algorithms(True)

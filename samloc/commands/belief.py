@@ -1,3 +1,48 @@
-"""`samloc belief` (moving here from training.belief)."""
+"""`samloc belief CHECKPOINT_DIR`: learn the hand belief a checkpoint's play-time search uses (see
+:mod:`training.belief`)."""
 
-from training.belief import main  # noqa: F401
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from agents.nets.format import BELIEF_FILE, MODEL_FILE
+from training import belief
+from training.belief import train_belief
+
+from .args import Parser, parsed
+
+
+def main(argv: list[str]) -> int:
+    ap = Parser(prog="samloc belief", description=belief.__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkpoint", help="a checkpoint folder (e.g. checkpoints/standard); the belief is saved there")
+    ap.add_argument("--deals", type=int, default=200_000, help="duplicate deals to play (default 200,000)")
+    ap.add_argument("--epochs", type=int, default=4, help="passes over the recorded decisions (default 4)")
+    ap.add_argument("--hidden", type=int, default=512, help="width of the two hidden layers (default 512)")
+    ap.add_argument("--seed", type=int, default=0, help="seeds the deals and the network (default 0)")
+    args = parsed("samloc belief", ap.parse_args, argv)
+    if isinstance(args, int):
+        return args
+    for key in ("deals", "epochs", "hidden"):
+        if getattr(args, key) < 1:
+            print(f"samloc belief: --{key} must be at least 1", file=sys.stderr)
+            return 2
+    if not (Path(args.checkpoint) / MODEL_FILE).is_file():
+        print(f"samloc belief: {args.checkpoint} is not a checkpoint folder (no {MODEL_FILE})",
+              file=sys.stderr)
+        return 2
+    command = "samloc belief " + " ".join(shlex.quote(a) for a in argv)
+    try:
+        info = train_belief(args.checkpoint, args.deals, args.epochs, args.hidden, args.seed, command,
+                            progress=lambda s: print(f"samloc belief: {s}", flush=True))
+    except (ValueError, MemoryError) as exc:  # a bad checkpoint, too few decisions, too many deals
+        print(f"samloc belief: {exc or type(exc).__name__}", file=sys.stderr)
+        return 1
+    replaced = f", the replaced belief {info['incumbent_nll']:.4f}" if "incumbent_nll" in info else ""
+    print(f"samloc belief: {info['decisions']:,} decisions, held-out {info['holdout_nll']:.4f} nats/card "
+          f"(uniform deal {info['uniform_nll']:.4f}{replaced}), {info['wall_time_s']:.0f} s; "
+          f"saved {Path(args.checkpoint) / BELIEF_FILE}")
+    return 0

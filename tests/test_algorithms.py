@@ -1,0 +1,62 @@
+"""Algorithms as parts of the run loop: the registry, a user's class by import path, and the example
+algorithm of docs/training.md (REINFORCE with a baseline) trained for a few updates through the real loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.nets import checkpoint as ckpt
+from training.algorithms import ALGORITHMS, algorithm_class, resolve
+from training.algorithms.base import Algorithm
+from training.algorithms.expert import ExpertIteration
+from training.algorithms.ppo import PPO
+from training.algorithms.reinforce import Reinforce
+from training.config import ConfigError
+from training.config_load import load_config
+from training.loop import RunLoop
+
+TINY = ["rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
+        "rollout.steps_per_rollout=8", "ppo.batch_decisions=100", "eval.every_updates=0", "eval.final_deals=0",
+        "checkpoint.every_updates=1000", "display=none", "log_every_s=1", "max_minutes=0"]
+
+
+def test_algorithms_are_chosen_by_name_or_import_path() -> None:
+    assert algorithm_class(load_config("quick")) is PPO
+    assert algorithm_class(load_config("quick", ["algorithm=reinforce"])) is Reinforce
+    assert algorithm_class(load_config("quick", ["distill.enabled=true"])) is ExpertIteration
+    assert resolve("training.algorithms.reinforce:Reinforce") is Reinforce
+    assert all(issubclass(resolve(name), Algorithm) for name in ALGORITHMS)
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["algorithm=sarsa"], "not one of ppo"),
+    (["algorithm=nowhere.module:Thing"], "cannot import it"),
+    (["algorithm=training.loop:RunLoop"], "is not a training.algorithms.base.Algorithm"),
+    (["algorithm=expert_iteration"], "needs distill.enabled=true"),
+    (["algorithm=reinforce", "distill.enabled=true"], "is expert iteration"),
+])
+def test_a_bad_algorithm_is_refused_in_one_line(overrides: list[str], words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("quick", overrides)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> None:
+    """REINFORCE (docs/training.md's example) on the PPO workers' rollouts: a few updates, its losses in
+    TensorBoard's usual tags, a checkpoint that resumes like any other."""
+    cfg = load_config("quick", [*TINY, "algorithm=reinforce", "total_decisions=500"])
+    loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
+    before = {k: v.copy() for k, v in loop.algo.learner.weights().items()}
+    summary = loop.run()
+    assert isinstance(loop.algo, Reinforce) and summary["updates"] >= 3 and summary["decisions_trained"] >= 500
+    assert set(loop.algo.losses) >= {"policy", "value", "entropy"}
+    net, meta = ckpt.load_checkpoint(summary["checkpoint"])
+    assert meta.updates == summary["updates"] and meta.raw["config"]["algorithm"] == "reinforce"
+    after = loop.algo.learner.weights()
+    assert any(not np.array_equal(before[k], after[k]) for k in before)
+    resumed = RunLoop(load_config(tmp_path / "run" / "config.yaml"), tmp_path / "run", resume=True,
+                      log=lambda m: None)
+    assert isinstance(resumed.algo, Reinforce) and resumed.c.updates == summary["updates"]

@@ -1,0 +1,121 @@
+"""The algorithm as a part of the run loop (:class:`training.loop.RunLoop`).
+
+The loop owns the run (its state, checkpoints, workers, schedule, evaluation, logs); an algorithm owns
+what it learns and how.  It says what the rollout workers collect for it (:meth:`Algorithm.rollout_actor`:
+any Ray actor class made from ``(config dict, worker id)`` with ``info()`` and ``rollout(weights_ref,
+version, pool_refs, seed[, lane])`` returning ``{"batch", "stats", "version"}``, whose batch holds one
+``act`` row per learner decision (the schedule counts them) and whatever else its own
+:meth:`Algorithm.learn` reads), may bring workers of
+its own (:meth:`start`, :meth:`collect`), learns from a batch (:meth:`learn`), has hooks after an update,
+and keeps its own part of a checkpoint, of the metadata, of the display and of the summary.  Every hook
+but :meth:`learn` has a default that does nothing.  See docs/training.md, "Writing an algorithm".
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from ..config import TrainConfig
+from ..learner import Learner
+from ..rollout import _actor_class
+from ..runstate import Restored, RunState
+
+if TYPE_CHECKING:  # the loop imports the algorithms: a type only
+    from ..loop import RunLoop
+
+Rows = list[tuple[str, str]]
+
+
+class Algorithm(ABC):
+    """One learning algorithm (see the module docstring).  ``learner`` holds the network and its
+    optimizer (the checkpoint's weights and ``opt.*``); ``losses`` the last update's figures."""
+
+    def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None],
+                 learner: Learner | None = None):
+        self.cfg, self.state, self.log = cfg, state, log
+        #: on the CPU until the loop's start has the device; an algorithm that composes another shares it
+        self.learner = learner or Learner(cfg)
+        self.losses: dict[str, float] = {}
+
+    # ---- what the workers collect -------------------------------------------------------------------
+    @property
+    def rollout_workers(self) -> int:
+        """Rollout workers this algorithm learns from (``rollout.num_workers``; 0: none)."""
+        return self.cfg.rollout.num_workers
+
+    def rollout_actor(self) -> type:
+        """The Ray actor class of the rollout workers (the PPO rollouts of :mod:`training.rollout`)."""
+        return _actor_class()
+
+    def begin(self, restored: Restored | None) -> None:
+        """The run is set up (``restored``: the checkpoint a resume read, with this algorithm's part)."""
+
+    def start(self, run: "RunLoop") -> None:
+        """Ray is up and the rollout workers asked: start this algorithm's own workers, if any."""
+
+    def collect(self, run: "RunLoop", timeout: float) -> float:
+        """Take what this algorithm's own workers delivered (waiting up to ``timeout``); returns how long
+        the rollout collection that follows may wait."""
+        return timeout
+
+    def take(self, run: "RunLoop") -> list[dict[str, Any]]:
+        """The next update's batch: the rollouts queued once they hold ``ppo.batch_decisions`` (none: no
+        update yet)."""
+        return run.scheduler.take(self.cfg.ppo.batch_decisions)
+
+    # ---- learning ---------------------------------------------------------------------------------------
+    @abstractmethod
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
+        """One update on ``batches``: the weights, ``losses``, the counters (``updates``,
+        ``decisions_trained`` …), the weights published to the workers (``run.scheduler.publish``) and the
+        update's TensorBoard figures.  ``run.between_steps`` keeps the workers busy during a long one."""
+
+    def anneal(self) -> None:
+        """``ppo.anneal_lr``: the learning rate for the share of ``total_decisions`` still to train."""
+        cfg = self.cfg
+        if cfg.ppo.anneal_lr:
+            self.learner.set_lr(cfg.ppo.lr * max(0.0, 1.0 - self.state.c.decisions_trained / cfg.total_decisions))
+
+    def write_losses(self, run: "RunLoop", lr: float, step: int) -> None:
+        """The update's losses (``losses/<name>``; the search's agreement is ``charts/search_agreement``) and
+        the learning rate it used."""
+        for k, v in self.losses.items():
+            run.board.scalar("charts/search_agreement" if k == "search_agreement" else f"losses/{k}", v, step)
+        run.board.scalar("charts/learning_rate", lr, step)
+
+    def after_update(self, run: "RunLoop") -> None:
+        """After the loop's own after-update work (snapshot, evaluation, checkpoint on their schedules)."""
+
+    # ---- what it shows and keeps --------------------------------------------------------------------
+    def log_scalars(self, run: "RunLoop", step: int) -> None:
+        """Its TensorBoard figures at each logging step (after the loop's counters)."""
+
+    def display_rows(self) -> tuple[Rows, Rows]:
+        """(rows of the live panel, rows of the plain log line): the last losses, and its own."""
+        ls = self.losses
+        rows = [("losses", f"policy {ls['policy']:+.4f}  value {ls['value']:.4f}  entropy {ls['entropy']:.3f}"
+                           f"  kl {ls['approx_kl']:.4f}")] if "policy" in ls else []
+        return rows, []
+
+    def eval_note(self, at: dict[str, Any]) -> None:
+        """Its fields in the point an evaluation measures (``eval.jsonl``)."""
+
+    def metadata(self, meta: dict[str, Any]) -> None:
+        """Its part of a checkpoint's metadata (``meta`` changed in place)."""
+
+    def to_checkpoint(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """What it keeps in a checkpoint besides the network and optimizer: (tensors, JSON state)."""
+        return {}, {}
+
+    def saved(self, path: Path) -> None:
+        """A checkpoint was written at ``path`` (files of its own beside it)."""
+
+    def summary(self, out: dict[str, Any]) -> None:
+        """Its part of the run's summary (changed in place)."""
+
+    def stop(self) -> None:
+        """The sitting ends (Ray still up): stop its own workers."""

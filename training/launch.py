@@ -1,0 +1,193 @@
+"""What a ``samloc train`` command line asks for, before anything starts: a new run or a resume, its
+resolved config and budgets, whether a resume has anything left to do, and the dry run's checks."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read_json_file, read_metadata,
+                                resolve, verify)
+from agents.nets.policy import build_net
+
+from .config import ConfigError, TrainConfig, stop_reason, training_tables
+from .config_load import load_config
+from .errors import TrainError
+from .learner import DeviceError, resolve_device
+from .runstate import new_run_dir
+from .workers import cpu_shortfall, embedded_cpus
+
+
+#: env keys that choose the tables; a new run whose key=value sets one is named for its tables.
+TABLE_KEYS = ("env", "env.rules", "env.players", "env.tables")
+
+
+def run_name(cfg: TrainConfig, overrides: list[str]) -> str:
+    """The name of a new run: ``name=`` when given, else the config's name, followed by its tables when
+    key=value changed them (``quick`` with ``env.rules=mien_bac env.players=3``: ``quick-mien_bac-3``)."""
+    keys = [o.split("=", 1)[0].strip() for o in overrides]
+    if "name" in keys or not any(k in TABLE_KEYS or k.startswith("env.tables") for k in keys):
+        return cfg.name
+    by_rules: dict[str, list[int]] = {}
+    for t in training_tables(cfg):
+        by_rules.setdefault(t.rules.name, []).append(t.players)
+    counts = {tuple(ps) for ps in by_rules.values()}
+    if len(counts) == 1:  # rules x players
+        parts = [".".join(by_rules), ".".join(map(str, counts.pop()))]
+    else:
+        parts = [f"{r}-{'.'.join(map(str, ps))}" for r, ps in by_rules.items()]
+    tail = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts))
+    if len(tail) > 60:
+        tail = f"{sum(len(ps) for ps in by_rules.values())}tables"
+    return f"{cfg.name}-{tail}"
+
+
+@dataclass
+class Launch:
+    """A run to start or continue: its config; for a resume its folder, the checkpoint it continues and
+    that checkpoint's counters."""
+
+    cfg: TrainConfig
+    run_dir: Path | None = None
+    ckpt: Path | None = None
+    counters: dict[str, Any] | None = None
+
+
+def _progress(run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint a resume starts from and its counters (read without torch; the loop verifies it
+    again and says so when it skips a damaged one)."""
+    ckpt = latest_good(run_dir, trainer=True)
+    state = read_json_file(ckpt / TRAINER_JSON)
+    counters = state.get("counters") if isinstance(state, dict) else None
+    if not isinstance(counters, dict):
+        raise ConfigError(f"{ckpt}: trainer.json holds no counters")
+    return ckpt, counters
+
+
+def resolve_launch(config: str | None, resume: str | None, overrides: list[str], more_minutes: float | None,
+                   more_decisions: int | None) -> Launch:
+    """The run a command asks for: ``config`` + ``overrides`` for a new one; ``resume`` (a run folder)
+    with its own config, ``overrides`` and ``more_*`` budgets for a resume.  ConfigError when the
+    combination cannot be run; CheckpointError when the run has no good checkpoint."""
+    keys = {o.split("=", 1)[0].strip() for o in overrides}
+    more = {"more_minutes": more_minutes, "more_decisions": more_decisions}
+    if not resume:
+        if more_minutes is not None or more_decisions is not None:
+            raise ConfigError("--more-minutes and --more-decisions continue a run: give them with --resume"
+                              " RUN_DIR (a new run: max_minutes=N, total_decisions=N)")
+        if not config:
+            raise ConfigError("give --config FILE (e.g. configs/quick.yaml) or --resume RUN_DIR")
+        cfg = load_config(config, overrides)
+        cfg.name = run_name(cfg, overrides)
+        return Launch(cfg)
+    if config:
+        raise ConfigError("--resume takes the run's own config; give changes as key=value")
+    for flag, key in (("more_minutes", "max_minutes"), ("more_decisions", "total_decisions")):
+        if more[flag] is not None and key in keys:
+            raise ConfigError(f"give --{flag.replace('_', '-')} (more than so far) or {key}= (in all),"
+                              " not both")
+    run_dir = Path(resume)
+    cfg_file = run_dir / "config.yaml"
+    if not cfg_file.is_file():
+        raise ConfigError(f"{run_dir} is not a run folder (no config.yaml)")
+    cfg = load_config(cfg_file, overrides)
+    ckpt, counters = _progress(run_dir)
+    if more_minutes is not None:
+        cfg.max_minutes = round(float(counters.get("wall_s", 0.0)) / 60 + more_minutes, 3)
+    if more_decisions is not None:
+        cfg.total_decisions = int(counters.get("decisions_trained", 0)) + more_decisions
+    return Launch(cfg, run_dir, ckpt, counters)
+
+
+def nothing_left(launch: Launch) -> str:
+    """The one line a resume with nothing left to do prints ('' when there is work left, or a new run)."""
+    cfg, run_dir, counters = launch.cfg, launch.run_dir, launch.counters
+    if run_dir is None or counters is None:
+        return ""
+    trained, wall = int(counters.get("decisions_trained", 0)), float(counters.get("wall_s", 0.0))
+    why = stop_reason(cfg, trained, wall)
+    if why.startswith("total_decisions"):
+        return (f"{run_dir}: nothing left to do: {trained:,} decisions trained, total_decisions is"
+                f" {cfg.total_decisions:,} (give --more-decisions N, or total_decisions=D)")
+    if why:
+        return (f"{run_dir}: nothing left to do: {wall / 60:.1f} minutes trained over its sittings,"
+                f" max_minutes is {cfg.max_minutes:g} (give --more-minutes N, or max_minutes=M)")
+    return ""
+
+
+def new_run_folder(cfg: TrainConfig, run_dir: str | None) -> Path:
+    """Where a new run writes: ``run_dir`` (that must not hold a run yet), else a fresh folder."""
+    path = Path(run_dir) if run_dir else new_run_dir(cfg)
+    if run_dir and (path / "checkpoints").exists():
+        raise TrainError(f"{path} already holds a run; use --resume {path}")
+    return path
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``path`` can be created or written: its nearest existing folder is writable."""
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return os.access(p, os.W_OK | os.X_OK)
+
+
+def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> Any:
+    """Every check that needs no Ray; the learner's device.  Raises the first problem found."""
+    cfg, ckpt = launch.cfg, launch.ckpt
+    for what, path in (("the run folder", run_dir), ("checkpoint.export_to", Path(cfg.checkpoint.export_to))):
+        if str(path) not in ("", ".") and not _writable(path):
+            raise TrainError(f"{what} {path} cannot be written here (permission denied)")
+    shape = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic).hparams()
+    starts = [("--resume", ckpt)] if ckpt else []  # verified by _progress
+    if cfg.init_from and not ckpt:  # a resume takes its own weights, not init_from's
+        starts.append(("init_from", resolve(cfg.init_from)))
+        verify(starts[-1][1])
+    for what, path in starts:
+        model = read_metadata(path).model
+        if model != shape:
+            raise CheckpointError(f"{what} {path}: the model shape {model} differs from the config's {shape}")
+    try:
+        device = resolve_device(cfg.learner.device)
+    except DeviceError as exc:
+        raise TrainError(str(exc)) from None
+    short = "" if ray_address else cpu_shortfall(cfg, embedded_cpus(), embedded=True)
+    if short:
+        raise TrainError(short)
+    return device
+
+
+def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> list[str]:
+    """Every check that needs no Ray, then the lines that say what the run would do; raises the first
+    problem found (TrainError, CheckpointError, ConfigError)."""
+    cfg, ckpt, counters = launch.cfg, launch.ckpt, launch.counters
+    folder = launch.run_dir or new_run_folder(cfg, run_dir)
+    device = _check(launch, folder, ray_address)
+    tables = ", ".join(f"{t.rules.name}/{t.players}" for t in training_tables(cfg))
+    ro, ev, d = cfg.rollout, cfg.eval, cfg.distill
+    where = (f"the Ray cluster at {ray_address} (not contacted)" if ray_address
+             else f"the embedded Ray ({embedded_cpus()} CPUs)")
+    minutes = f"max_minutes {cfg.max_minutes:g}" if cfg.max_minutes else "no max_minutes"
+    rollout = (f"{ro.num_workers} x {ro.cpus_per_worker:g} CPU" if not d.enabled or d.ppo
+               else "no rollout workers")
+    lines = ["samloc train --dry-run: everything checks out; nothing was started",
+             f"  run folder:  {folder}" + (f" (resume from {ckpt.name}: update {counters['updates']},"
+                                           f" {counters['decisions_trained']:,} decisions,"
+                                           f" {counters['wall_s'] / 60:.1f} minutes)" if ckpt else " (new)"),
+             f"  name:        {cfg.name}; tables {tables}",
+             f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)",
+             f"  workers:     {rollout} on {where}; learner on {device}"
+             f" ({cfg.learner.precision})" + ("; deterministic (reproducible)" if ro.deterministic else "")]
+    if d.enabled:
+        lines.append(f"  expert iteration: {d.num_workers} x {d.cpus_per_worker:g} CPU search workers"
+                     f" (candidates {d.candidates}, worlds {d.worlds}, horizon {d.horizon}, critic {d.critic});"
+                     f" KL x {d.coef:g} at temperature {d.temperature:g} lá"
+                     + (" beside PPO" if d.ppo else ", no PPO") + f"; rounds of {d.round_updates:,} updates")
+    final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
+             else "no final evaluation")
+    lines.append(f"  at the end:  {final}, ONNX export, curve.png"
+                 + (f", belief {cfg.belief.deals:,} deals" if cfg.belief.deals else "")
+                 + (f", copy to {cfg.checkpoint.export_to}" if cfg.checkpoint.export_to else ""))
+    return lines

@@ -1,0 +1,247 @@
+"""The run loop: one sitting of a training run, top to bottom in named phases.
+
+    start      Ray (embedded or joined), the learner's device, TensorBoard, the workers, the first requests
+    loop until total_decisions, max_minutes or a stop signal:
+      collect        the algorithm's own workers, then the rollouts that arrived (the scheduler asks again)
+      learn          the algorithm's update on the batch, once there is one
+      after-update   snapshot into the pool, the due evaluation launched, the due checkpoint,
+                     then the algorithm's hooks
+      evaluate       a finished periodic evaluation recorded
+      log            TensorBoard's counters, the display
+    end        the evaluation in flight recorded, the final checkpoint, the summary
+
+The parts own their state: :class:`~training.runstate.RunState` (counters, pool, lineage, checkpoints),
+:class:`~training.workers.WorkerPool` (Ray, GPU, placement), a :class:`~training.scheduler.Scheduler`
+(async or deterministic), :class:`~training.evaluation.PeriodicEval` (what it plays is a part too: the
+configured opponents, or ``samloc exploit``'s frozen target), :class:`~training.runlog.Board` and
+:class:`~training.runlog.Display` (what the run shows), and the algorithm
+(:class:`~training.algorithms.base.Algorithm`: PPO, expert iteration, any registered or imported one).
+
+``rollout.deterministic`` trades speed for reproducible runs: the deterministic scheduler, a sitting that
+stops only after an update, every due evaluation waited for rather than skipped, and torch's
+deterministic algorithms; its checkpoints hold the lanes, so a resume goes on as if the run had never
+stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from sam_env.atomic import write_json_atomic
+
+from .algorithms import algorithm_class
+from .algorithms.base import Algorithm
+from .config import TrainConfig, stop_reason
+from .errors import TrainError
+from .evaluation import EvalTarget, OpponentsEval, PeriodicEval
+from .learner import DeviceError, resolve_device, wants_cuda
+from .runlog import Board, Display, Rate, StopSignals
+from .runstate import Counters, RunState
+from .scheduler import make_scheduler
+from .workers import WorkerPool
+
+
+class RunLoop:
+    """One training run in ``run_dir`` (new, or resumed from its newest good checkpoint).
+
+    ``algorithm``: the algorithm's class (default: the config's, :func:`training.algorithms.algorithm_class`);
+    ``evaluation``: what the periodic evaluation plays (default: ``eval.opponents``); ``on_update``: called
+    after every update (tests use it to inject faults)."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool = False, ray_address: str | None = None,
+                 command: str | None = None, log: Callable[[str], None] | None = None,
+                 on_update: Callable[["RunLoop"], None] | None = None, dashboard: bool = False,
+                 algorithm: type[Algorithm] | None = None, evaluation: EvalTarget | None = None):
+        torch.set_num_threads(1)
+        self.cfg = cfg
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.on_update = on_update
+        command = command or " ".join(shlex.quote(a) for a in sys.argv)
+        torch.manual_seed(cfg.seed)
+        self.state = RunState(cfg, run_dir, command, self.log)
+        self.algo = (algorithm or algorithm_class(cfg))(cfg, self.state, self.log)
+        self.scheduler = make_scheduler(cfg, self.state, self.log)
+        self.workers = WorkerPool(cfg, ray_address, dashboard, self.log)
+        self.target = evaluation or OpponentsEval(cfg)
+        self.placement: list[dict[str, Any]] = []
+        restored = None
+        if resume:
+            restored = self.state.restore(self.algo.learner)
+            if cfg.rollout.deterministic:
+                known = {self.state.c.updates: self.algo.learner.weights()} | dict(self.state.pool)
+                arrays = {k: v.numpy() for k, v in restored.tensors.items() if k.startswith(("lane.", "bank."))}
+                self.scheduler.restore(str(restored.path), arrays, restored.state.get("lanes"), known)
+        elif cfg.init_from:
+            self.state.init_from(self.algo.learner, Path(cfg.init_from))
+        self.state.write_run_files(resume)
+        self.algo.begin(restored)
+        if restored is not None:
+            c = self.state.c
+            self.log(f"resumed from {restored.path} (update {c.updates}, {c.decisions_trained:,} decisions trained)")
+        self.was_deterministic = torch.are_deterministic_algorithms_enabled()
+
+    @property
+    def c(self) -> Counters:
+        """The run's counters (the run state's)."""
+        return self.state.c
+
+    @property
+    def net(self) -> torch.nn.Module:
+        return self.algo.learner.net
+
+    # ---- the loop ---------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Train until ``total_decisions`` or ``max_minutes``; returns the run's summary."""
+        stop = StopSignals(self.log)
+        in_order = self.scheduler.in_order
+        try:
+            self.start()
+            reason = self._stop_reason()
+            with self.display, stop:
+                while not reason:
+                    batches = self.collect()
+                    if batches:
+                        self.learn(batches)
+                        self.after_update()
+                    self.evaluator.poll()                  # evaluate
+                    self.log_progress()
+                    if batches or not in_order:  # deterministic: only after an update (nothing queued)
+                        reason = self._stop_reason() or stop.reason
+            self.evaluator.finish()  # a periodic evaluation in flight is part of the curve
+            self.log_scalars()
+            final = self.save()
+        finally:
+            self.algo.stop()
+            self.workers.stop()
+            torch.use_deterministic_algorithms(self.was_deterministic)
+        summary = self.summary(reason, final)
+        write_json_atomic(self.state.run_dir / "summary.json", summary)
+        self.board.writer.flush()
+        return summary
+
+    def start(self) -> None:
+        """Ray, the learner's device, TensorBoard, the workers, the first requests."""
+        cfg = self.cfg
+        if self.scheduler.in_order:
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # what cuBLAS needs for it
+            torch.use_deterministic_algorithms(True)
+        self.workers.start()
+        if wants_cuda(cfg.learner.device):
+            self.workers.reserve_gpu()
+        try:
+            self.algo.learner.to(resolve_device(cfg.learner.device))
+        except DeviceError as exc:
+            raise TrainError(str(exc)) from None
+        self.workers.check_cpus()
+        self.board = Board(cfg, self.state, self.state.c.decisions_trained if self.state.resumed_from else -1)
+        actors, self.placement = self.workers.place(self.algo.rollout_actor(), self.algo.rollout_workers,
+                                                    "rollout worker", cfg.rollout.cpus_per_worker)
+        self.evaluator = PeriodicEval(self.target, self.state, self.board, self.algo.eval_note)
+        self.rate = Rate()
+        self.display = Display(cfg, self.state, self.algo.display_rows)
+        self.wall0, self.t0 = self.state.c.wall_s, time.perf_counter()
+        self.last_log = self.t0
+        self.scheduler.start(actors, self.algo.learner.weights())
+        self.algo.start(self)
+
+    def collect(self) -> list[dict[str, Any]]:
+        """The algorithm's own workers, then the rollouts that arrived; the next update's batch, if any."""
+        self.scheduler.resubmit()
+        ready = self.scheduler.queued_decisions() >= self.cfg.ppo.batch_decisions  # then wait for nothing
+        self.scheduler.collect(self.algo.collect(self, 0 if ready else 0.5))
+        return self.algo.take(self)
+
+    def between_steps(self) -> None:
+        """Run between the update's gradient steps: keep the workers busy (the deterministic schedule
+        consumes nothing here: when a rollout arrives must not change which weights its lane plays next)."""
+        self.scheduler.resubmit()
+        if not self.scheduler.in_order:
+            self.scheduler.collect(self.algo.collect(self, 0))
+
+    def learn(self, batches: list[dict[str, Any]]) -> None:
+        self.algo.learn(self, batches)
+
+    def after_update(self) -> None:
+        """Snapshot, evaluation and checkpoint on their schedules, the test hook, the algorithm's hooks."""
+        cfg, c = self.cfg, self.state.c
+        self.rate.add(time.perf_counter(), c.decisions_trained, c.updates, c.decisions)
+        if c.updates % cfg.rollout.snapshot_every == 0:
+            self.snapshot()
+        if cfg.eval.every_updates and c.updates % cfg.eval.every_updates == 0:
+            if self.scheduler.in_order:  # deterministic: every due evaluation, none skipped
+                self.evaluator.finish()
+            self.evaluate(if_idle=True)
+        if c.updates % cfg.checkpoint.every_updates == 0:
+            c.wall_s = self.wall()
+            self.save()
+        if self.on_update is not None:
+            self.on_update(self)
+        self.algo.after_update(self)
+
+    def snapshot(self) -> None:
+        """The learner's weights join the pool of past selves the rollouts play against."""
+        w = self.algo.learner.weights()
+        self.state.pool.append((self.state.c.updates, w))
+        self.scheduler.snapshot(self.state.c.updates, w)
+
+    def evaluate(self, if_idle: bool = False) -> None:
+        """Launch the periodic evaluation of the learner's weights now (``if_idle``: unless one is in flight)."""
+        if if_idle and self.evaluator.in_flight is not None:
+            return
+        self.evaluator.launch(self.algo.learner.weights(), self.net.hparams(), self.cfg.eval.deals)
+
+    def log_progress(self) -> None:
+        now = time.perf_counter()
+        self.state.c.wall_s = self.wall()
+        if now - self.last_log >= self.cfg.log_every_s:
+            self.log_scalars()
+            self.last_log = now
+        self.display.update(self.rate)
+
+    def log_scalars(self) -> None:
+        """The counters, then the algorithm's figures, once per step."""
+        if self.board.counters(self.rate):
+            self.algo.log_scalars(self, self.state.c.decisions_trained)
+
+    def wall(self) -> float:
+        """Training wall time over every sitting so far."""
+        return self.wall0 + time.perf_counter() - self.t0
+
+    def _stop_reason(self) -> str:
+        return stop_reason(self.cfg, self.state.c.decisions_trained, self.state.c.wall_s)
+
+    # ---- checkpoints and the summary -------------------------------------------------------------------
+    def metadata(self) -> dict[str, Any]:
+        meta = self.state.metadata()
+        self.algo.metadata(meta)
+        return meta
+
+    def save(self) -> Path:
+        """A checkpoint of everything --resume needs (the schedule's lanes and the algorithm's part too)."""
+        arrays, lanes = self.scheduler.to_checkpoint({sid for sid, _ in self.state.pool})
+        tensors = {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}  # Ray's are read-only
+        state: dict[str, Any] = {"lanes": lanes} if lanes is not None else {}
+        extra_tensors, extra_state = self.algo.to_checkpoint()
+        path = self.state.save(self.algo.learner, self.metadata(), tensors | extra_tensors, state | extra_state)
+        self.algo.saved(path)
+        return path
+
+    def summary(self, reason: str, final: Path) -> dict[str, Any]:
+        c, r = self.state.c, self.rate.rates(window=False)
+        out = {"name": self.cfg.name, "run_dir": str(self.state.run_dir), "checkpoint": str(final),
+               "stop_reason": reason, "updates": c.updates, "games": c.games, "decisions": c.decisions,
+               "decisions_trained": c.decisions_trained, "rollouts": c.rollouts,
+               "dropped_rollouts": c.dropped_rollouts, "device": str(self.algo.learner.device),
+               "worker_failures": c.worker_failures, "wall_s": round(c.wall_s, 1),
+               "session_rates": r, "last_eval": self.state.last_eval,
+               "workers": [{"worker": p["worker"], "node_id": p["node_id"]} for p in self.placement]}
+        self.algo.summary(out)
+        return out

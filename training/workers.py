@@ -1,0 +1,213 @@
+"""The Ray side of a run: starting or joining Ray, the learner's GPU, placing worker groups, their health.
+
+An embedded Ray listens on 127.0.0.1 only.  A CUDA learner first asks Ray for a GPU on this node (a
+placement group), so on a cluster ``samloc train`` runs on the GPU node and the workers go wherever Ray
+has CPUs.  A request lost with a dead worker (Ray restarts the actor, ``max_task_retries=0``) is asked
+again; while Ray restarts an actor, requests to it fail at once as "unavailable" and count as the same
+failure (:class:`WorkerHealth`), so a slow restart does not use up ``max_restarts``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+import ray
+from ray.exceptions import ActorUnavailableError, RayActorError
+from ray.util.placement_group import placement_group, remove_placement_group
+
+from .config import TrainConfig, to_dict
+from .errors import TrainError
+
+#: The thread environment of every Ray worker process (this process's own is set by ``samloc``).
+WORKER_ENV = {"env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}
+
+
+def embedded_cpus() -> int:
+    """The CPUs of the Ray that ``samloc train`` starts on this machine (never fewer than 2)."""
+    return max(2, os.cpu_count() or 2)
+
+
+def cpu_shortfall(cfg: TrainConfig, have: float, embedded: bool) -> str:
+    """'' when the workers (rollout, and search with ``distill.enabled``) fit in ``have`` CPUs, else why not
+    in one line (for an embedded Ray, which never grows, with the settings that would fit)."""
+    on = {"rollout": not cfg.distill.enabled or cfg.distill.ppo, "distill": cfg.distill.enabled}
+    groups = [(sec, getattr(cfg, sec)) for sec in ("rollout", "distill") if on[sec]]
+    need = sum(g.num_workers * g.cpus_per_worker for _, g in groups)
+    if need <= have + 1e-9:
+        return ""
+    msg = " + ".join(f"{sec}.num_workers={g.num_workers} x {sec}.cpus_per_worker={g.cpus_per_worker:g}"
+                     for sec, g in groups) + f" need {need:g} CPUs, Ray has {have:g}"
+    if embedded and len(groups) == 1:
+        sec, g = groups[0]
+        fit = int(have // g.cpus_per_worker)
+        share = f"{sec}.cpus_per_worker={int(have / g.num_workers * 100) / 100:g}"
+        msg += f" (use {sec}.num_workers={fit} or {share})" if fit > 0 else f" (use {share})"
+    elif embedded:
+        msg += " (use fewer workers or lower their cpus_per_worker)"
+    return msg
+
+
+class WorkerHealth:
+    """The failures of one group of Ray actors (rollout or search workers): one is counted per actor
+    restart, not per request that fails while Ray restarts it, and a worker that failed more than
+    ``max_restarts`` + 1 times (-1: no limit) ends the run.  A failed worker is asked again after a
+    short wait (:meth:`due`)."""
+
+    RETRY_S = 0.5
+
+    def __init__(self, what: str, workers: int, max_restarts: int):
+        self.what, self.max_restarts = what, max_restarts
+        self.failures = [0] * workers
+        self.recovering = [False] * workers  # a failure seen, no result since
+        self.retry_at: dict[int, float] = {}   # worker -> when to ask it again
+
+    def failed(self, w: int, exc: Exception) -> bool:
+        """Worker ``w``'s request failed with ``exc``: True when it is a new failure (False: the actor is
+        still restarting after the last one); raises :class:`TrainError` past the limit."""
+        self.retry_at[w] = time.perf_counter() + self.RETRY_S
+        if self.recovering[w] and isinstance(exc, ActorUnavailableError):
+            return False
+        self.recovering[w] = True
+        self.failures[w] += 1
+        if self.max_restarts >= 0 and self.failures[w] > self.max_restarts + 1:
+            raise TrainError(f"{self.what} {w} failed {self.failures[w]} times;"
+                             f" last error: {str(exc).splitlines()[0]}") from None
+        return True
+
+    def ok(self, w: int) -> None:
+        """Worker ``w`` delivered: its actor is up again."""
+        self.recovering[w] = False
+
+    def due(self) -> list[int]:
+        """The failed workers whose wait is over (each returned once): ask them again."""
+        now = time.perf_counter()
+        ready = [w for w, t in self.retry_at.items() if now >= t]
+        for w in ready:
+            del self.retry_at[w]
+        return ready
+
+
+def arrived(pending: dict[Any, Any], timeout: float) -> list[Any]:
+    """The results among ``pending``'s refs that are done: waiting up to ``timeout`` for the first, then
+    every other one done by then (none pending: a short sleep, so a loop does not spin)."""
+    if not pending:
+        time.sleep(min(timeout, 0.05))
+        return []
+    ready, rest = ray.wait(list(pending), num_returns=1, timeout=timeout)
+    if ready and rest:
+        ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+    return ready
+
+
+class WorkerPool:
+    """Ray for one sitting: started (embedded, loopback only) or joined, the learner's GPU reserved, the
+    worker groups placed and, at the end, killed (and an embedded Ray shut down)."""
+
+    def __init__(self, cfg: TrainConfig, ray_address: str | None, dashboard: bool,
+                 log: Callable[[str], None]):
+        self.cfg, self.ray_address, self.dashboard, self.log = cfg, ray_address, dashboard, log
+        self.started_ray = False
+        self.gpu_reservation: Any = None
+        self.groups: list[list[Any]] = []   # every group of actors placed, killed at the end
+
+    def start(self) -> None:
+        """Join the cluster at ``ray_address``, or start an embedded Ray that listens on 127.0.0.1 only
+        (Ray has no authentication of its own: nobody else on the network may reach it)."""
+        if ray.is_initialized():
+            return
+        if self.ray_address:
+            ray.init(address=self.ray_address, runtime_env=WORKER_ENV, log_to_driver=False, logging_level="error")
+            self.started_ray = True
+            return
+        from ray._private import ray_constants  # Ray's private switch, read only for an embedded Ray
+        # Ray binds every server to loopback alone when its node address is 127.0.0.1, and it keeps that
+        # address only where it offers no multi-node clusters: this switch (off on macOS and Windows).
+        clusters, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+        # Ray starts its workers at nice 15; here they are the run's own work beside a learner at nice 0
+        # that waits for them, and any other load on the machine would starve them (RAY_worker_niceness wins)
+        system = {} if "RAY_worker_niceness" in os.environ else {"worker_niceness": 0}
+        try:
+            ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=embedded_cpus(),
+                     include_dashboard=self.dashboard, runtime_env=WORKER_ENV, log_to_driver=False,
+                     logging_level="error", _system_config=system)
+        finally:
+            ray_constants.ENABLE_RAY_CLUSTER = clusters
+        self.started_ray = True
+
+    def reserve_gpu(self) -> None:
+        """Ask Ray for one GPU on this node (where the learner runs), so no other Ray work takes it;
+        refuse at once, in one line, when the node has none."""
+        spec = self.cfg.learner.device
+        node_id = ray.get_runtime_context().get_node_id()
+        node = next(n for n in ray.nodes() if n["NodeID"] == node_id)
+        ip = node["NodeManagerAddress"]
+        if node["Resources"].get("GPU", 0) < 1:
+            total = ray.cluster_resources().get("GPU", 0)
+            where = (f"the cluster's {total:g} GPU(s) are on other nodes: run samloc train on a GPU node" if total
+                     else "the Ray cluster has no GPU")
+            raise TrainError(f"learner.device={spec}: Ray has no GPU for the learner on this node ({ip}); {where}"
+                             f" (or use learner.device=cpu)")
+        pg = placement_group([{"GPU": 1, f"node:{ip}": 0.001}])
+        if not ray.wait([pg.ready()], timeout=10)[0]:
+            remove_placement_group(pg)
+            raise TrainError(f"learner.device={spec}: the GPU of this node ({ip}) is held by other Ray work")
+        self.gpu_reservation = pg
+
+    def check_cpus(self) -> None:
+        """Workers that cannot fit: refused here at once (an embedded Ray never grows), said on a cluster."""
+        msg = cpu_shortfall(self.cfg, ray.cluster_resources().get("CPU", 0), embedded=not self.ray_address)
+        if msg and not self.ray_address:
+            raise TrainError(msg)
+        if msg:
+            self.log(msg + "; waiting for more nodes to join (rollout.place_timeout_s)")
+
+    def place(self, actor_class: Any, count: int, what: str, cpus: float) -> tuple[list[Any], list[dict[str, Any]]]:
+        """``count`` actors of ``actor_class`` (each a ``what`` asking for ``cpus``) made from the config,
+        spread over the cluster: (actors, their placement once every process started)."""
+        cfg_dict = to_dict(self.cfg)
+        actors = [actor_class.options(num_cpus=cpus, max_restarts=self.cfg.rollout.max_restarts,
+                                      max_task_retries=0, scheduling_strategy="SPREAD").remote(cfg_dict, w)
+                  for w in range(count)]
+        self.groups.append(actors)
+        return actors, self._wait_placed(actors, what, cpus)
+
+    def _wait_placed(self, actors: list[Any], what: str, cpus: float) -> list[dict[str, Any]]:
+        """Every process of ``actors``, once started; what Ray is waiting for is said every few seconds, and
+        after ``rollout.place_timeout_s`` it is an error."""
+        ro = self.cfg.rollout
+        pending = {a.info.remote(): w for w, a in enumerate(actors)}
+        info: dict[int, dict[str, Any]] = {}
+        t0 = time.perf_counter()
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=5.0)
+            for ref in ready:
+                w = pending.pop(ref)
+                try:
+                    info[w] = ray.get(ref)
+                except RayActorError as exc:
+                    raise TrainError(f"{what} {w} did not start: {str(exc).splitlines()[0]}") from None
+            if not pending:
+                break
+            waited, free = time.perf_counter() - t0, ray.available_resources().get("CPU", 0)
+            why = (f"Ray has {free:g} CPUs free, each asks for {cpus:g}" if free < cpus
+                   else "their processes are starting")
+            msg = f"{len(pending)} of {len(actors)} {what}s not started after {waited:.0f} s ({why})"
+            if ro.place_timeout_s and waited >= ro.place_timeout_s:
+                raise TrainError(msg + "; giving up (rollout.place_timeout_s)")
+            self.log(msg)
+        return [info[w] for w in range(len(actors))]
+
+    def stop(self) -> None:
+        """Kill every actor placed, free the GPU, shut an embedded Ray down."""
+        if not ray.is_initialized():
+            return
+        for group in self.groups:
+            for a in group:
+                ray.kill(a, no_restart=True)
+        if self.gpu_reservation is not None:
+            remove_placement_group(self.gpu_reservation)
+            self.gpu_reservation = None
+        if self.started_ray:
+            ray.shutdown()
