@@ -155,7 +155,6 @@ def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, c
              counters: dict[str, Any] | None) -> None:
     """Every check that needs no Ray, then what the run would do; raises the first problem found."""
     from agents.nets.format import CheckpointError, read_metadata, resolve, verify
-    from agents.nets.policy import build_net
     from .learner import DeviceError, resolve_device
     from .trainer import TrainError, cpu_shortfall, embedded_cpus, new_run_dir
 
@@ -166,7 +165,7 @@ def _dry_run(cfg: TrainConfig, args: argparse.Namespace, run_dir: Path | None, c
     for what, path in (("the run folder", run_dir), ("checkpoint.export_to", Path(cfg.checkpoint.export_to))):
         if str(path) not in ("", ".") and not _writable(path):
             raise TrainError(f"{what} {path} cannot be written here (permission denied)")
-    shape = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic).hparams()
+    shape = cfg.model.hparams()
     starts = [("--resume", ckpt)] if ckpt else []  # verified by _progress
     if cfg.init_from and not ckpt:  # a resume takes its own weights, not init_from's
         starts.append(("init_from", resolve(cfg.init_from)))

@@ -53,7 +53,6 @@ import torch
 from agents import make_agent
 from agents.nets.belief import BeliefNet, load_belief, save_belief
 from agents.nets.format import BELIEF_META, read_json_file
-from agents.nets.policy import build_net
 from agents.policy_agent import PolicyAgent
 from agents.search import SearchAgent, prefers_bf16, rates_text, rollout_rates, search_targets
 from sam_env.obs import OBS_SIZE
@@ -117,7 +116,7 @@ class SearchEngine:
         if round_ == self.round:
             return
         m, d = self.cfg.model, self.cfg.distill
-        net = build_net(m.hidden, m.layers, m.critic)
+        net = m.build()
         load_numpy_weights(net, weights)
         if self.bf16 is None:
             if d.precision == "auto":
@@ -362,7 +361,7 @@ class DistillTrainer(Trainer):
 
         cfg, d = self.cfg, self.cfg.distill
         t0 = time.perf_counter()
-        net = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic)
+        net = cfg.model.build()
         load_numpy_weights(net, self.round_weights)
         seed = mix(cfg.seed, BELIEF_STREAM, self.d.round) >> 32
         obs, tgt = collect(PolicyAgent(net.eval(), seed=seed), d.heuristic_share, d.belief_deals,

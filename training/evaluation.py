@@ -7,14 +7,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.nets.policy import PolicyNet
+from agents.nets.factory import build_network
+from agents.nets.interface import PolicyNetwork
 from agents.policy_agent import PolicyAgent
 
 from .rollout import load_numpy_weights
 
 
-def _net(weights: dict[str, np.ndarray], hp: dict[str, int]) -> PolicyNet:
-    net = PolicyNet.from_hparams(hp)
+def _net(weights: dict[str, np.ndarray], hp: dict[str, Any]) -> PolicyNetwork:
+    net = build_network(hp)
     load_numpy_weights(net, weights)
     return net.eval()
 

@@ -153,7 +153,7 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch
             pg = -(is_weight[i] * torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)).mean()
             ret = data["ret"][i]
             v_loss = 0.5 * (value - ret).pow(2).mean()
-            if net.critic is not None:
+            if net.has_critic:
                 v_loss = v_loss + 0.5 * (baseline - ret).pow(2).mean()
             probs = logp_all.exp()
             # illegal actions have probability 0; their (huge negative) log-prob must not enter
