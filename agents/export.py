@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from torch import nn
 
 from sam_env import obs as obs_mod
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
@@ -46,7 +48,9 @@ from sam_env.atomic import write_atomic, write_json_atomic
 from sam_env.rules import RuleSet
 from sam_env.vector import SelfPlayBatch
 
+from .nets.checkpoint import load_checkpoint
 from .nets.format import MODEL_FILE, ONNX_FILE, CheckpointMeta, file_sha256, resolve
+from .nets.interface import PolicyNetwork
 
 TOLERANCE = 1e-5  # on real positions
 RANDOM_TOLERANCE = 1e-4  # on uniformly random observations and masks (the docstring says why)
@@ -86,10 +90,7 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
 
     Raises ValueError (one line) for a bad checkpoint or a failed check.
     """
-    import onnx  # optional, as torch: the served bot runs the exported file with onnxruntime alone
-    import torch
-
-    from .nets.checkpoint import load_checkpoint  # torch
+    import onnx  # optional: the served bot runs the exported file with onnxruntime alone
 
     torch.set_num_threads(1)
     ckpt = resolve(checkpoint)
@@ -97,7 +98,7 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
     out_path = Path(out) if out is not None else ckpt / ONNX_FILE
     if out_path.suffix != ".onnx":
         raise ValueError(f"the output file must end in .onnx, not {out_path.name!r}")
-    model = _served(net)
+    model = Served(net).eval()
     sidecar = _sidecar(ckpt, meta)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=out_path.parent, prefix=".tmp-", suffix=".onnx")
@@ -125,22 +126,17 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
     return sidecar
 
 
-def _served(net: Any) -> Any:
-    """The network with its softmax, in eval mode: what a served bot needs, masked to exact zeros."""
-    import torch  # optional (see export)
-    from torch import nn
+class Served(nn.Module):
+    """A network of any kind with its softmax: what a served bot needs, masked to exact zeros."""
 
-    class Served(nn.Module):
-        def __init__(self, inner: nn.Module):
-            super().__init__()
-            self.inner = inner
+    def __init__(self, inner: PolicyNetwork):
+        super().__init__()
+        self.inner = inner
 
-        def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            logits, value = self.inner(obs, mask)
-            probs = torch.softmax(logits, dim=-1) * (mask > 0).to(logits.dtype)
-            return probs, value
-
-    return Served(net).eval()
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, value = self.inner(obs, mask)
+        probs = torch.softmax(logits, dim=-1) * (mask > 0).to(logits.dtype)
+        return probs, value
 
 
 def _sidecar(ckpt: Path, meta: CheckpointMeta) -> dict[str, Any]:
@@ -167,11 +163,10 @@ def _sidecar(ckpt: Path, meta: CheckpointMeta) -> dict[str, Any]:
     }
 
 
-def _to_onnx(model: Any, path: Path) -> Any:
+def _to_onnx(model: Served, path: Path) -> Any:
     """Trace ``model`` into ``path`` (inputs obs and mask, outputs probs and value, any batch size);
     returns the checked ONNX proto."""
     import onnx  # optional (see export)
-    import torch
 
     dummy = (torch.zeros(1, obs_mod.OBS_SIZE), torch.ones(1, NUM_ACTIONS))
     with warnings.catch_warnings(), torch.no_grad():
@@ -185,11 +180,10 @@ def _to_onnx(model: Any, path: Path) -> Any:
     return proto
 
 
-def _check(model: Any, onnx_path: Path, rules: RuleSet, players: int, samples: int,
+def _check(model: Served, onnx_path: Path, rules: RuleSet, players: int, samples: int,
            seed: int) -> dict[str, Any]:
     """Largest |ONNX − PyTorch| over real positions and random inputs."""
     import onnxruntime as ort  # optional: only an export checks against it
-    import torch  # optional (see export)
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1

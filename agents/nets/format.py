@@ -40,7 +40,7 @@ from typing import Any, BinaryIO, Mapping
 
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
 from sam_env.obs import LA_SCALE, OBS_SIZE, OBS_VERSION
-from sam_env.rules import RuleSet, RulesError
+from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
 MODEL_FILE, META_FILE = "model.safetensors", "metadata.json"
 TRAINER_TENSORS, TRAINER_JSON = "trainer.safetensors", "trainer.json"
@@ -135,7 +135,7 @@ def parse_tables(raw: Mapping[str, Any], where: str) -> tuple[Table, ...]:
     try:
         if raw.get("tables"):
             return tuple(Table(RuleSet.parse(t["rules"]), int(t["players"])) for t in raw["tables"])
-        rules = raw.get("rules") or ["hoi_quan_bai"]
+        rules = raw.get("rules") or [DEFAULT_PRESET]
         players = raw.get("players") or [4]
         rules = rules if isinstance(rules, list) else [rules]
         players = players if isinstance(players, list) else [players]
