@@ -81,7 +81,7 @@ def test_the_mlp_config_builds_the_network_it_always_did() -> None:
 # ---- a kind that names nothing is one line at config load ------------------------------------------------
 @pytest.mark.parametrize("overrides, message", [
     (["model.kind=transformer"], "model kind 'transformer' is neither a registered network (mlp)"),
-    (["model.kind=no_such_pkg.nets:Net"], "cannot import no_such_pkg.nets"),
+    (["model.kind=no_such_pkg.nets:Net"], "cannot import no_such_pkg.nets (ModuleNotFoundError: No module"),
     (["model.kind=tests.custom_net:Missing"], "Missing in tests.custom_net is not a subclass"),
     (["model.kind=tests.custom_net:NotANetwork"], "is not a subclass of agents.nets.interface.PolicyNetwork"),
     ([f"model.kind={KIND}", "model.kwargs.depth=3"], "unexpected keyword argument 'depth'"),

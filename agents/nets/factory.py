@@ -44,8 +44,9 @@ def network_class(kind: str) -> type[PolicyNetwork]:
     module, _, name = kind.partition(":")
     try:
         obj: Any = importlib.import_module(module)
-    except ImportError as exc:
-        raise NetworkError(f"model kind {kind}: cannot import {module} ({exc})") from None
+    except Exception as exc:  # a user's module may fail in any way as it loads: one line, whatever it is
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise NetworkError(f"model kind {kind}: cannot import {module} ({type(exc).__name__}: {first})") from None
     for part in name.split("."):
         obj = getattr(obj, part, None)
     if not (isinstance(obj, type) and issubclass(obj, PolicyNetwork)):
