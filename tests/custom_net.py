@@ -15,7 +15,8 @@ class TinyNet(PolicyNetwork):
 
     def __init__(self, obs_size: int, num_actions: int, critic_size: int = 0, width: int = 16):
         super().__init__()
-        self.obs_size, self.num_actions, self.critic_size, self.width = obs_size, num_actions, critic_size, width
+        self.obs_size, self.num_actions, self.critic_size = obs_size, num_actions, critic_size
+        self.width = width
         self.has_critic = critic_size > 0
         self.policy = nn.Sequential(nn.Linear(obs_size, width), nn.Tanh(), nn.Linear(width, num_actions))
         self.gate = nn.Linear(obs_size, num_actions)

@@ -95,8 +95,9 @@ def test_a_bad_kind_is_refused_at_load(overrides: list[str], message: str) -> No
 
 
 def test_dry_run_says_it() -> None:
-    r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "model.kind=transformer",
-                        "--dry-run"], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick",
+                        "model.kind=transformer", "--dry-run"],
+                       capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [
         "samloc train: model kind 'transformer' is neither a registered network (mlp) nor an import path"
@@ -166,8 +167,9 @@ def _samloc(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 def test_a_users_network_trains_exports_serves_and_evaluates(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    _samloc("train", "--config", "quick", "--run-dir", str(run), f"model.kind={KIND}", "model.kwargs.width=12",
-            "rollout.num_workers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+    _samloc("train", "--config", "quick", "--run-dir", str(run), f"model.kind={KIND}",
+            "model.kwargs.width=12", "rollout.num_workers=1", "rollout.envs_per_worker=32",
+            "rollout.steps_per_rollout=8",
             "ppo.batch_decisions=200", "ppo.minibatch=128", "ppo.epochs=1", "total_decisions=5000",
             "eval.every_updates=0", "eval.final_deals=0", "belief.deals=0", "checkpoint.every_updates=10",
             "display=none", "max_minutes=0")
@@ -192,6 +194,7 @@ def test_a_users_network_trains_exports_serves_and_evaluates(tmp_path: Path) -> 
             g.apply(r.json()["event"])  # raises if the answer were illegal
             if g.finished:
                 break
-    res = json.loads(_samloc("eval", "--agent", str(ckpt), "--opponents", "random", "--deals", "8", "--seed", "1",
-                             "--json", "--out", str(tmp_path / "eval")).stdout.strip().splitlines()[-1])
+    res = json.loads(_samloc("eval", "--agent", str(ckpt), "--opponents", "random", "--deals", "8",
+                             "--seed", "1", "--json", "--out", str(tmp_path / "eval"))
+                     .stdout.strip().splitlines()[-1])
     assert res["deals"] == 8 and res["zero_sum"] and np.isfinite(res["mean_score"])

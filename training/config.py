@@ -82,11 +82,11 @@ class ModelConfig:
     (numbers or strings)."""
 
     def __post_init__(self) -> None:
-        """Refuse at load (``--dry-run`` says it) a kind that names no network, or arguments it does not take."""
+        """Refuse at load (``--dry-run`` says it) a kind that names no network, or arguments it won't take."""
         if self.kind == DEFAULT_KIND:
             if self.kwargs:
-                raise ConfigError(f"model.kwargs is for a user's model.kind; {DEFAULT_KIND} takes model.hidden"
-                                  " and model.layers")
+                raise ConfigError(f"model.kwargs is for a user's model.kind; {DEFAULT_KIND} takes"
+                                  " model.hidden and model.layers")
             return
         given = ("obs_size", "num_actions", "critic_size")  # every network's, besides model.kwargs
         bad = [k for k, v in self.kwargs.items() if k in given or not isinstance(v, (int, float, str, bool))]

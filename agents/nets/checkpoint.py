@@ -22,9 +22,9 @@ from safetensors.torch import load_file, save_file
 
 from sam_env.atomic import replace_dir
 
-from .format import (BELIEF_FILE, BELIEF_META, FORMAT, ONNX_FILE, ONNX_META, META_FILE, MODEL_FILE, TRAINER_JSON, TRAINER_TENSORS,
-                     CheckpointError, CheckpointMeta, check_size, check_tensors, file_sha256, list_checkpoints,
-                     resolve, verify)
+from .format import (BELIEF_FILE, BELIEF_META, FORMAT, ONNX_FILE, ONNX_META, META_FILE, MODEL_FILE,
+                     TRAINER_JSON, TRAINER_TENSORS, CheckpointError, CheckpointMeta, check_size,
+                     check_tensors, file_sha256, list_checkpoints, resolve, verify)
 from .factory import build_network, network_shapes
 from .interface import PolicyNetwork
 

@@ -1,4 +1,4 @@
-"""The one way a network is built: its kind (registered, or a user's class by import path) and hyper-parameters.
+"""The one way a network is built: from its kind (registered, or a user's class) and hyper-parameters.
 
 The learner, the rollout and search workers, the evaluation, checkpoint loading and
 export all call :func:`build_network` with a ``hparams`` dict (``kind`` plus the
@@ -46,7 +46,8 @@ def network_class(kind: str) -> type[PolicyNetwork]:
         obj: Any = importlib.import_module(module)
     except Exception as exc:  # a user's module may fail in any way as it loads: one line, whatever it is
         first = str(exc).splitlines()[0] if str(exc) else ""
-        raise NetworkError(f"model kind {kind}: cannot import {module} ({type(exc).__name__}: {first})") from None
+        raise NetworkError(f"model kind {kind}: cannot import {module}"
+                           f" ({type(exc).__name__}: {first})") from None
     for part in name.split("."):
         obj = getattr(obj, part, None)
     if not (isinstance(obj, type) and issubclass(obj, PolicyNetwork)):

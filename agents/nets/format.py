@@ -296,7 +296,8 @@ class CheckpointMeta:
             counts = {k: int(raw.get(k) or 0) for k in ("updates", "games", "decisions", "decisions_trained")}
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: unreadable metadata ({exc})") from None
-        return cls(name=str(raw.get("name") or ""), model={"kind": DEFAULT_KIND, **model}, tables=parse_tables(raw, where),
+        return cls(name=str(raw.get("name") or ""), model={"kind": DEFAULT_KIND, **model},
+                   tables=parse_tables(raw, where),
                    reward_scale=scale, heuristic_share=share, obs_version=raw.get("obs_version"),
                    action_table_version=raw.get("action_table_version"), **counts,
                    command=str(raw.get("command") or ""), resumes=tuple(raw.get("resumes") or ()),
