@@ -51,7 +51,7 @@ def _tiny(critic: bool = True, width: int = 8) -> TinyNet:
 
 
 # ---- the registered MLP: every shipped checkpoint as it was ---------------------------------------------
-@pytest.mark.parametrize("name", ["standard", "expert"])
+@pytest.mark.parametrize("name", ["standard", "expert", "all_tables"])
 def test_a_checkpoint_without_kind_is_the_mlp_it_was(name: str) -> None:
     ckpt = ROOT / "checkpoints" / name
     if not (ckpt / MODEL_FILE).exists():
