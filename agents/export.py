@@ -37,10 +37,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from torch import nn
 
+from sam_env import obs as obs_mod
+from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
 from sam_env.atomic import write_atomic, write_json_atomic
+from sam_env.rules import RuleSet
+from sam_env.vector import SelfPlayBatch
 
-from .nets.format import ONNX_FILE
+from .nets.checkpoint import load_checkpoint
+from .nets.format import MODEL_FILE, ONNX_FILE, CheckpointMeta, file_sha256, resolve
+from .nets.interface import PolicyNetwork
 
 TOLERANCE = 1e-5  # on real positions
 RANDOM_TOLERANCE = 1e-4  # on uniformly random observations and masks (the docstring says why)
@@ -48,10 +56,8 @@ OPSET = 17
 ONNX_FORMAT = "samloc-onnx/1"
 
 
-def _positions(rules: Any, players: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _positions(rules: RuleSet, players: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``n`` (obs, mask) pairs from random games: every stage of a game, not only deals."""
-    from sam_env.vector import SelfPlayBatch
-
     envs = 50
     batch = SelfPlayBatch(rules=rules, players=players, num_envs=envs, seed=seed)
     _, obs, mask = batch.reset(seed)
@@ -77,18 +83,12 @@ def _noise(obs_size: int, num_actions: int, n: int, seed: int) -> tuple[np.ndarr
 
 def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: int = 1000,
            seed: int = 0) -> dict[str, Any]:
-    """Export, check and write; returns the sidecar (with the check's figures).
+    """Export, check and write; returns the sidecar (with the check's figures).  Any network kind
+    whose forward exports to ONNX does: the graph's inputs and outputs are the same for all.
 
     Raises ValueError (one line) for a bad checkpoint or a failed check.
     """
-    import torch
-    from torch import nn
-
-    from sam_env import obs as obs_mod
-    from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
-
-    from .nets.checkpoint import load_checkpoint
-    from .nets.format import MODEL_FILE, file_sha256, resolve
+    import onnx  # optional: the served bot runs the exported file with onnxruntime alone
 
     torch.set_num_threads(1)
     ckpt = resolve(checkpoint)
@@ -96,56 +96,15 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
     out_path = Path(out) if out is not None else ckpt / ONNX_FILE
     if out_path.suffix != ".onnx":
         raise ValueError(f"the output file must end in .onnx, not {out_path.name!r}")
-    tables = meta.tables
-    rules: list[Any] = []
-    for t in tables:
-        if t.rules.to_record() not in rules:
-            rules.append(t.rules.to_record())
-    players = sorted({t.players for t in tables})
-
-    class Exported(nn.Module):
-        """The policy with its softmax: what a served bot needs, masked to exact zeros."""
-
-        def __init__(self, inner: nn.Module):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            logits, value = self.inner(obs, mask)
-            probs = torch.softmax(logits, dim=-1) * (mask > 0).to(logits.dtype)
-            return probs, value
-
-    model = Exported(net).eval()
-    sidecar: dict[str, Any] = {
-        "format": ONNX_FORMAT,
-        "name": meta.name or ckpt.name,
-        "obs_version": obs_mod.OBS_VERSION, "obs_size": obs_mod.OBS_SIZE,
-        "action_table_version": ACTION_TABLE_VERSION, "num_actions": NUM_ACTIONS,
-        "rules": rules, "players": players, "tables": [t.to_json() for t in tables],
-        "checkpoint": str(ckpt),
-        "checkpoint_sha256": file_sha256(ckpt / MODEL_FILE),
-        "trained": {"updates": meta.updates, "games": meta.games, "decisions": meta.decisions,
-                    "git_commit": meta.git_commit},
-        "inputs": {"obs": ["batch", obs_mod.OBS_SIZE], "mask": ["batch", NUM_ACTIONS]},
-        "outputs": {"probs": ["batch", NUM_ACTIONS], "value": ["batch"]},
-        "opset": OPSET, "exported": time.strftime("%Y-%m-%d %H:%M:%S"),
-    }
+    model = Served(net).eval()
+    sidecar = _sidecar(ckpt, meta)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=out_path.parent, prefix=".tmp-", suffix=".onnx")
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        dummy = (torch.zeros(1, obs_mod.OBS_SIZE), torch.ones(1, NUM_ACTIONS))
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
-            torch.onnx.export(model, dummy, str(tmp), dynamo=False, opset_version=OPSET,
-                              input_names=["obs", "mask"], output_names=["probs", "value"],
-                              dynamic_axes={"obs": {0: "batch"}, "mask": {0: "batch"},
-                                            "probs": {0: "batch"}, "value": {0: "batch"}})
-        import onnx
-        proto = onnx.load(str(tmp))
-        onnx.checker.check_model(proto)
-        check = _check(model, tmp, tables[0].rules, tables[0].players, samples, seed)
+        proto = _to_onnx(model, tmp)
+        check = _check(model, tmp, meta.tables[0].rules, meta.tables[0].players, samples, seed)
         sidecar["check"] = check
         for name, tol in (("positions", TOLERANCE), ("random", RANDOM_TOLERANCE)):
             worst = max(check[name]["max_abs_diff_probs"], check[name]["max_abs_diff_value"])
@@ -165,13 +124,64 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
     return sidecar
 
 
-def _check(model: Any, onnx_path: Path, rules: Any, players: int, samples: int, seed: int) -> dict[str, Any]:
-    """Largest |ONNX − PyTorch| over real positions and random inputs."""
-    import onnxruntime as ort
-    import torch
+class Served(nn.Module):
+    """A network of any kind with its softmax: what a served bot needs, masked to exact zeros."""
 
-    from sam_env import obs as obs_mod
-    from sam_env.actions import NUM_ACTIONS
+    def __init__(self, inner: PolicyNetwork):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, value = self.inner(obs, mask)
+        probs = torch.softmax(logits, dim=-1) * (mask > 0).to(logits.dtype)
+        return probs, value
+
+
+def _sidecar(ckpt: Path, meta: CheckpointMeta) -> dict[str, Any]:
+    """What the exported model plays and where it came from (the check's figures are added after)."""
+    rules: list[Any] = []
+    for t in meta.tables:
+        if t.rules.to_record() not in rules:
+            rules.append(t.rules.to_record())
+    return {
+        "format": ONNX_FORMAT,
+        "name": meta.name or ckpt.name,
+        "obs_version": obs_mod.OBS_VERSION, "obs_size": obs_mod.OBS_SIZE,
+        "action_table_version": ACTION_TABLE_VERSION, "num_actions": NUM_ACTIONS,
+        "rules": rules, "players": sorted({t.players for t in meta.tables}),
+        "tables": [t.to_json() for t in meta.tables],
+        "model": meta.model,
+        "checkpoint": str(ckpt),
+        "checkpoint_sha256": file_sha256(ckpt / MODEL_FILE),
+        "trained": {"updates": meta.updates, "games": meta.games, "decisions": meta.decisions,
+                    "git_commit": meta.git_commit},
+        "inputs": {"obs": ["batch", obs_mod.OBS_SIZE], "mask": ["batch", NUM_ACTIONS]},
+        "outputs": {"probs": ["batch", NUM_ACTIONS], "value": ["batch"]},
+        "opset": OPSET, "exported": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def _to_onnx(model: Served, path: Path) -> Any:
+    """Trace ``model`` into ``path`` (inputs obs and mask, outputs probs and value, any batch size);
+    returns the checked ONNX proto."""
+    import onnx  # optional (see export)
+
+    dummy = (torch.zeros(1, obs_mod.OBS_SIZE), torch.ones(1, NUM_ACTIONS))
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        torch.onnx.export(model, dummy, str(path), dynamo=False, opset_version=OPSET,
+                          input_names=["obs", "mask"], output_names=["probs", "value"],
+                          dynamic_axes={"obs": {0: "batch"}, "mask": {0: "batch"},
+                                        "probs": {0: "batch"}, "value": {0: "batch"}})
+    proto = onnx.load(str(path))
+    onnx.checker.check_model(proto)
+    return proto
+
+
+def _check(model: Served, onnx_path: Path, rules: RuleSet, players: int, samples: int,
+           seed: int) -> dict[str, Any]:
+    """Largest |ONNX − PyTorch| over real positions and random inputs."""
+    import onnxruntime as ort  # optional: only an export checks against it
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1

@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
-from sam_env.rules import RuleSet
+from sam_env.rules import DEFAULT_PRESET, RuleSet
 
 from .base import Agent, AgentFailure, check_seat
 from .nets.format import (MODEL_FILE, CheckpointError, Table, check_versions, file_sha256, open_regular,
@@ -88,10 +89,8 @@ def output_problem(probs: np.ndarray, value: np.ndarray, mask: np.ndarray) -> st
 def known_positions(table: Table | None, count: int = KNOWN_POSITIONS) -> tuple[np.ndarray, np.ndarray]:
     """``(obs, masks)`` of the first decisions of fixed deals at ``table`` (hoi_quan_bai with 4 when
     None): inputs on which any sound policy gives a distribution and a finite value."""
-    from sam_env import obs as obs_mod
-
     if table is None:
-        table = Table(RuleSet.preset("hoi_quan_bai"), 4)
+        table = Table(RuleSet.preset(DEFAULT_PRESET), 4)
     rules, players = table.rules, table.players
     obs, masks, seed = [], [], 0
     while len(obs) < count:
@@ -112,8 +111,6 @@ class OnnxAgent(Agent):
     def __init__(self, path: str | Path, seed: int = 0, temperature: float = 0.0, threads: int = 1):
         super().__init__(seed)
         import onnxruntime as ort  # imported here so `samloc replay` never pays for it
-
-        from sam_env import obs as obs_mod
 
         self.path = Path(path)
         if not self.path.exists():
@@ -145,7 +142,6 @@ class OnnxAgent(Agent):
         if isinstance(shape[-1], int) and shape[-1] != obs_mod.OBS_SIZE:
             raise ValueError(f"{self.path} expects observations of size {shape[-1]}, this engine makes"
                              f" {obs_mod.OBS_SIZE}; export it again from its checkpoint")
-        self._obs = obs_mod
         self.name = str(self.metadata.get("name") or self.path.stem)
         self.temperature = float(temperature)
         self.rng = np.random.default_rng(seed)
@@ -219,7 +215,7 @@ class OnnxAgent(Agent):
         """The model's view of one decision: (probs[201], value, legal mask[201])."""
         check_seat(game, seat)
         mask = game.legal_mask()
-        obs = self._obs.encode(game, seat)
+        obs = obs_mod.encode(game, seat)
         probs, value = self.run(obs[None, :], mask[None, :])
         return probs[0], float(value[0]), mask
 

@@ -22,7 +22,8 @@ from .nets.format import CheckpointMeta, Table
 
 
 class PolicyAgent(Agent):
-    """An Agent around a :class:`agents.nets.policy.PolicyNet` (``act`` and ``act_batch``)."""
+    """An Agent around a network of any kind (:class:`agents.nets.interface.PolicyNetwork`:
+    ``act`` and ``act_batch``)."""
 
     needs_obs = True
 

@@ -56,7 +56,7 @@ from sam_env.seeding import GOLDEN_U64, mix64
 from .base import Agent, check_seat
 from .nets.belief import BeliefNet, load_belief
 from .nets.format import Table
-from .nets.policy import PolicyNet
+from .nets.interface import PolicyNetwork, param_dtype
 from .policy_agent import PolicyAgent, load_policy_agent
 
 
@@ -275,7 +275,7 @@ def _bf16_native() -> bool:
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def _bf16_copy(net: PolicyNet) -> PolicyNet:
+def _bf16_copy(net: PolicyNetwork) -> PolicyNetwork:
     return copy.deepcopy(net).to(torch.bfloat16).eval()
 
 
@@ -291,8 +291,8 @@ def prefers_bf16(rates: dict[str, float]) -> bool:
 
 
 @torch.no_grad()
-def rollout_rates(net: PolicyNet, rows: int = 4 * PAD_ROWS, repeats: int = 8) -> dict[str, float]:
-    """Rows per second of a rollout step's forward (trunk and policy head) in float32 and, where oneDNN
+def rollout_rates(net: PolicyNetwork, rows: int = 4 * PAD_ROWS, repeats: int = 8) -> dict[str, float]:
+    """Rows per second of a rollout step's forward (``policy_logits``) in float32 and, where oneDNN
     takes it, bfloat16, on the calling thread: the best of ``repeats`` after a warm-up.  Whether bfloat16
     is the faster is a property of the core, not of its flags: 3x faster with AMX, 1.3x *slower* on a
     Xeon whose AVX512-BF16 has no AMX beside it (docs/agents.md), so a one-thread search worker measures
@@ -303,11 +303,11 @@ def rollout_rates(net: PolicyNet, rows: int = 4 * PAD_ROWS, repeats: int = 8) ->
         nets["bf16"] = _bf16_copy(net)
     out = {}
     for name, m in nets.items():
-        inp = x.to(m.inp.weight.dtype)
+        inp = x.to(param_dtype(m))
         best = float("inf")
         for _ in range(repeats + 1):
             t0 = time.perf_counter()
-            m.pi(m.trunk(inp))
+            m.policy_logits(inp)
             best = min(best, time.perf_counter() - t0)
         out[name] = rows / best
     return out
@@ -338,7 +338,7 @@ class SearchAgent(Agent):
         self.reward_scale = float(reward_scale)
         self.belief = belief  # None: uniform worlds
         self.chunk = int(chunk)
-        if horizon >= 0 and critic > 0 and getattr(policy.net, "critic", None) is None:
+        if horizon >= 0 and critic > 0 and not policy.net.has_critic:
             raise ValueError(f"{policy.name} has no critic (trained without model.critic: full): "
                              "search it with critic=0 (its own value at the leaf) or horizon=-1 (rollouts to the end)")
         # Rollouts only rank moves, so they run in bfloat16 (greedy choices agree with float32 ~99% of
@@ -386,7 +386,7 @@ class SearchAgent(Agent):
         obs, masks = self._buffers(size)
         _obs_masks(sim, ru, idx, obs, masks)
         net = self.fast_net
-        logits = net.pi(net.trunk(torch.from_numpy(obs[:size]).to(net.inp.weight.dtype)))
+        logits = net.policy_logits(torch.from_numpy(obs[:size]).to(param_dtype(net)))
         as_int = torch.int16 if logits.dtype == torch.bfloat16 else torch.int32
         out = np.empty(b, dtype=np.int64)
         _legal_argmax(logits.view(as_int).numpy(), masks, out)

@@ -39,7 +39,6 @@ import torch
 
 from agents.nets.belief import load_belief
 from agents.nets.checkpoint import load_checkpoint
-from agents.nets.policy import build_net
 from agents.search import prefers_bf16, rollout_rates
 
 from . import compact
@@ -128,7 +127,7 @@ def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
         net, _ = load_checkpoint(cfg.init_from)
         bnet = load_belief(cfg.init_from)
     else:
-        net, bnet = build_net(m.hidden, m.layers, m.critic), None
+        net, bnet = m.build(), None
     weights = weights_to_numpy(net)
     belief = {"hidden": bnet.hidden, "weights": weights_to_numpy(bnet)} if bnet is not None else None
     rates = rollout_rates(net.eval())

@@ -18,12 +18,19 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+import typing
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from sam_env.obs import LA_SCALE
+from agents.nets.format import DEFAULT_KIND
+from sam_env.actions import NUM_ACTIONS
+from sam_env.obs import FULL_EXTRA, LA_SCALE, OBS_SIZE
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+
+
+if typing.TYPE_CHECKING:
+    from agents.nets.interface import PolicyNetwork
 
 
 class ConfigError(ValueError):
@@ -62,14 +69,54 @@ class EnvConfig:
 
 @dataclass
 class ModelConfig:
-    """The policy/value network (a plain MLP so it exports to ONNX)."""
+    """The policy/value network: the registered MLP, or a user's class (agents/nets/interface.py)."""
 
+    kind: str = DEFAULT_KIND
+    """The network: mlp (sized by hidden and layers), or a user's class as package.module:Class that
+    subclasses agents.nets.interface.PolicyNetwork (built with model.kwargs; docs/agents.md)."""
     hidden: int = 256
     """Width of the hidden layers."""
     layers: int = 2
     """Hidden layers; each after the first is a residual block."""
     critic: str = "full"
     """Baseline for the advantages: "full" (a critic MLP that also sees every hand; training only) or "obs"."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """A user's model.kind: its keyword arguments besides obs_size, num_actions and critic_size
+    (numbers or strings)."""
+
+    def __post_init__(self) -> None:
+        """Refuse at load (``--dry-run`` says it) a kind that names no network, or arguments it won't take."""
+        if self.kind == DEFAULT_KIND:
+            if self.kwargs:
+                raise ConfigError(f"model.kwargs is for a user's model.kind; {DEFAULT_KIND} takes"
+                                  " model.hidden and model.layers")
+            return
+        given = ("obs_size", "num_actions", "critic_size")  # every network's, besides model.kwargs
+        bad = [k for k, v in self.kwargs.items() if k in given or not isinstance(v, (int, float, str, bool))]
+        if bad:
+            raise ConfigError(f"model.kwargs.{bad[0]}: the kwargs are numbers or strings, and not "
+                              + ", ".join(given) + " (those are given)")
+        # torch, and the user's module, load only when a config names a network of its own
+        from agents.nets.factory import NetworkError, check_arguments
+        args = self.hparams()
+        try:
+            check_arguments(str(args.pop("kind")), args)
+        except NetworkError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def hparams(self) -> dict[str, Any]:
+        """The network's ``kind`` and constructor arguments: what ``build_network`` builds."""
+        sizes = {"obs_size": OBS_SIZE, "num_actions": NUM_ACTIONS,
+                 "critic_size": FULL_EXTRA if self.critic == "full" else 0}
+        if self.kind == DEFAULT_KIND:
+            return {"kind": self.kind, **sizes, "hidden": self.hidden, "layers": self.layers}
+        return {"kind": self.kind, **sizes, **self.kwargs}
+
+    def build(self) -> "PolicyNetwork":
+        """A freshly initialised network of this config (an ``agents.nets.interface.PolicyNetwork``)."""
+        from agents.nets.factory import build_network  # torch: not needed to read or check a config
+
+        return build_network(self.hparams())
 
 
 @dataclass

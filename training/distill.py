@@ -50,7 +50,6 @@ import torch
 
 from agents import make_agent
 from agents.nets.belief import BeliefNet
-from agents.nets.policy import build_net
 from agents.policy_agent import PolicyAgent
 from agents.search import SearchAgent, prefers_bf16, rollout_rates, search_targets
 from sam_env.obs import OBS_SIZE
@@ -116,7 +115,7 @@ class SearchEngine:
         if round_ == self.round:
             return
         m, d = self.cfg.model, self.cfg.distill
-        net = build_net(m.hidden, m.layers, m.critic)
+        net = m.build()
         load_numpy_weights(net, weights)
         if self.bf16 is None:
             if d.precision == "auto":

@@ -13,7 +13,8 @@ import torch
 
 from agents import make_agent
 from agents.evaluate import evaluate
-from agents.nets.policy import PolicyNet
+from agents.nets.factory import build_network
+from agents.nets.interface import PolicyNetwork
 from agents.policy_agent import PolicyAgent
 from sam_env.rules import RuleSet
 from sam_env.seeding import mix
@@ -24,8 +25,8 @@ from .runlog import Board
 from .runstate import RunState
 
 
-def _net(weights: dict[str, np.ndarray], hp: dict[str, int]) -> PolicyNet:
-    net = PolicyNet.from_hparams(hp)
+def _net(weights: dict[str, np.ndarray], hp: dict[str, Any]) -> PolicyNetwork:
+    net = build_network(hp)
     load_numpy_weights(net, weights)
     return net.eval()
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read_json_file, read_metadata,
                                 resolve, verify)
-from agents.nets.policy import build_net
 
 from .config import ConfigError, TrainConfig, stop_reason, training_tables
 from .config_load import load_config
@@ -140,7 +139,7 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> Any:
     for what, path in (("the run folder", run_dir), ("checkpoint.export_to", Path(cfg.checkpoint.export_to))):
         if str(path) not in ("", ".") and not _writable(path):
             raise TrainError(f"{what} {path} cannot be written here (permission denied)")
-    shape = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic).hparams()
+    shape = cfg.model.hparams()
     starts = [("--resume", ckpt)] if ckpt else []  # verified by _progress
     if cfg.init_from and not ckpt:  # a resume takes its own weights, not init_from's
         starts.append(("init_from", resolve(cfg.init_from)))

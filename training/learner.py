@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from agents.nets.policy import PolicyNet, build_net
+from agents.nets.interface import PolicyNetwork
 
 from . import compact
 from .config import TrainConfig
@@ -54,7 +54,7 @@ class Learner:
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg
         self.device = torch.device("cpu")
-        self.net: PolicyNet = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic).eval()
+        self.net: PolicyNetwork = cfg.model.build().eval()
         self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.ppo.lr, eps=1e-5)
         #: search targets whose KL term rides on each PPO step (expert iteration sets it; None: plain PPO)
         self.distill: DistillSampler | None = None

@@ -37,7 +37,7 @@ from typing import Callable, Optional
 
 import torch
 
-from agents.nets.policy import PolicyNet
+from agents.nets.interface import PolicyNetwork
 
 from .config import LearnerConfig, PPOConfig
 
@@ -51,7 +51,7 @@ def explained_variance(value: torch.Tensor, ret: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def proximal_logp(net: PolicyNet, data: dict[str, torch.Tensor], stale: torch.Tensor, chunk: int,
+def proximal_logp(net: PolicyNetwork, data: dict[str, torch.Tensor], stale: torch.Tensor, chunk: int,
                   bf16: bool) -> torch.Tensor:
     """Log-probabilities of the taken actions: the current policy's on ``stale`` rows, the behaviour's elsewhere."""
     prox = data["logp"].clone()
@@ -70,7 +70,7 @@ DistillSampler = Callable[[], Optional[dict]]
 DISTILL_NAMES = ("distill_kl", "distill_ce", "search_agreement")
 
 
-def distill_terms(net: PolicyNet, batch: dict[str, torch.Tensor], bf16: bool) -> torch.Tensor:
+def distill_terms(net: PolicyNetwork, batch: dict[str, torch.Tensor], bf16: bool) -> torch.Tensor:
     """``[KL(target || policy), cross-entropy, agreement]`` on a minibatch of search targets, KL first
     (the loss: cross-entropy less the target's entropy, so it is 0 when the policy is the target).
     Agreement is the share of decisions whose most probable move is the search's own."""
@@ -83,7 +83,7 @@ def distill_terms(net: PolicyNet, batch: dict[str, torch.Tensor], bf16: bool) ->
     return torch.stack([ce - batch["target_entropy"].mean(), ce, agree.detach()])
 
 
-def distill_update(net: PolicyNet, opt: torch.optim.Optimizer, sample: DistillSampler, steps: int,
+def distill_update(net: PolicyNetwork, opt: torch.optim.Optimizer, sample: DistillSampler, steps: int,
                    max_grad_norm: float, bf16: bool,
                    between_steps: Callable[[], None] | None = None) -> dict[str, float]:
     """Up to ``steps`` gradient steps on the distillation term alone (a stage without PPO); returns the
@@ -110,7 +110,7 @@ def distill_update(net: PolicyNet, opt: torch.optim.Optimizer, sample: DistillSa
     return out
 
 
-def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: PPOConfig,
+def ppo_update(net: PolicyNetwork, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: PPOConfig,
                lcfg: LearnerConfig, gen: torch.Generator,
                between_steps: Callable[[], None] | None = None, distill: DistillSampler | None = None,
                distill_coef: float = 0.0) -> dict[str, float]:
@@ -152,7 +152,7 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, data: dict[str, torch
             pg = -(is_weight[i] * torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)).mean()
             ret = data["ret"][i]
             v_loss = 0.5 * (value - ret).pow(2).mean()
-            if net.critic is not None:
+            if net.has_critic:
                 v_loss = v_loss + 0.5 * (baseline - ret).pow(2).mean()
             probs = logp_all.exp()
             # illegal actions have probability 0; their (huge negative) log-prob must not enter

@@ -34,7 +34,7 @@ from sam_env.actions import NUM_ACTIONS, SAM
 from sam_env.core import O_DECLARER
 
 from agents import make_agent
-from agents.nets.policy import PolicyNet, build_net
+from agents.nets.interface import PolicyNetwork
 
 from . import compact
 from .config import TrainConfig, training_tables
@@ -164,7 +164,7 @@ class RolloutEngine:
         tables = training_tables(cfg)
         sizes = slot_shares(cfg.rollout.envs_per_worker, [t.weight for t in tables])
         self.full_critic = cfg.model.critic == "full"
-        self.pool: dict[int, PolicyNet] = {}
+        self.pool: dict[int, PolicyNetwork] = {}
         self.pool_ids: list[int] = []
         self.streams = [_Stream(t.rules, t.players, n, cfg.rollout.steps_per_rollout,
                                 table_seed(seed, i), FULL_EXTRA if self.full_critic else 0)
@@ -176,8 +176,8 @@ class RolloutEngine:
         self._heuristic = None
         self._opponent: Any = None  # rollout.opponent, when it is not the heuristic
 
-    def _new_net(self) -> PolicyNet:
-        return build_net(self.cfg.model.hidden, self.cfg.model.layers, self.cfg.model.critic).eval()
+    def _new_net(self) -> PolicyNetwork:
+        return self.cfg.model.build().eval()
 
     # ---- the games in progress, for deterministic mode -----------------------------------
     def get_state(self) -> dict[str, np.ndarray]:

@@ -17,6 +17,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 from torch import nn
 
 from sam_env import core
@@ -54,10 +57,8 @@ class BeliefNet(nn.Module):
 
 def save_belief(ckpt_dir: str | Path, net: BeliefNet, info: dict[str, Any]) -> None:
     """Weights and their description into a checkpoint folder, each written atomically."""
-    from safetensors.torch import save
-
     d = Path(ckpt_dir)
-    blob = save({k: v.contiguous() for k, v in net.state_dict().items()})
+    blob = safetensors_bytes({k: v.contiguous() for k, v in net.state_dict().items()})
     write_atomic(d / BELIEF_FILE, blob)
     write_json_atomic(d / BELIEF_META, {"format": BELIEF_FORMAT, "obs_version": obs_mod.OBS_VERSION,
                                         "obs_size": net.obs_size, "hidden": net.hidden,
@@ -71,9 +72,6 @@ def load_belief(ckpt_dir: str | Path) -> BeliefNet | None:
     wfile, mfile = d / BELIEF_FILE, d / BELIEF_META
     if not wfile.exists() and not mfile.exists():
         return None
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     try:
         meta = read_json_file(mfile)
         if not isinstance(meta, dict) or meta.get("format") != BELIEF_FORMAT:

@@ -3,7 +3,9 @@
 The folder format is :mod:`agents.nets.format`.  A folder is written under a
 temporary name and renamed into place, so a reader never sees half a
 checkpoint; the hashes in its metadata catch a file truncated or damaged
-later, and loading verifies them before it builds anything.
+later, and loading verifies them before it builds anything.  The network is
+built by :func:`agents.nets.factory.build_network` from the ``model`` its
+metadata records (a user's kind imports its module: see there).
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ from safetensors.torch import load_file, save_file
 
 from sam_env.atomic import replace_dir
 
-from .format import (BELIEF_FILE, BELIEF_META, FORMAT, ONNX_FILE, ONNX_META, META_FILE, MODEL_FILE, TRAINER_JSON, TRAINER_TENSORS,
-                     CheckpointError, CheckpointMeta, check_tensors, file_sha256, list_checkpoints,
-                     policy_shapes, resolve, verify)
-from .policy import PolicyNet
+from .format import (BELIEF_FILE, BELIEF_META, FORMAT, ONNX_FILE, ONNX_META, META_FILE, MODEL_FILE,
+                     TRAINER_JSON, TRAINER_TENSORS, CheckpointError, CheckpointMeta, check_size,
+                     check_tensors, file_sha256, list_checkpoints, resolve, verify)
+from .factory import build_network, network_shapes
+from .interface import PolicyNetwork
 
 __all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", "copy_checkpoint"]
 
 
-def save_checkpoint(ckpt_dir: str | Path, net: PolicyNet, metadata: dict[str, Any],
+def save_checkpoint(ckpt_dir: str | Path, net: PolicyNetwork, metadata: dict[str, Any],
                     trainer_tensors: dict[str, torch.Tensor] | None = None,
                     trainer_state: dict[str, Any] | None = None) -> Path:
     """Write a checkpoint folder atomically (temp folder, then rename); returns its path.  On an error
@@ -66,12 +69,14 @@ def save_checkpoint(ckpt_dir: str | Path, net: PolicyNet, metadata: dict[str, An
     return replace_dir(tmp, ckpt_dir)  # the same step written again (a resumed run) is replaced
 
 
-def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PolicyNet, CheckpointMeta]:
-    """``(PolicyNet in eval mode, metadata)`` from a checkpoint or run folder; CheckpointError if bad."""
+def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PolicyNetwork, CheckpointMeta]:
+    """``(network in eval mode, metadata)`` from a checkpoint or run folder; CheckpointError if bad."""
     ckpt = resolve(path)
     meta = verify(ckpt)
-    check_tensors(ckpt / MODEL_FILE, policy_shapes(meta.model), str(ckpt))  # before anything is allocated
-    net = PolicyNet.from_hparams(meta.model)
+    shapes = network_shapes(meta.model, str(ckpt))  # before anything is allocated
+    check_size(shapes, str(ckpt))
+    check_tensors(ckpt / MODEL_FILE, shapes, str(ckpt))
+    net = build_network(meta.model)
     try:
         net.load_state_dict(load_file(str(ckpt / MODEL_FILE), device=device))
     except (SafetensorError, RuntimeError, OSError) as exc:

@@ -4,7 +4,8 @@ A checkpoint is a folder (``<run>/checkpoints/ckpt_<updates>/``, or a shipped
 bot such as ``checkpoints/standard``):
 
 - ``model.safetensors`` — the policy's weights (all that a player needs);
-- ``metadata.json`` — :class:`CheckpointMeta`: the network's shape, the
+- ``metadata.json`` — :class:`CheckpointMeta`: the network's kind and
+  hyper-parameters (``model``: ``kind`` absent is an ``mlp``), the
   observation and action-table versions, the tables it was trained for, how
   it was trained (config, commands, wall time), and the SHA-256 of every
   other file it lists;
@@ -30,6 +31,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import stat
 import struct
 from dataclasses import dataclass, field
@@ -38,13 +40,16 @@ from typing import Any, BinaryIO, Mapping
 
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
 from sam_env.obs import LA_SCALE, OBS_SIZE, OBS_VERSION
-from sam_env.rules import RuleSet, RulesError
+from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
 MODEL_FILE, META_FILE = "model.safetensors", "metadata.json"
 TRAINER_TENSORS, TRAINER_JSON = "trainer.safetensors", "trainer.json"
 BELIEF_FILE, BELIEF_META = "belief.safetensors", "belief.json"
 ONNX_FILE, ONNX_META = "policy.onnx", "policy.json"  # the served artifact (agents/export.py)
 FORMAT = "samloc-checkpoint/1"
+DEFAULT_KIND = "mlp"  # the registered network (agents.nets.policy.PolicyNet); a model without "kind" is one
+#: A user's network: ``package.module:Class`` (agents.nets.factory imports it).
+KIND_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 MAX_JSON_BYTES = 1 << 20          # a metadata, sidecar, belief or report file (they are a few KiB)
 MAX_PARAMS = 1 << 28              # parameters of one network (1 GiB in float32; the shipped bot has 0.6 M)
 MAX_LAYERS = 256
@@ -130,7 +135,7 @@ def parse_tables(raw: Mapping[str, Any], where: str) -> tuple[Table, ...]:
     try:
         if raw.get("tables"):
             return tuple(Table(RuleSet.parse(t["rules"]), int(t["players"])) for t in raw["tables"])
-        rules = raw.get("rules") or ["hoi_quan_bai"]
+        rules = raw.get("rules") or [DEFAULT_PRESET]
         players = raw.get("players") or [4]
         rules = rules if isinstance(rules, list) else [rules]
         players = players if isinstance(players, list) else [players]
@@ -173,10 +178,26 @@ def check_size(shapes: Mapping[str, tuple[int, ...]], where: str) -> None:
                               f" {MAX_PARAMS:,} (corrupt metadata?)")
 
 
+def check_kind(kind: Any, where: str) -> None:
+    """A model kind is ``mlp`` or an import path ``package.module:Class``."""
+    if not isinstance(kind, str) or not (kind == DEFAULT_KIND or KIND_PATH.fullmatch(kind)):
+        raise CheckpointError(f"{where}: model kind {str(kind)[:80]!r} is neither {DEFAULT_KIND} nor an"
+                              " import path package.module:Class")
+
+
 def _check_model_fields(model: Any, where: str) -> None:
-    """The model shape: positive integers (``critic_size`` may be 0) of a network of bounded size."""
-    if not isinstance(model, dict) or not all(isinstance(model.get(k), int) for k in
-                                              ("obs_size", "num_actions", "hidden", "layers")):
+    """The model: its kind, and for the mlp positive integers (``critic_size`` may be 0) of a network
+    of bounded size; a user's network has JSON scalars (its shapes are checked when it is built)."""
+    if not isinstance(model, dict):
+        raise CheckpointError(f"{where}: metadata lacks the model")
+    check_kind(model.get("kind", DEFAULT_KIND), where)
+    if model.get("kind", DEFAULT_KIND) != DEFAULT_KIND:
+        bad = [k for k, v in model.items() if not isinstance(v, (int, float, str, bool))]
+        if bad or not all(isinstance(model.get(k), int) for k in ("obs_size", "num_actions", "critic_size")):
+            raise CheckpointError(f"{where}: the model's hyper-parameters must be numbers or strings,"
+                                  " with integer obs_size, num_actions and critic_size")
+        return
+    if not all(isinstance(model.get(k), int) for k in ("obs_size", "num_actions", "hidden", "layers")):
         raise CheckpointError(f"{where}: metadata lacks the model shape"
                               " (obs_size, num_actions, hidden, layers)")
     for k in ("obs_size", "num_actions", "hidden", "layers", "critic_size"):
@@ -239,7 +260,8 @@ class CheckpointMeta:
     for reports; nothing outside training reads the config through it."""
 
     name: str
-    model: dict[str, int]
+    model: dict[str, Any]
+    """The network's ``kind`` (written in, ``mlp`` where the file has none) and hyper-parameters."""
     tables: tuple[Table, ...]
     reward_scale: float = LA_SCALE
     """Lá per unit of the network's value head."""
@@ -274,7 +296,8 @@ class CheckpointMeta:
             counts = {k: int(raw.get(k) or 0) for k in ("updates", "games", "decisions", "decisions_trained")}
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: unreadable metadata ({exc})") from None
-        return cls(name=str(raw.get("name") or ""), model=dict(model), tables=parse_tables(raw, where),
+        return cls(name=str(raw.get("name") or ""), model={"kind": DEFAULT_KIND, **model},
+                   tables=parse_tables(raw, where),
                    reward_scale=scale, heuristic_share=share, obs_version=raw.get("obs_version"),
                    action_table_version=raw.get("action_table_version"), **counts,
                    command=str(raw.get("command") or ""), resumes=tuple(raw.get("resumes") or ()),

@@ -1,9 +1,9 @@
 """The policy/value network: a plain MLP with residual blocks and legal-action masking.
 
-Plain layers only (Linear, ReLU, add, where), so the same module exports to
-ONNX and runs under onnxruntime.  Illegal actions get a large negative
-*finite* logit (``MASK_LOGIT``), never ``-inf``: softmax still gives them
-probability 0 and no NaN can appear, in PyTorch or in an exported graph.
+``model.kind: mlp``, the default and the registered kind of every shipped
+checkpoint (:mod:`agents.nets.interface` is what any kind provides).  Plain
+layers only (Linear, ReLU, add, where), so the same module exports to ONNX and
+runs under onnxruntime.
 
 An optional critic sees every hand (perfect information): a small MLP over
 the policy trunk's features and the hidden hands.  It only trains the policy:
@@ -22,17 +22,19 @@ from torch import nn
 from sam_env.actions import NUM_ACTIONS, SAM
 from sam_env.obs import FULL_EXTRA, OBS_SIZE
 
-MASK_LOGIT = -1e9
+from .format import DEFAULT_KIND
+from .interface import MASK_LOGIT, HParam, PolicyNetwork
+
 SAM_PRIOR_LOGIT = -3.0  # a fresh policy declares Sâm ~5% of the time, not 50%
 
 
-class PolicyNet(nn.Module):
-    """``forward(obs, mask) -> (masked_logits, value)``.
+class PolicyNet(PolicyNetwork):
+    """The MLP: ``hidden`` wide, ``layers`` deep (each layer after the first a residual block).
 
-    ``obs``: float32 ``[B, obs_size]``; ``mask``: ``[B, num_actions]``, nonzero = legal
-    (any numeric dtype).  ``value`` is ``[B]``, in lá / ``reward_scale``.
     ``critic_size``: entries of the hidden-hands vector the critic reads (0: no critic).
     """
+
+    kind = DEFAULT_KIND
 
     def __init__(self, obs_size: int, num_actions: int = NUM_ACTIONS, hidden: int = 256, layers: int = 2,
                  critic_size: int = 0):
@@ -53,15 +55,13 @@ class PolicyNet(nn.Module):
         nn.init.zeros_(self.v.bias)
         self.critic = _Critic(hidden + critic_size, hidden) if critic_size > 0 else None
 
-    def hparams(self) -> dict[str, int]:
+    @property
+    def has_critic(self) -> bool:
+        return self.critic is not None
+
+    def arguments(self) -> dict[str, HParam]:
         return {"obs_size": self.obs_size, "num_actions": self.num_actions,
                 "hidden": self.hidden, "layers": self.layers, "critic_size": self.critic_size}
-
-    @classmethod
-    def from_hparams(cls, hp: dict[str, int]) -> "PolicyNet":
-        """The network ``hparams()`` describes (``critic_size`` absent: no critic, as before it existed)."""
-        return cls(int(hp["obs_size"]), int(hp["num_actions"]), int(hp["hidden"]), int(hp["layers"]),
-                   int(hp.get("critic_size", 0)))
 
     def trunk(self, obs: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.inp(obs))
@@ -72,6 +72,9 @@ class PolicyNet(nn.Module):
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self._heads(self.trunk(obs), mask)
 
+    def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.pi(self.trunk(obs))  # without the value head and the masked copy
+
     def _heads(self, h: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.pi(h)
         masked = torch.where(mask > 0, logits, torch.full_like(logits, MASK_LOGIT))
@@ -79,18 +82,12 @@ class PolicyNet(nn.Module):
 
     def train_forward(self, obs: torch.Tensor, mask: torch.Tensor,
                       hidden_hands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(masked_logits, value, baseline)``; the baseline is the critic's (or ``value`` without one)."""
         h = self.trunk(obs)
         masked, value = self._heads(h, mask)
         return masked, value, value if self.critic is None else self._critic(h, hidden_hands)
 
-    def baseline(self, obs: torch.Tensor, hidden_hands: torch.Tensor) -> torch.Tensor:
-        """The training baseline alone (bootstrapping an unfinished trajectory)."""
-        return self.leaf_value(obs, hidden_hands, 0.0 if self.critic is None else 1.0)
-
     def leaf_value(self, obs: torch.Tensor, hidden_hands: torch.Tensor, critic_weight: float) -> torch.Tensor:
-        """``critic_weight`` x the perfect-information critic + the rest x the seat's own value
-        head: a play-time search's leaf, where the critic alone sees the sampled hands."""
+        """As the interface's, without the policy head."""
         h = self.trunk(obs)
         if critic_weight == 0.0:
             return self.v(h).squeeze(-1)
@@ -106,7 +103,8 @@ class PolicyNet(nn.Module):
 
 
 def build_net(hidden: int, layers: int, critic: str) -> PolicyNet:
-    """The network a training config asks for (``critic``: "full" or "obs")."""
+    """The MLP of this size for this engine (``critic``: "full" or "obs"): what tests and tools build
+    directly; a training config's network comes from ``ModelConfig.build``."""
     return PolicyNet(OBS_SIZE, NUM_ACTIONS, hidden, layers, FULL_EXTRA if critic == "full" else 0)
 
 

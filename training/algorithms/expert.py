@@ -23,7 +23,6 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from agents.nets.belief import load_belief, save_belief
 from agents.nets.format import BELIEF_META, read_json_file
-from agents.nets.policy import build_net
 from agents.policy_agent import PolicyAgent
 from agents.search import rates_text
 from sam_env.seeding import mix
@@ -100,7 +99,7 @@ class ExpertIteration(Algorithm):
         new network (a small ``belief_deals`` can learn a worse one).  Returns "learned" or "kept"."""
         cfg, d = self.cfg, self.cfg.distill
         t0 = time.perf_counter()
-        net = build_net(cfg.model.hidden, cfg.model.layers, cfg.model.critic)
+        net = cfg.model.build()
         load_numpy_weights(net, self.round_weights)
         seed = mix(cfg.seed, BELIEF_STREAM, self.d.round) >> 32
         obs, tgt = collect(PolicyAgent(net.eval(), seed=seed), d.heuristic_share, d.belief_deals,

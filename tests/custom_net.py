@@ -1,0 +1,46 @@
+"""A user's network for ``model.kind=tests.custom_net:TinyNet``: not the MLP, to show that any
+:class:`agents.nets.interface.PolicyNetwork` trains, searches, exports and serves."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from agents.nets.interface import MASK_LOGIT, HParam, PolicyNetwork
+
+
+class TinyNet(PolicyNetwork):
+    """Separate policy and value towers (tanh, no residual), the policy's logits gated by a sigmoid of
+    the observation, and a critic of its own over the raw observation and every hand."""
+
+    def __init__(self, obs_size: int, num_actions: int, critic_size: int = 0, width: int = 16):
+        super().__init__()
+        self.obs_size, self.num_actions, self.critic_size = obs_size, num_actions, critic_size
+        self.width = width
+        self.has_critic = critic_size > 0
+        self.policy = nn.Sequential(nn.Linear(obs_size, width), nn.Tanh(), nn.Linear(width, num_actions))
+        self.gate = nn.Linear(obs_size, num_actions)
+        self.value = nn.Sequential(nn.Linear(obs_size, width), nn.Tanh(), nn.Linear(width, 1))
+        self.critic = (nn.Sequential(nn.Linear(obs_size + critic_size, width), nn.Tanh(), nn.Linear(width, 1))
+                       if critic_size > 0 else None)
+
+    def arguments(self) -> dict[str, HParam]:
+        return {"obs_size": self.obs_size, "num_actions": self.num_actions, "critic_size": self.critic_size,
+                "width": self.width}
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.policy(obs) * torch.sigmoid(self.gate(obs))
+        masked = torch.where(mask > 0, logits, torch.full_like(logits, MASK_LOGIT))
+        return masked, self.value(obs).squeeze(-1)
+
+    def train_forward(self, obs: torch.Tensor, mask: torch.Tensor,
+                      hidden_hands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        masked, value = self(obs, mask)
+        if self.critic is None:
+            return masked, value, value
+        both = torch.cat([obs, hidden_hands.to(obs.dtype)], dim=-1)
+        return masked, value, self.critic(both).squeeze(-1)
+
+
+class NotANetwork(nn.Module):
+    """A module that does not follow the interface: a config naming it is refused."""
