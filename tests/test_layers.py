@@ -107,3 +107,30 @@ def test_serving_and_replay_load_no_torch() -> None:
             "bad = [m for m in ('torch', 'ray', 'gymnasium', 'pettingzoo') if m in sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+# ---- sizes and where things live (docs/architecture.md) ---------------------------------------------------
+def _metrics() -> tuple:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import code_metrics
+    finally:
+        sys.path.pop(0)
+    return code_metrics, code_metrics.measure(ROOT)
+
+
+def test_no_library_module_or_function_is_too_long() -> None:
+    cm, m = _metrics()
+    over = {k: v for k, v in m["modules_over_limit"].items() if k not in cm.LONG_MODULES}
+    assert not over, f"modules over {cm.MAX_MODULE_LINES} lines: {over}"
+    assert not m["functions_over_limit"], f"functions over {cm.MAX_FUNCTION_LINES} lines: {m['functions_over_limit']}"
+
+
+def test_argparse_lives_only_in_the_command_layer() -> None:
+    _, m = _metrics()
+    assert m["parsers_outside_commands"] == []
+
+
+def test_imports_inside_functions_are_optional_dependencies_or_say_why() -> None:
+    _, m = _metrics()
+    assert m["function_level_imports_unexplained"] == []

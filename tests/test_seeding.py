@@ -142,7 +142,7 @@ def test_samloc_eval_deals_never_change():
 
 
 def test_mix_keeps_the_trainers_seeds():
-    """``seeding.mix`` returns what training/trainer.py's ``_mix`` returned, so runs stay reproducible."""
+    """``seeding.mix`` returns what the trainer's former ``_mix`` returned, so runs stay reproducible."""
     pinned = {(0,): 6229623725594924965, (1,): 1665146963891722970, (0, 1): 5232054368819540721,
               (12345, 7, 3): 2808595538189091976, (2 ** 63 + 5, -1, 99): 2110111105840137305,
               (): 2177342782468422677, (42, 0, 0): 3144793267856379056}

@@ -75,7 +75,7 @@ def test_rules_demo_replay_and_bench_run_from_any_directory(installed) -> None:
     bin_dir, work, env = installed
     samloc = str(bin_dir / "samloc")
     listing = _run([samloc, "rules"], work, env).stdout
-    assert [line.split()[0] for line in listing.splitlines()] == ["hoi_quan_bai", "s666pg", "mien_bac", "online"]
+    assert [line.split()[0] for line in listing.splitlines()] == ["hoi_quan_bai", "mien_bac", "online", "s666pg"]
     assert "sam_declaration: true" in _run([samloc, "rules", "s666pg"], work, env).stdout
     demo = json.loads(_run([samloc, "demo", "--games", "4", "--seed", "3"], work, env).stdout.strip().splitlines()[-1])
     assert demo["games"] == 4 and demo["replay_mismatches"] == 0
@@ -100,6 +100,13 @@ def test_gymnasium_makes_the_environment(installed) -> None:
                 "import gymnasium, sam_env.gym_env; e = gymnasium.make('SamLoc-v0'); o, i = e.reset(seed=1);"
                 "print(o['observation'].shape, int(o['action_mask'].sum()) > 0)"], work, env)
     assert out.stdout.split() == ["(993,)", "True"]
+
+
+def test_serve_without_shipped_checkpoints_says_where_to_put_them(installed) -> None:
+    bin_dir, work, env = installed
+    out = subprocess.run([str(bin_dir / "samloc"), "serve", "--port", str(_free_port())], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "SAMLOC_CHECKPOINTS" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_serve_a_heuristic_bot(installed) -> None:
