@@ -29,7 +29,7 @@ from agents.nets.format import MODEL_FILE, CheckpointError, policy_shapes, read_
 from agents.nets.policy import PolicyNet, build_net  # noqa: E402
 from agents.policy_agent import PolicyAgent  # noqa: E402
 from agents.search import SearchAgent  # noqa: E402
-from agents.server import create_app  # noqa: E402
+from agents.serving.app import create_app  # noqa: E402
 from sam_env import obs as obs_mod  # noqa: E402
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS  # noqa: E402
 from sam_env.cards import card_str  # noqa: E402
