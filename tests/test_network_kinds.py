@@ -35,7 +35,8 @@ from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS  # noqa: E402
 from sam_env.cards import card_str  # noqa: E402
 from sam_env.game import Game  # noqa: E402
 from tests.custom_net import TinyNet  # noqa: E402
-from training.config import ConfigError, load_config  # noqa: E402
+from training.config import ConfigError  # noqa: E402
+from training.config_load import load_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KIND = "tests.custom_net:TinyNet"
