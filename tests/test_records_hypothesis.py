@@ -327,7 +327,7 @@ def test_samloc_replay_command(argv, stdin, code):
         assert err == "" and all(line for line in out.splitlines())
     else:
         assert out == "" and len(err.strip().splitlines()) >= 1
-        assert "error" in err.lower() or "cannot" in err or "usage" in err.lower()
+        assert "error" in err.lower() or "cannot" in err or "usage" in err.lower() or "argument" in err
 
 
 # ---- cards and moves as text -----------------------------------------------------------------

@@ -79,7 +79,7 @@ def test_health_and_info(client: TestClient) -> None:
     assert client.get("/v1/health").json() == {"ok": True}
     info = client.get("/v1/info").json()
     assert info["name"] == "random" and info["checkpoint"] is None
-    assert info["rules"] == ["hoi_quan_bai", "s666pg", "mien_bac", "online"]
+    assert info["rules"] == ["hoi_quan_bai", "mien_bac", "online", "s666pg"]  # PRESET_NAMES: the default first, then by name
     assert info["players"] == [2, 3, 4, 5]
     assert {s["rules"]: s["players"] for s in info["supports"]}["mien_bac"] == [2, 3, 4]
 
