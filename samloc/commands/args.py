@@ -28,11 +28,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message}\n")
 
 
-def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
-    """``argv`` parsed, or the exit status where parsing ended the command: 0 after ``--help``, 2 after
-    a usage error (its line printed)."""
+def parse(parse_args: Callable[[list[str]], argparse.Namespace], argv: list[str]) -> argparse.Namespace | int:
+    """``parse_args(argv)`` (a parser's ``parse_args`` or ``parse_intermixed_args``), or the exit status where
+    parsing ended the command: 0 after ``--help``, 2 after a usage error (its one line printed)."""
     try:
-        return parser.parse_args(argv)
+        return parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
 
@@ -151,16 +151,3 @@ def minutes_arg(text: str) -> float:
     if not 0 < v < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of minutes, not {text!r}")
     return v
-
-
-def parsed(prog: str, parse: Callable[[list[str]], argparse.Namespace],
-           argv: list[str]) -> argparse.Namespace | int:
-    """``parse(argv)``, or the exit code instead: 0 after ``--help``, 2 after a bad command line (its one
-    line printed as ``prog: problem``)."""
-    try:
-        return parse(argv)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    except UsageError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2

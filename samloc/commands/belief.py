@@ -12,7 +12,7 @@ from agents.nets.format import BELIEF_FILE, MODEL_FILE
 from training import belief
 from training.belief import train_belief
 
-from .args import Parser, parsed
+from .args import Parser, parse
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--epochs", type=int, default=4, help="passes over the recorded decisions (default 4)")
     ap.add_argument("--hidden", type=int, default=512, help="width of the two hidden layers (default 512)")
     ap.add_argument("--seed", type=int, default=0, help="seeds the deals and the network (default 0)")
-    args = parsed("samloc belief", ap.parse_args, argv)
+    args = parse(ap.parse_args, argv)
     if isinstance(args, int):
         return args
     for key in ("deals", "epochs", "hidden"):

@@ -16,7 +16,7 @@ from training.config import ConfigError
 from training.config_load import load_config
 from training.learner import DeviceError, resolve_device
 
-from .args import Parser, parsed
+from .args import Parser, parse
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -46,7 +46,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    args = parsed("samloc bench", _parse, argv)
+    args = parse(_parse, argv)
     if isinstance(args, int):
         return args
     overrides = [f"learner.{k}={v}" for k, v in (("device", args.device), ("precision", args.precision)) if v]

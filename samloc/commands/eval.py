@@ -144,7 +144,7 @@ def _print(res: dict[str, Any], out: Path, as_json: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(_parser(), argv)
+    args = parse(_parser().parse_args, argv)
     if isinstance(args, int):
         return args
     try:

@@ -23,7 +23,7 @@ def _parser() -> Parser:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(_parser(), argv)
+    args = parse(_parser().parse_args, argv)
     if isinstance(args, int):
         return args
     if args.samples < 1:

@@ -31,7 +31,7 @@ from training.errors import TrainError
 from training.launch import Launch, dry_run, new_run_folder, nothing_left, resolve_launch
 from training.pipeline import TrainResult, run_pipeline
 
-from .args import Parser, parsed, count_arg, minutes_arg
+from .args import Parser, parse, count_arg, minutes_arg
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -115,7 +115,7 @@ def _train(args: argparse.Namespace, launch: Launch, command: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    args = parsed("samloc train", _parse, argv)
+    args = parse(_parse, argv)
     if isinstance(args, int):
         return args
     command = "samloc train " + " ".join(shlex.quote(a) for a in argv)
