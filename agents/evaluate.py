@@ -88,9 +88,7 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
     replayable agents given as specs), with the one-process result; ``wall_seconds`` then says how
     long it took.  ``pool``: an :class:`EvalPool` of these agents and seed to play them in instead.
     """
-    if not isinstance(rules, RuleSet):  # parsed once, at the caller's edge (RuleSet.parse)
-        raise TypeError(f"rules must be a RuleSet (RuleSet.parse it where it comes in), not {type(rules).__name__}")
-    n = rules.check_players(players)
+    n = RuleSet.given(rules).check_players(players)
     if isinstance(deals, bool) or not isinstance(deals, int) or deals < 1:
         raise ValueError(f"deals must be a positive integer, not {deals!r}")
     check_workers(workers)

@@ -14,7 +14,7 @@ import numpy as np
 from . import core, seeding
 from .actions import NUM_ACTIONS
 from .cards import HAND_SIZE
-from .rules import DEFAULT_PRESET, RuleSet
+from .rules import RuleSet
 
 
 class IllegalActionError(ValueError):
@@ -30,9 +30,9 @@ class GameBatch:
     them).
     """
 
-    def __init__(self, rules: RuleSet | str = DEFAULT_PRESET, players: int = 4,
+    def __init__(self, rules: RuleSet, players: int = 4,
                  num_games: int = 1024, seed: int = 0, autoreset: bool = True):
-        self.rules = RuleSet.parse(rules)  # temporary (issue #32): agents/ and training/ still pass preset names
+        self.rules = RuleSet.given(rules)
         self.players = self.rules.check_players(players)
         if num_games < 1:
             raise ValueError("num_games must be at least 1")
@@ -87,7 +87,7 @@ class GameBatch:
         return self.rewards, self.done
 
 
-def play_random(rules: RuleSet | str = DEFAULT_PRESET, players: int = 4,
+def play_random(rules: RuleSet, players: int = 4,
                 games: int = 10_000, seed: int = 0, batch: int = 1024,
                 no_sam: bool = True) -> dict[str, int]:
     """Play ``games`` uniformly random games through the batched engine (the benchmark's work).
@@ -95,7 +95,7 @@ def play_random(rules: RuleSet | str = DEFAULT_PRESET, players: int = 4,
     Slot ``g`` of the batch starts on deal 0 of seed ``seed + g``; its random
     moves draw from the same stream, so its later deals are its own.
     """
-    rs = RuleSet.parse(rules)  # temporary (issue #32): callers outside sam_env still pass preset names
+    rs = RuleSet.given(rules)
     rs.check_players(players)
     batch = max(1, min(batch, games))
     states = core.new_states(batch)

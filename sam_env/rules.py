@@ -65,6 +65,16 @@ class RuleSetBase:
             return cls.preset(base).with_overrides(spec)
         raise RulesError(f"rules must be a preset name or an object, not {spec!r}")
 
+    @classmethod
+    def given(cls, rules: Any) -> Any:
+        """``rules`` if it is already parsed, else a TypeError: libraries take the parsed value, and
+        only an edge (a command line, a config, a request, a record, an environment's constructor)
+        calls :meth:`parse`."""
+        if not isinstance(rules, cls):
+            raise TypeError(f"rules must be a RuleSet (RuleSet.parse it where it comes in), "
+                            f"not {type(rules).__name__}")
+        return rules
+
     def with_overrides(self, overrides: Mapping[str, Any]) -> Any:
         if not overrides:
             return self

@@ -235,7 +235,8 @@ class SelfPlayBatch:
                  num_envs: int = 1024, seed: int = 0, copy: bool = True):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, not {num_envs!r}")
-        self.game_batch = GameBatch(rules, players, num_envs, seed=0, autoreset=True)
+        # an environment's constructor is an edge: a preset name or a rules object is parsed here
+        self.game_batch = GameBatch(RuleSet.parse(rules), players, num_envs, seed=0, autoreset=True)
         self.rules = self.game_batch.rules
         self.players = self.game_batch.players
         self.num_envs = num_envs

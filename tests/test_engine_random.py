@@ -336,7 +336,7 @@ def test_random_games_keep_every_invariant(preset, deal_for):
 @pytest.mark.parametrize("no_sam", [True, False])
 def test_batched_random_play_is_always_legal(engine_cfg, no_sam):
     rules, players = engine_cfg
-    out = play_random(rules, players, games=3000, seed=11, batch=64, no_sam=no_sam)
+    out = play_random(RuleSet.parse(rules), players, games=3000, seed=11, batch=64, no_sam=no_sam)
     assert out["illegal"] == 0
     assert out["games"] == 3000
     assert out["decisions"] > 3000 * (20 if no_sam else 2)
@@ -344,7 +344,7 @@ def test_batched_random_play_is_always_legal(engine_cfg, no_sam):
 
 def _run_batch(rules, players: int, seed: int, steps: int, num_games: int = 32):
     """Step a GameBatch with seeded random legal actions; log each finished game."""
-    b = GameBatch(rules, players, num_games=num_games, seed=seed)
+    b = GameBatch(RuleSet.parse(rules), players, num_games=num_games, seed=seed)
     rng = np.random.default_rng(seed)
     deals = [b.deals[g].copy() for g in range(num_games)]
     openers = [int(b.states[g, core.O_OPENER]) for g in range(num_games)]
@@ -398,7 +398,9 @@ def test_game_batch_is_reproducible_and_matches_game():
 
 
 def test_game_batch_refuses_an_illegal_action():
-    b = GameBatch("hoi_quan_bai", 3, num_games=4, seed=1)
+    with pytest.raises(TypeError, match="rules must be a RuleSet"):  # libraries take the parsed value
+        GameBatch("hoi_quan_bai", 3, num_games=4, seed=1)  # type: ignore[arg-type]
+    b = GameBatch(RuleSet.parse("hoi_quan_bai"), 3, num_games=4, seed=1)
     masks = b.legal_masks()
     a = masks.argmax(1).astype(np.int64)
     bad = int(np.flatnonzero(masks[2] == 0)[0])

@@ -199,3 +199,17 @@ def test_a_users_network_trains_exports_serves_and_evaluates(tmp_path: Path) -> 
                              "--seed", "1", "--json", "--out", str(tmp_path / "eval"))
                      .stdout.strip().splitlines()[-1])
     assert res["deals"] == 8 and res["zero_sum"] and np.isfinite(res["mean_score"])
+
+
+def test_exploit_from_a_users_checkpoint_keeps_its_network(tmp_path: Path) -> None:
+    """``samloc exploit --from CKPT`` starts from the checkpoint's own network, whatever its kind."""
+    from training.config_load import load_config
+    from training.exploit import _start_model
+
+    net = _tiny()
+    ckpt = save_checkpoint(tmp_path / "tiny", net, META)
+    init_from, model = _start_model(str(ckpt))
+    assert init_from == str(ckpt.resolve())
+    assert model == [f"model.kind={KIND}", "model.kwargs.width=8", "model.critic=full"]
+    cfg = load_config("quick", model)
+    assert cfg.model.kind == KIND and cfg.model.kwargs == {"width": 8}

@@ -154,7 +154,7 @@ def test_known_position_by_hand():
 
 def _random_states(rules: str, players: int, count: int, seed: int) -> np.ndarray:
     """``count`` states from random batched play (varied phases, tops, chains)."""
-    gb = GameBatch(rules, players, num_games=64, seed=seed)
+    gb = GameBatch(RuleSet.parse(rules), players, num_games=64, seed=seed)
     rng = np.random.default_rng(seed)
     out = []
     while len(out) * 64 < count:

@@ -62,7 +62,7 @@ def test_batches_and_envs_give_game_g_the_deals_of_seed_plus_g():
 
     seed, n = 40, 6
     want = [playable(seed + g, 1)[0] for g in range(n)]
-    gb = GameBatch(RULES, PLAYERS, num_games=n, seed=seed)
+    gb = GameBatch(RuleSet.parse(RULES), PLAYERS, num_games=n, seed=seed)
     assert rows(gb.hands, gb.states[:, core.O_OPENER]) == want
     sp = SelfPlayBatch(RULES, PLAYERS, num_envs=n, seed=seed).game_batch
     assert rows(sp.hands, sp.states[:, core.O_OPENER]) == want

@@ -7,14 +7,16 @@ import sys
 from pathlib import Path
 
 from sam_env.batch import play_random
+from sam_env.rules import RuleSet
 from sam_env.record import replay_report
 
 SCRIPT = """
 import json, sys
 from sam_env.batch import play_random
+from sam_env.rules import RuleSet
 from sam_env.record import replay_report
 recs = [json.loads(l)["record"] for l in open(sys.argv[1], encoding="utf-8")][:20]
-print(json.dumps({"random": play_random("mien_bac", 3, games=12, seed=5, batch=4),
+print(json.dumps({"random": play_random(RuleSet.parse("mien_bac"), 3, games=12, seed=5, batch=4),
                   "replays": [replay_report(r) for r in recs]}))
 """
 
@@ -26,6 +28,6 @@ def test_uncompiled_engine_matches_compiled():
                          text=True, timeout=300, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     recs = [json.loads(line)["record"] for line in examples.read_text(encoding="utf-8").splitlines()][:20]
-    assert got["random"] == play_random("mien_bac", 3, games=12, seed=5, batch=4)
+    assert got["random"] == play_random(RuleSet.parse("mien_bac"), 3, games=12, seed=5, batch=4)
     assert got["random"]["illegal"] == 0 and got["random"]["games"] == 12
     assert got["replays"] == [replay_report(r) for r in recs]

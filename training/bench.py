@@ -89,7 +89,7 @@ def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) 
     m = cfg.model
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"bench": "learner", "config": cfg.name, "device": str(device), "device_name": name,
-            "torch_threads": torch.get_num_threads(), "model": f"{m.hidden}x{m.layers} critic={m.critic}",
+            "torch_threads": torch.get_num_threads(), "model": m.label(),
             "precision": cfg.learner.precision, "decisions_per_update": n, "minibatch": min(cfg.ppo.minibatch, n),
             "epochs": cfg.ppo.epochs, "recorded_decisions": len(data["act"]), "updates": updates,
             "seconds_per_update": round(secs, 4), "decisions_per_s": round(n / secs),

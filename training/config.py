@@ -84,6 +84,12 @@ class ModelConfig:
     """A user's model.kind: its keyword arguments besides obs_size, num_actions and critic_size
     (numbers or strings)."""
 
+    def label(self) -> str:
+        """The network in a few words, for benchmark and log lines."""
+        shape = (f"{self.hidden}x{self.layers}" if self.kind == DEFAULT_KIND
+                 else self.kind + "(" + ", ".join(f"{k}={v}" for k, v in self.kwargs.items()) + ")")
+        return f"{shape} critic={self.critic}"
+
     def __post_init__(self) -> None:
         """Refuse at load (``--dry-run`` says it) a kind that names no network, or arguments it won't take."""
         if self.kind == DEFAULT_KIND:

@@ -100,11 +100,8 @@ def command(parser: Callable[[], argparse.ArgumentParser]) -> Callable[[Run], Ca
     def wrap(run: Run) -> Callable[[list[str]], int]:
         @functools.wraps(run)
         def main(argv: list[str]) -> int:
-            try:
-                args = parser().parse_args(argv)
-            except SystemExit as exc:
-                return int(exc.code or 0)
-            return run(args)
+            args = parse(parser().parse_args, argv)
+            return args if isinstance(args, int) else run(args)
         return main
     return wrap
 
