@@ -39,7 +39,7 @@ from sam_env.obs_layout import QUARTER, cell_kinds
 
 #: The observation layout described here; another one must be described again.
 PACKED_OBS_VERSION = 1
-_PLAIN = ("logp", "val", "adv", "ret", "teach")  # shipped as they are
+_PACKED = ("mask", "hid", "act")  # besides the obs_* arrays; every other array is a per-row figure, shipped as is
 
 
 @dataclass(frozen=True)
@@ -97,11 +97,12 @@ def _coded(name: str, cols: list[int], kinds: list) -> Coded:
 def pack(obs: np.ndarray, mask: np.ndarray, hid: np.ndarray, act: np.ndarray,
          plain: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The learner decisions a worker ships: ``obs`` float32 ``[n, OBS_SIZE]``, ``mask`` ``[n, NUM_ACTIONS]``
-    and ``hid`` ``[n, FULL_EXTRA or 0]`` (0/1), ``act`` ``[n]``, and ``plain`` (logp, val, adv, ret, teach) as is."""
+    and ``hid`` ``[n, FULL_EXTRA or 0]`` (0/1), ``act`` ``[n]``, and ``plain``, the algorithm's per-row figures
+    (PPO's logp, val, adv, ret, teach; DMC's ret), as they are."""
     out = pack_obs(obs, mask)
     out["hid"] = np.packbits(hid != 0, axis=-1)
     out["act"] = act.astype(np.uint8)
-    out.update({k: plain[k] for k in _PLAIN})
+    out.update(plain)
     return out
 
 
@@ -158,13 +159,13 @@ def _on(device: torch.device) -> tuple[torch.Tensor, tuple[tuple[torch.Tensor, t
 
 def expand(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The training batch from packed tensors, on their device: obs float32, mask int8, hid uint8,
-    act int64, and logp, val, adv, ret, teach as shipped."""
+    act int64, and the per-row figures as shipped."""
     obs, mask = expand_obs(packed)
     hid_size = FULL_EXTRA if packed["hid"].shape[1] else 0  # no critic: no hands
     out = {"obs": obs, "mask": mask,
            "hid": _unpack_bits(packed["hid"], hid_size).to(torch.uint8),
            "act": packed["act"].to(torch.int64)}
-    out.update({k: packed[k] for k in _PLAIN})
+    out.update({k: v for k, v in packed.items() if k not in _PACKED and not k.startswith("obs_")})
     return out
 
 

@@ -199,6 +199,29 @@ class PPOConfig:
 
 
 @dataclass
+class DMCConfig:
+    """Deep Monte-Carlo (``algorithm: dmc``, after DouZero): the network's action head is a Q-value per move
+    of the action table, learned by regression on each decision's whole-game return (docs/training.md)."""
+
+    epsilon: float = 0.01
+    """Share of the learner's moves drawn uniformly among the legal ones in self-play (the rest: the
+    highest Q); past snapshots in the pool play greedily."""
+    lr: float = 3e-4
+    """Adam learning rate."""
+    epochs: int = 1
+    """Passes over each batch (DouZero: each decision is learned from once)."""
+    minibatch: int = 4096
+    """Decisions per gradient step."""
+    batch_decisions: int = 16384
+    """Decisions with a known return gathered before one update."""
+    value_coef: float = 0.5
+    """Weight of the value head's (and the critic's) regression on the same returns: they are what the
+    search's leaves and the exported value read."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping."""
+
+
+@dataclass
 class LearnerConfig:
     """Where and how the PPO update runs, and how old the data it learns from may be."""
 
@@ -360,12 +383,14 @@ class TrainConfig:
     init_from: str = ""
     """A checkpoint folder whose network (same shape) a new run starts from ('' = fresh weights)."""
     algorithm: str = "ppo"
-    """The learning algorithm: ppo, expert_iteration (needs distill.enabled=true, which alone selects it),
-    reinforce, or a package.module:Class path (docs/training.md, "Writing an algorithm")."""
+    """The learning algorithm: ppo, dmc (Deep Monte-Carlo, the dmc section), expert_iteration (needs
+    distill.enabled=true, which alone selects it), reinforce, or a package.module:Class path
+    (docs/training.md, "Writing an algorithm")."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    dmc: DMCConfig = field(default_factory=DMCConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

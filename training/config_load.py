@@ -159,6 +159,11 @@ def validate(cfg: TrainConfig) -> None:
          f"ppo.batch_decisions must be at most {MAX_BATCH_DECISIONS:,} (the learner expands ~4.5 KB per decision)")
     need(pp.ent_coef >= 0 and pp.vf_coef >= 0 and pp.max_grad_norm > 0,
          "ppo.ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
+    dm = cfg.dmc
+    need(0 <= dm.epsilon <= 1, "dmc.epsilon must be from 0 to 1")
+    need(dm.lr > 0 and dm.epochs >= 1 and dm.minibatch >= 1 and dm.value_coef >= 0 and dm.max_grad_norm > 0,
+         "dmc.lr, epochs, minibatch and max_grad_norm must be positive, dmc.value_coef >= 0")
+    need(1 <= dm.batch_decisions <= MAX_BATCH_DECISIONS, f"dmc.batch_decisions must be from 1 to {MAX_BATCH_DECISIONS:,}")
     le = cfg.learner
     need(DEVICE_RE.fullmatch(le.device) is not None,
          f"learner.device must be auto, cpu, cuda or cuda:N, not {le.device!r}")

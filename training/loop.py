@@ -68,7 +68,7 @@ class RunLoop:
         torch.manual_seed(cfg.seed)
         self.state = RunState(cfg, run_dir, command, self.log)
         self.algo = (algorithm or algorithm_class(cfg))(cfg, self.state, self.log)
-        self.scheduler = make_scheduler(cfg, self.state, self.log)
+        self.scheduler = make_scheduler(cfg, self.state, self.log, self.algo.batch_decisions)
         self.workers = WorkerPool(cfg, ray_address, dashboard, self.log)
         self.target = evaluation or OpponentsEval(cfg)
         self.placement: list[dict[str, Any]] = []
@@ -155,7 +155,7 @@ class RunLoop:
     def collect(self) -> list[dict[str, Any]]:
         """The algorithm's own workers, then the rollouts that arrived; the next update's batch, if any."""
         self.scheduler.resubmit()
-        ready = self.scheduler.queued_decisions() >= self.cfg.ppo.batch_decisions  # then wait for nothing
+        ready = self.scheduler.queued_decisions() >= self.algo.batch_decisions  # then wait for nothing
         self.scheduler.collect(self.algo.collect(self, 0 if ready else 0.5))
         return self.algo.take(self)
 

@@ -173,6 +173,8 @@ class RolloutEngine:
             self._draw(st, np.ones(st.n, dtype=bool))
         self.net = self._new_net()
         self.version = -1
+        #: the Sâm lesson's teacher answers at the learner's Sâm decisions (PPO's, ppo.sam_lesson_coef)
+        self.lesson = cfg.ppo.sam_lesson_coef > 0
         self._heuristic = None
         self._opponent: Any = None  # rollout.opponent, when it is not the heuristic
 
@@ -195,7 +197,7 @@ class RolloutEngine:
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         """Continue the games of :meth:`get_state` (of an engine of the same config); the observations and
         masks are encoded again from the game states.  ValueError names an array that does not fit."""
-        want = self.get_state()
+        want = RolloutEngine.get_state(self)  # the games; an engine of an algorithm's own restores its part
         for k, v in want.items():
             got = state.get(k)
             if got is None or np.shape(got) != v.shape:
@@ -313,15 +315,15 @@ class RolloutEngine:
             li = np.flatnonzero(learner)
             if li.size:  # the policy runs only where the learner sits
                 sel = slice(None) if li.size == N else li
-                logits, _, base = self.net.train_forward(torch.from_numpy(st.b_obs[t][sel]),
-                                                         torch.from_numpy(st.b_mask[t][sel]),
+                m = torch.from_numpy(st.b_mask[t][sel])
+                logits, _, base = self.net.train_forward(torch.from_numpy(st.b_obs[t][sel]), m,
                                                          torch.from_numpy(st.b_hid[t][sel]))
-                a, logp = sample_actions(logits, self.gen)
+                a, logp = self.explore(logits, m)
                 act[sel] = a.numpy()
                 st.b_logp[t, sel] = logp.numpy()
                 st.b_val[t, sel] = base.numpy()
             st.b_teach[t] = -1
-            if cfg.ppo.sam_lesson_coef > 0:
+            if self.lesson:
                 ask = learner & ((mask[:, SAM] > 0) | (gb.states[:, O_DECLARER] == seat))
                 if ask.any():
                     idx = np.flatnonzero(ask)
@@ -334,6 +336,7 @@ class RolloutEngine:
             stats["sam_declared"] += int(np.count_nonzero((act == SAM) & learner))
             st.seat, st.obs, st.mask, rewards, done = st.env.step(act)
             record_step(t, seat, learner, rewards, done, np.float32(cfg.env.reward_scale), pend, nxt, term, rew)
+            self.stepped(st, t, seat, rewards, done)
             st.score += rewards[rows, st.lseat]
             if done.any():
                 d_idx = np.flatnonzero(done)
@@ -344,7 +347,29 @@ class RolloutEngine:
                         stats[key + "_sum"] += float(st.score[d_idx[kind]].sum())
                         stats[key + "_games"] += int(kind.sum())
                 self._draw(st, done)
-        # bootstrap the sequences still open: the value of each such seat's view now
+        stats["decisions"] += T * N
+        stats["learner_decisions"] += int(st.b_valid.sum())
+        return self.targets(st, pend, nxt, term, rew)
+
+    # ---- what the algorithm asks of the play (PPO's; training/algorithms/dmc_rollout.py has DMC's) ------
+    def explore(self, logits: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The learner's moves from its masked logits (``mask``: the legal ones), and their
+        log-probabilities: sampled from the policy."""
+        return sample_actions(logits, self.gen)
+
+    def pool_choice(self, logits: torch.Tensor) -> torch.Tensor:
+        """A past snapshot's moves, as it played them when it was the learner: sampled."""
+        return sample_actions(logits, self.gen)[0]
+
+    def stepped(self, st: _Stream, t: int, seat: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
+        """After step ``t`` of the games (``seat`` acted, ``rewards`` in lá for every seat, ``done`` ended)."""
+
+    def targets(self, st: _Stream, pend: np.ndarray, nxt: np.ndarray, term: np.ndarray,
+                rew: np.ndarray) -> dict[str, np.ndarray]:
+        """The packed batch of the rollout's learner decisions (``st.b_*``, ``b_valid`` marks them), with
+        what the learner needs: GAE advantages and returns over each seat's sequence, a sequence still
+        open bootstrapped with the value of that seat's view now."""
+        cfg, T, N = self.cfg, st.T, st.n
         boot = np.zeros((T, N), dtype=np.float32)
         e_idx, s_idx = np.nonzero(pend >= 0)
         if e_idx.size:
@@ -360,8 +385,6 @@ class RolloutEngine:
         compute_gae(st.b_val, rew, nxt, term, boot, st.b_valid, np.float32(cfg.ppo.gamma),
                     np.float32(cfg.ppo.gae_lambda), adv)
         v = st.b_valid
-        stats["decisions"] += T * N
-        stats["learner_decisions"] += int(v.sum())
         # the batch the learner trains on: one row per learner decision, packed (compact.expand unpacks it)
         return compact.pack(st.b_obs[v], st.b_mask[v], st.b_hid[v], st.b_act[v],
                             {"logp": st.b_logp[v], "val": st.b_val[v], "adv": adv[v], "ret": adv[v] + st.b_val[v],
@@ -379,10 +402,12 @@ class RolloutEngine:
             if sel.any():
                 idx = np.flatnonzero(sel)
                 logits, _ = self.pool[sid](torch.from_numpy(st.obs[idx]), torch.from_numpy(st.mask[idx]))
-                act[idx] = sample_actions(logits, self.gen)[0].numpy()
+                act[idx] = self.pool_choice(logits).numpy()
 
 
-def _actor_class() -> type:
+def rollout_actor_class(engine_class: type[RolloutEngine] = RolloutEngine) -> type:
+    """The Ray actor class of rollout workers that play with ``engine_class`` (an algorithm's own)."""
+
     @ray.remote
     class RolloutActor:
         """A Ray actor around :class:`RolloutEngine`; it (re)creates its engine from the first request.
@@ -408,12 +433,12 @@ def _actor_class() -> type:
             streams seeded by ``seed`` alone, whatever this actor did before, and returns its end state."""
             if lane is None:
                 if self.engine is None:
-                    self.engine = RolloutEngine(self.cfg, self.worker_id, seed)
+                    self.engine = engine_class(self.cfg, self.worker_id, seed)
             elif lane["state"] is None:  # the lane's first rollout: fresh games from its seed
-                self.engine = RolloutEngine(self.cfg, self.worker_id, seed)
+                self.engine = engine_class(self.cfg, self.worker_id, seed)
             else:
                 if self.engine is None:
-                    self.engine = RolloutEngine(self.cfg, self.worker_id, seed)
+                    self.engine = engine_class(self.cfg, self.worker_id, seed)
                 self.engine.set_state(lane["state"])
                 self.engine.reseed(seed)
             self.engine.set_weights(weights, version)

@@ -171,8 +171,9 @@ class Scheduler(ABC):
     #: every due evaluation
     in_order = False
 
-    def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None]):
+    def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None], batch_decisions: int):
         self.cfg, self.state, self.log = cfg, state, log
+        self.batch_decisions = batch_decisions  # an update's size, the algorithm's (Algorithm.batch_decisions)
         self.actors: list[Any] = []
         self.queue = RolloutQueue(cfg.learner.max_policy_lag)
         self.consumed: set[int] = set()
@@ -252,8 +253,8 @@ class Scheduler(ABC):
 class AsyncScheduler(Scheduler):
     """Workers asked again as soon as they deliver, with the newest weights (see the module docstring)."""
 
-    def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None]):
-        super().__init__(cfg, state, log)
+    def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None], batch_decisions: int):
+        super().__init__(cfg, state, log, batch_decisions)
         self.pending: dict[Any, tuple[int, int]] = {}
         self.waiting: list[int] = []  # workers waiting for room in the queue
         self.capacity = 0             # rollouts in flight or waiting, at most
@@ -285,7 +286,7 @@ class AsyncScheduler(Scheduler):
         """Ask worker ``w`` again if the queue has room (rollouts in flight and waiting) or the learner
         still lacks a batch, else let it wait."""
         if (len(self.pending) + len(self.queue) < self.capacity
-                or self.queue.decisions() < self.cfg.ppo.batch_decisions):
+                or self.queue.decisions() < self.batch_decisions):
             self._submit(w)
         else:
             self.waiting.append(w)
@@ -309,8 +310,8 @@ class DeterministicScheduler(Scheduler):
 
     in_order = True
 
-    def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None]):
-        super().__init__(cfg, state, log)
+    def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None], batch_decisions: int):
+        super().__init__(cfg, state, log, batch_decisions)
         self.lanes: Lanes | None = None  # restored by a resume
 
     def _first_requests(self) -> None:
@@ -391,7 +392,8 @@ class DeterministicScheduler(Scheduler):
             raise TrainError(f"{where}: {exc}") from None
 
 
-def make_scheduler(cfg: TrainConfig, state: RunState, log: Callable[[str], None]) -> Scheduler:
-    """The schedule ``rollout.deterministic`` asks for."""
+def make_scheduler(cfg: TrainConfig, state: RunState, log: Callable[[str], None],
+                   batch_decisions: int) -> Scheduler:
+    """The schedule ``rollout.deterministic`` asks for; an update takes ``batch_decisions``."""
     cls = DeterministicScheduler if cfg.rollout.deterministic else AsyncScheduler
-    return cls(cfg, state, log)
+    return cls(cfg, state, log, batch_decisions)

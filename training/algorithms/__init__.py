@@ -12,6 +12,7 @@ from .base import Algorithm
 #: name -> "module:Class" (imported when chosen, so a run loads only its own algorithm)
 ALGORITHMS = {
     "ppo": "training.algorithms.ppo:PPO",
+    "dmc": "training.algorithms.dmc:DeepMonteCarlo",
     "expert_iteration": "training.algorithms.expert:ExpertIteration",
     "reinforce": "training.algorithms.reinforce:Reinforce",
 }

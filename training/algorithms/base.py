@@ -21,7 +21,7 @@ import torch
 
 from ..config import TrainConfig
 from ..learner import Learner
-from ..rollout import _actor_class
+from ..rollout import rollout_actor_class
 from ..runstate import Restored, RunState
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
@@ -47,9 +47,14 @@ class Algorithm(ABC):
         """Rollout workers this algorithm learns from (``rollout.num_workers``; 0: none)."""
         return self.cfg.rollout.num_workers
 
+    @property
+    def batch_decisions(self) -> int:
+        """Learner decisions one update takes (``ppo.batch_decisions``)."""
+        return self.cfg.ppo.batch_decisions
+
     def rollout_actor(self) -> type:
         """The Ray actor class of the rollout workers (the PPO rollouts of :mod:`training.rollout`)."""
-        return _actor_class()
+        return rollout_actor_class()
 
     def begin(self, restored: Restored | None) -> None:
         """The run is set up (``restored``: the checkpoint a resume read, with this algorithm's part)."""
@@ -63,9 +68,9 @@ class Algorithm(ABC):
         return timeout
 
     def take(self, run: "RunLoop") -> list[dict[str, Any]]:
-        """The next update's batch: the rollouts queued once they hold ``ppo.batch_decisions`` (none: no
+        """The next update's batch: the rollouts queued once they hold :attr:`batch_decisions` (none: no
         update yet)."""
-        return run.scheduler.take(self.cfg.ppo.batch_decisions)
+        return run.scheduler.take(self.batch_decisions)
 
     # ---- learning ---------------------------------------------------------------------------------------
     @abstractmethod
@@ -86,6 +91,28 @@ class Algorithm(ABC):
         for k, v in self.losses.items():
             run.board.scalar("charts/search_agreement" if k == "search_agreement" else f"losses/{k}", v, step)
         run.board.scalar("charts/learning_rate", lr, step)
+
+    def count_update(self, run: "RunLoop", batches: list[dict[str, Any]], lr: float) -> None:
+        """The counters of one update on ``batches`` and its TensorBoard figures: the losses, and the
+        lá of the training games against fixed opponents (what every algorithm on these workers logs)."""
+        c = self.state.c
+        c.updates += 1
+        c.decisions_trained += sum(len(b["batch"]["act"]) for b in batches)
+        c.rollouts += len(batches)
+        st: dict[str, float] = {}
+        for b in batches:
+            for k, v in b["stats"].items():
+                st[k] = st.get(k, 0) + v
+        c.games += int(st["games"])
+        c.decisions += int(st["decisions"])
+        c.sam_declared += int(st["sam_declared"])
+        step = c.decisions_trained
+        self.write_losses(run, lr, step)
+        if st["vs_heuristic_games"]:
+            run.board.scalar("charts/train_vs_heuristic_la", st["vs_heuristic_sum"] / st["vs_heuristic_games"], step)
+        if st["vs_pool_games"]:
+            run.board.scalar("charts/train_vs_pool_la", st["vs_pool_sum"] / st["vs_pool_games"], step)
+        run.board.scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
 
     def after_update(self, run: "RunLoop") -> None:
         """After the loop's own after-update work (snapshot, evaluation, checkpoint on their schedules)."""

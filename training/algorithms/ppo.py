@@ -30,20 +30,4 @@ class PPO(Algorithm):
         self.losses["policy_lag"] = float(np.mean(lags))
         self.losses["policy_lag_max"] = float(max(lags))
         run.scheduler.publish(self.learner.weights())
-        c.updates += 1
-        c.decisions_trained += sum(len(b["batch"]["act"]) for b in batches)
-        c.rollouts += len(batches)
-        st: dict[str, float] = {}
-        for b in batches:
-            for k, v in b["stats"].items():
-                st[k] = st.get(k, 0) + v
-        c.games += int(st["games"])
-        c.decisions += int(st["decisions"])
-        c.sam_declared += int(st["sam_declared"])
-        step = c.decisions_trained
-        self.write_losses(run, lr, step)
-        if st["vs_heuristic_games"]:
-            run.board.scalar("charts/train_vs_heuristic_la", st["vs_heuristic_sum"] / st["vs_heuristic_games"], step)
-        if st["vs_pool_games"]:
-            run.board.scalar("charts/train_vs_pool_la", st["vs_pool_sum"] / st["vs_pool_games"], step)
-        run.board.scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
+        self.count_update(run, batches, lr)

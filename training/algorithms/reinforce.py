@@ -25,7 +25,7 @@ class Reinforce(Algorithm):
     name = "reinforce"
 
     def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
-        c, cfg, net = self.state.c, self.cfg.ppo, self.learner.net
+        cfg, net = self.cfg.ppo, self.learner.net
         data = compact.expand(compact.to_device(compact.concat([b["batch"] for b in batches]), self.learner.device))
         net.train()
         logits, value, _ = net.train_forward(data["obs"], data["mask"], data["hid"])
@@ -44,9 +44,4 @@ class Reinforce(Algorithm):
         pg, v_loss, entropy = pg.detach(), v_loss.detach(), entropy.detach()
         self.losses = {"policy": pg.item(), "value": v_loss.item(), "entropy": entropy.item(), "approx_kl": 0.0}
         run.scheduler.publish(self.learner.weights())
-        c.updates += 1
-        c.decisions_trained += int(data["act"].shape[0])
-        c.rollouts += len(batches)
-        c.games += sum(int(b["stats"]["games"]) for b in batches)
-        c.decisions += sum(int(b["stats"]["decisions"]) for b in batches)
-        self.write_losses(run, self.learner.opt.param_groups[0]["lr"], c.decisions_trained)
+        self.count_update(run, batches, self.learner.opt.param_groups[0]["lr"])

@@ -1,0 +1,201 @@
+"""Deep Monte-Carlo (``algorithm: dmc``): DouZero's recipe (Zha et al., 2021) as a part of the run loop.
+
+- **Acting.** The learner's seats play ε-greedy on Q (``dmc.epsilon``); past snapshots in the opponent
+  pool play greedily, as a served network does.
+- **Targets.** Each decision's target is the Monte-Carlo return of its whole game: every lá its seat
+  receives from that move to the end of the game (chops, the settlement), divided by
+  ``env.reward_scale``.  No bootstrapping: a decision whose game is still running when a rollout ends is
+  kept by the worker and shipped with the rollout in which its game ends.
+- **Loss.** Mean squared error of the chosen move's Q against its return; the value head (and the critic)
+  regress on the same returns with weight ``dmc.value_coef``, so the search's leaves and the exported
+  value stay meaningful.
+- **The Q-network.** The network's action head over the fixed action table, masked to the legal moves,
+  is read as Q.  DouZero feeds each candidate move to the network as an input because Dou Dizhu's moves
+  are too many to enumerate; here every move is one of the engine's fixed table, so one forward pass
+  scores every legal move at once, and the network is the same module PPO trains: it is checkpointed,
+  exported to ONNX, served (greedy: the highest Q), evaluated, rated and searched like any other.
+
+Everything else (the Ray workers and their games, compact rollouts, the pool of past snapshots,
+checkpoints, TensorBoard, the evaluation) is the run loop's and :mod:`training.rollout`'s.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+import torch
+
+from .. import compact
+from ..config import DMCConfig, TrainConfig
+from ..rollout import MAX_SEATS, RolloutEngine, _Stream, rollout_actor_class
+from .base import Algorithm
+
+if TYPE_CHECKING:  # the loop imports the algorithms: a type only
+    from ..loop import RunLoop
+
+#: what a worker keeps of a learner decision whose game has not ended yet
+CARRY = ("obs", "mask", "hid", "act", "c0", "env", "seat")
+
+
+def first_end(ended: np.ndarray) -> np.ndarray:
+    """``[T, N]``: the first step at or after ``t`` at which game slot ``n``'s game ended (-1: none yet)."""
+    out = np.empty(ended.shape, dtype=np.int64)
+    nxt = np.full(ended.shape[1], -1, dtype=np.int64)
+    for t in range(ended.shape[0] - 1, -1, -1):
+        nxt = np.where(ended[t], t, nxt)
+        out[t] = nxt
+    return out
+
+
+class MonteCarloEngine(RolloutEngine):
+    """The rollout worker's engine for DMC: ε-greedy play, whole-game returns.
+
+    Per game slot it keeps each seat's lá so far in the current game (``cum``).  A decision stores its
+    seat's ``cum`` before the move (``c0``); when its game ends, its return is the seat's final ``cum``
+    less ``c0``.  Decisions of games still running at the end of a rollout wait in ``carry``.
+    """
+
+    def __init__(self, cfg: TrainConfig, worker_id: int, seed: int):
+        super().__init__(cfg, worker_id, seed)
+        self.lesson = False  # the Sâm lesson is PPO's
+        self.dmc: DMCConfig = cfg.dmc
+        for st in self.streams:
+            st.cum = np.zeros((st.n, MAX_SEATS), dtype=np.float64)
+            st.c0 = np.zeros((st.T, st.n), dtype=np.float64)
+            st.acted = np.zeros((st.T, st.n), dtype=np.int64)
+            st.ended = np.zeros((st.T, st.n), dtype=np.bool_)
+            st.final = np.zeros((st.T, st.n, MAX_SEATS), dtype=np.float64)
+            st.carry = self._no_carry(st)
+
+    @staticmethod
+    def _no_carry(st: _Stream) -> dict[str, np.ndarray]:
+        return {"obs": st.b_obs[:0, 0].copy(), "mask": st.b_mask[:0, 0].copy(), "hid": st.b_hid[:0, 0].copy(),
+                "act": np.zeros(0, np.int64), "c0": np.zeros(0, np.float64), "env": np.zeros(0, np.int64),
+                "seat": np.zeros(0, np.int64)}
+
+    def explore(self, logits: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The highest Q, or with probability ε a legal move drawn uniformly; no log-probabilities."""
+        greedy = logits.argmax(-1)
+        drawn = torch.multinomial((mask > 0).float(), 1, generator=self.gen).squeeze(-1)
+        explore = torch.rand(greedy.shape[0], generator=self.gen) < self.dmc.epsilon
+        return torch.where(explore, drawn, greedy), torch.zeros(greedy.shape[0])
+
+    def pool_choice(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.argmax(-1)
+
+    def stepped(self, st: _Stream, t: int, seat: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
+        rows = np.arange(st.n)
+        st.acted[t] = seat
+        st.c0[t] = st.cum[rows, seat]
+        st.cum += rewards[:, :MAX_SEATS] / self.cfg.env.reward_scale
+        st.ended[t] = done
+        st.final[t] = st.cum
+        st.cum[done] = 0.0
+
+    def targets(self, st: _Stream, pend: np.ndarray, nxt: np.ndarray, term: np.ndarray,
+                rew: np.ndarray) -> dict[str, np.ndarray]:
+        """The decisions whose games ended in this rollout (earlier ones carried in first), each with its
+        return ``ret``; the others are carried to the next rollout."""
+        end = first_end(st.ended)
+        t_idx, e_idx = np.nonzero(st.b_valid)
+        new = {"obs": st.b_obs[t_idx, e_idx], "mask": st.b_mask[t_idx, e_idx], "hid": st.b_hid[t_idx, e_idx],
+               "act": st.b_act[t_idx, e_idx], "c0": st.c0[t_idx, e_idx], "env": e_idx,
+               "seat": st.acted[t_idx, e_idx]}
+        rows = {k: np.concatenate([st.carry[k], new[k]]) for k in CARRY}
+        d = np.concatenate([end[0, st.carry["env"]], end[t_idx, e_idx]])
+        done = d >= 0
+        ret = st.final[d[done], rows["env"][done], rows["seat"][done]] - rows["c0"][done]
+        st.carry = {k: v[~done] for k, v in rows.items()}
+        return compact.pack(rows["obs"][done], rows["mask"][done], rows["hid"][done], rows["act"][done],
+                            {"ret": ret.astype(np.float32)})
+
+    # ---- deterministic mode: the carried decisions and the lá so far are a part of the games' state ---
+    def get_state(self) -> dict[str, np.ndarray]:
+        out = super().get_state()
+        for i, st in enumerate(self.streams):
+            out[f"{i}.cum"] = st.cum.copy()
+            out |= {f"{i}.carry.{k}": v.copy() for k, v in st.carry.items()}
+        return out
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None:
+        super().set_state(state)
+        for i, st in enumerate(self.streams):
+            missing = [k for k in (f"{i}.cum", *(f"{i}.carry.{k}" for k in CARRY)) if k not in state]
+            if missing or np.shape(state[f"{i}.cum"]) != st.cum.shape:
+                raise ValueError(f"rollout state: {(missing or [f'{i}.cum'])[0]} does not fit this DMC engine")
+            st.cum[:] = state[f"{i}.cum"]
+            st.carry = {k: np.asarray(state[f"{i}.carry.{k}"]).copy() for k in CARRY}
+
+
+def q_update(net: torch.nn.Module, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: DMCConfig,
+             gen: torch.Generator, bf16: bool, between_steps: Callable[[], None] | None = None) -> dict[str, float]:
+    """``cfg.epochs`` passes of minibatch regression of Q(s, a) (and the value head, and the critic) on the
+    returns ``data["ret"]``; returns the mean losses and figures of the batch."""
+    n = int(data["act"].shape[0])
+    names = ("q_loss", "value_loss", "q_mean", "grad_norm")
+    sums, steps = torch.zeros(len(names)), 0
+    net.train()
+    for _ in range(cfg.epochs):
+        order = torch.randperm(n, generator=gen).to(data["act"].device)
+        for start in range(0, n, cfg.minibatch):
+            i = order[start:start + cfg.minibatch]
+            ret = data["ret"][i].float()
+            with torch.autocast(data["obs"].device.type, torch.bfloat16, enabled=bf16):
+                q_all, value, base = net.train_forward(data["obs"][i], data["mask"][i], data["hid"][i])
+            q = q_all.float().gather(1, data["act"][i][:, None]).squeeze(-1)
+            q_loss = (q - ret).pow(2).mean()
+            v_loss = (value.float() - ret).pow(2).mean()
+            if getattr(net, "has_critic", False):
+                v_loss = v_loss + (base.float() - ret).pow(2).mean()
+            loss = q_loss + cfg.value_coef * v_loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            opt.step()
+            sums += torch.stack([q_loss.detach(), v_loss.detach(), q.detach().mean(), grad_norm.float()]).cpu()
+            steps += 1
+            if between_steps is not None:
+                between_steps()
+    net.eval()
+    out = dict(zip(names, (sums / max(steps, 1)).tolist()))
+    out["return_mean"] = float(data["ret"].float().mean())
+    return out
+
+
+class DeepMonteCarlo(Algorithm):
+    """Deep Monte-Carlo on the rollout workers' self-play (see the module docstring)."""
+
+    name = "dmc"
+
+    def rollout_actor(self) -> type:
+        return rollout_actor_class(MonteCarloEngine)
+
+    def begin(self, restored: Any) -> None:
+        self.learner.set_lr(self.cfg.dmc.lr)
+
+    @property
+    def batch_decisions(self) -> int:
+        return self.cfg.dmc.batch_decisions
+
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
+        """One regression update on these rollouts' finished decisions; new weights go out at once."""
+        c, lr = self.state.c, self.learner.opt.param_groups[0]["lr"]
+        lags = [c.updates - b["version"] for b in batches]
+        t0 = time.perf_counter()
+        data = compact.expand(compact.to_device(compact.concat([b["batch"] for b in batches]), self.learner.device))
+        self.losses = q_update(self.learner.net, self.learner.opt, data, self.cfg.dmc, self.state.gen,
+                               self.cfg.learner.precision == "bf16", run.between_steps)
+        self.losses["update_s"] = time.perf_counter() - t0
+        self.losses["policy_lag"] = float(np.mean(lags))
+        run.scheduler.publish(self.learner.weights())
+        self.count_update(run, batches, lr)
+        run.board.scalar("charts/epsilon", self.cfg.dmc.epsilon, c.decisions_trained)
+
+    def display_rows(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        ls = self.losses
+        if "q_loss" not in ls:
+            return [], []
+        return [("losses", f"q {ls['q_loss']:.4f}  value {ls['value_loss']:.4f}  Q {ls['q_mean']:+.3f}"
+                           f"  return {ls['return_mean']:+.3f}")], []
