@@ -291,6 +291,24 @@ class BeliefConfig:
 
 
 @dataclass
+class WarmStartConfig:
+    """Behaviour cloning from the heuristic's games before a new run's first update (training/warm_start.py).
+    The games are played then, inside the run's budget: its minutes count toward max_minutes."""
+
+    decisions: int = 0
+    """Heuristic decisions to clone (0: no warm start); every seat of these games is the heuristic."""
+    envs: int = 1024
+    """Games played side by side to make them."""
+    minibatch: int = 2048
+    """Decisions per gradient step."""
+    lr: float = 1e-3
+    """Adam learning rate while cloning (the optimizer starts afresh for the algorithm afterwards)."""
+    value_coef: float = 0.5
+    """Weight of the value head's (and the critic's) regression on the games' returns, so the algorithm
+    starts with a baseline that knows what the cloned play earns."""
+
+
+@dataclass
 class DistillConfig:
     """Expert iteration: the policy trained towards what play-time search finds (training/distill.py)."""
 
@@ -391,6 +409,7 @@ class TrainConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     dmc: DMCConfig = field(default_factory=DMCConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

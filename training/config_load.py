@@ -164,6 +164,11 @@ def validate(cfg: TrainConfig) -> None:
     need(dm.lr > 0 and dm.epochs >= 1 and dm.minibatch >= 1 and dm.value_coef >= 0 and dm.max_grad_norm > 0,
          "dmc.lr, epochs, minibatch and max_grad_norm must be positive, dmc.value_coef >= 0")
     need(1 <= dm.batch_decisions <= MAX_BATCH_DECISIONS, f"dmc.batch_decisions must be from 1 to {MAX_BATCH_DECISIONS:,}")
+    ws = cfg.warm_start
+    need(ws.decisions >= 0 and ws.envs >= 1 and ws.minibatch >= 1 and ws.lr > 0 and ws.value_coef >= 0,
+         "warm_start.decisions and value_coef must be >= 0; envs, minibatch and lr positive")
+    need(not (ws.decisions and cfg.init_from), "warm_start.decisions and init_from both give the first network:"
+         " choose one")
     le = cfg.learner
     need(DEVICE_RE.fullmatch(le.device) is not None,
          f"learner.device must be auto, cpu, cuda or cuda:N, not {le.device!r}")

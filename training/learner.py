@@ -55,7 +55,7 @@ class Learner:
         self.cfg = cfg
         self.device = torch.device("cpu")
         self.net: PolicyNetwork = cfg.model.build().eval()
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.ppo.lr, eps=1e-5)
+        self.opt = self.fresh_optimizer()
         #: search targets whose KL term rides on each PPO step (expert iteration sets it; None: plain PPO)
         self.distill: DistillSampler | None = None
 
@@ -65,8 +65,12 @@ class Learner:
         state = self.opt.state_dict()
         self.device = device
         self.net.to(device)
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=self.cfg.ppo.lr, eps=1e-5)
+        self.opt = self.fresh_optimizer()
         self.opt.load_state_dict(state)
+
+    def fresh_optimizer(self) -> torch.optim.Optimizer:
+        """Adam over the network's parameters, without moments (a warm start's are not the algorithm's)."""
+        return torch.optim.Adam(self.net.parameters(), lr=self.cfg.ppo.lr, eps=1e-5)
 
     def set_lr(self, lr: float) -> None:
         for g in self.opt.param_groups:

@@ -46,6 +46,7 @@ from .learner import DeviceError, resolve_device, wants_cuda
 from .runlog import Board, Display, Rate, StopSignals
 from .runstate import Counters, RunState
 from .scheduler import make_scheduler
+from .warm_start import clone_heuristic
 from .workers import WorkerPool
 
 
@@ -128,8 +129,10 @@ class RunLoop:
         return summary
 
     def start(self) -> None:
-        """Ray, the learner's device, TensorBoard, the workers, the first requests."""
+        """Ray, the learner's device, TensorBoard, the workers, a new run's warm start, the first requests.
+        The sitting's wall time counts from here: Ray's start and the warm start are a part of training."""
         cfg = self.cfg
+        self.wall0, self.t0 = self.state.c.wall_s, time.perf_counter()
         if self.scheduler.in_order:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # what cuBLAS needs for it
             torch.use_deterministic_algorithms(True)
@@ -147,7 +150,9 @@ class RunLoop:
         self.evaluator = PeriodicEval(self.target, self.state, self.board, self.algo.eval_note)
         self.rate = Rate()
         self.display = Display(cfg, self.state, self.algo.display_rows)
-        self.wall0, self.t0 = self.state.c.wall_s, time.perf_counter()
+        if cfg.warm_start.decisions and self.state.c.updates == 0 and not self.state.resumed_from:
+            for k, v in clone_heuristic(self.algo.learner, cfg, self.log).items():
+                self.board.scalar(f"warm_start/{k}", v, 0)
         self.last_log = self.t0
         self.scheduler.start(actors, self.algo.learner.weights())
         self.algo.start(self)

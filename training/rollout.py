@@ -314,14 +314,7 @@ class RolloutEngine:
             st.b_val[t] = 0.0
             li = np.flatnonzero(learner)
             if li.size:  # the policy runs only where the learner sits
-                sel = slice(None) if li.size == N else li
-                m = torch.from_numpy(st.b_mask[t][sel])
-                logits, _, base = self.net.train_forward(torch.from_numpy(st.b_obs[t][sel]), m,
-                                                         torch.from_numpy(st.b_hid[t][sel]))
-                a, logp = self.explore(logits, m)
-                act[sel] = a.numpy()
-                st.b_logp[t, sel] = logp.numpy()
-                st.b_val[t, sel] = base.numpy()
+                self.learner_moves(st, t, slice(None) if li.size == N else li, act)
             st.b_teach[t] = -1
             if self.lesson:
                 ask = learner & ((mask[:, SAM] > 0) | (gb.states[:, O_DECLARER] == seat))
@@ -351,7 +344,18 @@ class RolloutEngine:
         stats["learner_decisions"] += int(st.b_valid.sum())
         return self.targets(st, pend, nxt, term, rew)
 
-    # ---- what the algorithm asks of the play (PPO's; training/algorithms/dmc_rollout.py has DMC's) ------
+    # ---- what the algorithm asks of the play (PPO's; training/algorithms/dmc.py has DMC's) -------------
+    def learner_moves(self, st: _Stream, t: int, sel: slice | np.ndarray, act: np.ndarray) -> None:
+        """The learner's moves at step ``t`` in the games ``sel``, into ``act``; their log-probabilities
+        and baseline values into ``st.b_logp`` and ``st.b_val``."""
+        m = torch.from_numpy(st.b_mask[t][sel])
+        logits, _, base = self.net.train_forward(torch.from_numpy(st.b_obs[t][sel]), m,
+                                                 torch.from_numpy(st.b_hid[t][sel]))
+        a, logp = self.explore(logits, m)
+        act[sel] = a.numpy()
+        st.b_logp[t, sel] = logp.numpy()
+        st.b_val[t, sel] = base.numpy()
+
     def explore(self, logits: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The learner's moves from its masked logits (``mask``: the legal ones), and their
         log-probabilities: sampled from the policy."""

@@ -35,8 +35,9 @@ from .base import Algorithm
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
     from ..loop import RunLoop
 
-#: what a worker keeps of a learner decision whose game has not ended yet
-CARRY = ("obs", "mask", "hid", "act", "c0", "env", "seat")
+#: what a worker keeps of a learner decision whose game has not ended yet, besides the decision packed
+#: (training.compact): its seat's lá before the move, its game slot and its seat
+CARRY = ("c0", "env", "seat")
 
 
 def first_end(ended: np.ndarray) -> np.ndarray:
@@ -67,13 +68,8 @@ class MonteCarloEngine(RolloutEngine):
             st.acted = np.zeros((st.T, st.n), dtype=np.int64)
             st.ended = np.zeros((st.T, st.n), dtype=np.bool_)
             st.final = np.zeros((st.T, st.n, MAX_SEATS), dtype=np.float64)
-            st.carry = self._no_carry(st)
-
-    @staticmethod
-    def _no_carry(st: _Stream) -> dict[str, np.ndarray]:
-        return {"obs": st.b_obs[:0, 0].copy(), "mask": st.b_mask[:0, 0].copy(), "hid": st.b_hid[:0, 0].copy(),
-                "act": np.zeros(0, np.int64), "c0": np.zeros(0, np.float64), "env": np.zeros(0, np.int64),
-                "seat": np.zeros(0, np.int64)}
+            st.carry = compact.pack(st.b_obs[:0, 0], st.b_mask[:0, 0], st.b_hid[:0, 0], st.b_act[:0, 0],
+                                    {"c0": np.zeros(0), "env": np.zeros(0, np.int64), "seat": np.zeros(0, np.int64)})
 
     def explore(self, logits: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The highest Q, or with probability ε a legal move drawn uniformly; no log-probabilities."""
@@ -99,34 +95,35 @@ class MonteCarloEngine(RolloutEngine):
         """The decisions whose games ended in this rollout (earlier ones carried in first), each with its
         return ``ret``; the others are carried to the next rollout."""
         end = first_end(st.ended)
-        t_idx, e_idx = np.nonzero(st.b_valid)
-        new = {"obs": st.b_obs[t_idx, e_idx], "mask": st.b_mask[t_idx, e_idx], "hid": st.b_hid[t_idx, e_idx],
-               "act": st.b_act[t_idx, e_idx], "c0": st.c0[t_idx, e_idx], "env": e_idx,
-               "seat": st.acted[t_idx, e_idx]}
-        rows = {k: np.concatenate([st.carry[k], new[k]]) for k in CARRY}
+        v = st.b_valid
+        t_idx, e_idx = np.nonzero(v)  # the order of st.b_obs[v]
+        new = compact.pack(st.b_obs[v], st.b_mask[v], st.b_hid[v], st.b_act[v],
+                           {"c0": st.c0[v], "env": e_idx, "seat": st.acted[v]})
+        rows = compact.concat([st.carry, new])
         d = np.concatenate([end[0, st.carry["env"]], end[t_idx, e_idx]])
         done = d >= 0
         ret = st.final[d[done], rows["env"][done], rows["seat"][done]] - rows["c0"][done]
-        st.carry = {k: v[~done] for k, v in rows.items()}
-        return compact.pack(rows["obs"][done], rows["mask"][done], rows["hid"][done], rows["act"][done],
-                            {"ret": ret.astype(np.float32)})
+        st.carry = {k: a[~done] for k, a in rows.items()}
+        out = {k: a[done] for k, a in rows.items() if k not in CARRY}
+        out["ret"] = ret.astype(np.float32)
+        return out
 
     # ---- deterministic mode: the carried decisions and the lá so far are a part of the games' state ---
     def get_state(self) -> dict[str, np.ndarray]:
         out = super().get_state()
         for i, st in enumerate(self.streams):
             out[f"{i}.cum"] = st.cum.copy()
-            out |= {f"{i}.carry.{k}": v.copy() for k, v in st.carry.items()}
+            out |= {f"{i}.carry.{k}": a.copy() for k, a in st.carry.items()}
         return out
 
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         super().set_state(state)
         for i, st in enumerate(self.streams):
-            missing = [k for k in (f"{i}.cum", *(f"{i}.carry.{k}" for k in CARRY)) if k not in state]
+            missing = [k for k in (f"{i}.cum", *(f"{i}.carry.{k}" for k in st.carry)) if k not in state]
             if missing or np.shape(state[f"{i}.cum"]) != st.cum.shape:
                 raise ValueError(f"rollout state: {(missing or [f'{i}.cum'])[0]} does not fit this DMC engine")
             st.cum[:] = state[f"{i}.cum"]
-            st.carry = {k: np.asarray(state[f"{i}.carry.{k}"]).copy() for k in CARRY}
+            st.carry = {k: np.asarray(state[f"{i}.carry.{k}"]).copy() for k in st.carry}
 
 
 def q_update(net: torch.nn.Module, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: DMCConfig,

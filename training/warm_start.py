@@ -1,0 +1,82 @@
+"""A new run's warm start: behaviour cloning from the heuristic's games, played inside the run's budget.
+
+Self-play from random weights spends its first minutes learning what any rule bot knows (lead low, keep
+pairs, answer a 2 with a quad).  ``warm_start.decisions > 0`` has the heuristic play every seat of
+``warm_start.envs`` games on the run's tables, and the network learns, as the games are made, to choose
+the heuristic's move (cross-entropy on the masked logits) and what each decision's game brought its seat
+(the value head, and the critic, on the Monte-Carlo returns the DMC engine computes).  Nothing made
+before the run is read; the games come from the run's seed; the time counts toward ``max_minutes``.
+The algorithm then starts from this network with a fresh optimizer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import compact
+from .algorithms.dmc import MonteCarloEngine
+from .config import TrainConfig
+from .learner import Learner
+from .rollout import _Stream
+from sam_env.seeding import mix
+
+STEPS = 16  # decisions per game slot between two learning passes
+
+
+class HeuristicEngine(MonteCarloEngine):
+    """Every seat plays the heuristic; the decisions come out with their whole-game returns."""
+
+    def learner_moves(self, st: _Stream, t: int, sel: slice | np.ndarray, act: np.ndarray) -> None:
+        gb = st.env.game_batch
+        act[sel] = np.asarray(self.heuristic.act_batch(gb.states[sel], gb.ru, st.obs[sel], st.mask[sel]))
+
+
+def games_config(cfg: TrainConfig) -> TrainConfig:
+    """The run's config, its rollouts made the warm start's: every seat in ``warm_start.envs`` games."""
+    ro = dataclasses.replace(cfg.rollout, envs_per_worker=cfg.warm_start.envs, steps_per_rollout=STEPS,
+                             opponent_fraction=0.0)
+    return dataclasses.replace(cfg, rollout=ro)
+
+
+def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], None]) -> dict[str, float]:
+    """Train ``learner.net`` on ``warm_start.decisions`` of the heuristic's decisions (see the module
+    docstring); returns the figures of the last pass and the time it took."""
+    ws, t0 = cfg.warm_start, time.perf_counter()
+    engine = HeuristicEngine(games_config(cfg), 0, mix(cfg.seed, 0x5EED))
+    net, opt, lr = learner.net, learner.opt, learner.opt.param_groups[0]["lr"]
+    learner.set_lr(ws.lr)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    seen, figures = 0, {}
+    while seen < ws.decisions:
+        data = compact.expand(compact.to_device(engine.rollout()["batch"], learner.device))
+        n = int(data["act"].shape[0])
+        sums, steps = torch.zeros(3), 0
+        net.train()
+        for i in torch.randperm(n, generator=gen).to(learner.device).split(ws.minibatch):
+            logits, value, base = net.train_forward(data["obs"][i], data["mask"][i], data["hid"][i])
+            ce = torch.nn.functional.cross_entropy(logits.float(), data["act"][i])
+            ret = data["ret"][i].float()
+            v_loss = (value.float() - ret).pow(2).mean()
+            if getattr(net, "has_critic", False):
+                v_loss = v_loss + (base.float() - ret).pow(2).mean()
+            opt.zero_grad(set_to_none=True)
+            (ce + ws.value_coef * v_loss).backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.ppo.max_grad_norm)
+            opt.step()
+            agree = (logits.detach().argmax(-1) == data["act"][i]).float().mean()
+            sums += torch.stack([ce.detach(), v_loss.detach(), agree]).cpu()
+            steps += 1
+        net.eval()
+        seen += n
+        figures = dict(zip(("cross_entropy", "value_loss", "agreement"), (sums / max(steps, 1)).tolist()))
+    learner.opt = learner.fresh_optimizer()
+    learner.set_lr(lr)  # the algorithm's
+    figures |= {"decisions": float(seen), "seconds": time.perf_counter() - t0}
+    log(f"warm start: {seen:,} heuristic decisions cloned in {figures['seconds']:.0f} s (agreement "
+        f"{figures['agreement']:.1%}, cross-entropy {figures['cross_entropy']:.3f})")
+    return figures
