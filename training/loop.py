@@ -151,7 +151,7 @@ class RunLoop:
         self.rate = Rate()
         self.display = Display(cfg, self.state, self.algo.display_rows)
         if cfg.warm_start.decisions and self.state.c.updates == 0 and not self.state.resumed_from:
-            for k, v in clone_heuristic(self.algo.learner, cfg, self.log).items():
+            for k, v in clone_heuristic(self.algo.learner, cfg, self.log, remote=True).items():
                 self.board.scalar(f"warm_start/{k}", v, 0)
         self.last_log = self.t0
         self.scheduler.start(actors, self.algo.learner.weights())

@@ -7,23 +7,28 @@ the heuristic's move (cross-entropy on the masked logits) and what each decision
 (the value head, and the critic, on the Monte-Carlo returns the DMC engine computes).  Nothing made
 before the run is read; the games come from the run's seed; the time counts toward ``max_minutes``.
 The algorithm then starts from this network with a fresh optimizer.
+
+With Ray up (``remote``) the games are played by a Ray actor while the learner trains on the previous
+batch, so a two-core machine plays and learns at once; the batches are the same either way.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
+import ray
 import torch
+
+from sam_env.seeding import mix
 
 from . import compact
 from .algorithms.dmc import MonteCarloEngine
-from .config import TrainConfig
+from .config import TrainConfig, to_dict
 from .learner import Learner
-from .rollout import _Stream
-from sam_env.seeding import mix
+from .rollout import _Stream, rollout_actor_class
 
 STEPS = 16  # decisions per game slot between two learning passes
 
@@ -43,17 +48,38 @@ def games_config(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, rollout=ro)
 
 
-def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], None]) -> dict[str, float]:
+def heuristic_batches(cfg: TrainConfig, weights: dict[str, np.ndarray], remote: bool) -> Iterator[dict[str, Any]]:
+    """The warm start's packed batches, one per rollout of :class:`HeuristicEngine` (``remote``: played
+    by a Ray actor one batch ahead of the caller)."""
+    seed, games = mix(cfg.seed, 0x5EED), games_config(cfg)
+    if not remote:
+        engine = HeuristicEngine(games, 0, seed)
+        while True:
+            yield engine.rollout()["batch"]
+    # num_cpus=0: it plays while the rollout workers, which hold the run's CPUs, wait for the first weights
+    actor = rollout_actor_class(HeuristicEngine).options(num_cpus=0).remote(to_dict(games), 0)
+    try:
+        ahead = actor.rollout.remote(weights, 0, [], seed)
+        while True:
+            out = ray.get(ahead)
+            ahead = actor.rollout.remote(weights, 0, [], seed)
+            yield out["batch"]
+    finally:
+        ray.kill(actor)
+
+
+def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], None],
+                    remote: bool = False) -> dict[str, float]:
     """Train ``learner.net`` on ``warm_start.decisions`` of the heuristic's decisions (see the module
     docstring); returns the figures of the last pass and the time it took."""
     ws, t0 = cfg.warm_start, time.perf_counter()
-    engine = HeuristicEngine(games_config(cfg), 0, mix(cfg.seed, 0x5EED))
     net, opt, lr = learner.net, learner.opt, learner.opt.param_groups[0]["lr"]
     learner.set_lr(ws.lr)
     gen = torch.Generator().manual_seed(cfg.seed)
     seen, figures = 0, {}
+    batches = heuristic_batches(cfg, learner.weights(), remote)
     while seen < ws.decisions:
-        data = compact.expand(compact.to_device(engine.rollout()["batch"], learner.device))
+        data = compact.expand(compact.to_device(next(batches), learner.device))
         n = int(data["act"].shape[0])
         sums, steps = torch.zeros(3), 0
         net.train()
@@ -74,6 +100,7 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
         net.eval()
         seen += n
         figures = dict(zip(("cross_entropy", "value_loss", "agreement"), (sums / max(steps, 1)).tolist()))
+    batches.close()
     learner.opt = learner.fresh_optimizer()
     learner.set_lr(lr)  # the algorithm's
     figures |= {"decisions": float(seen), "seconds": time.perf_counter() - t0}
