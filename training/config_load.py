@@ -115,10 +115,7 @@ def _non_finite(d: dict[str, Any], prefix: str = "") -> str:
 
 def validate(cfg: TrainConfig) -> None:
     """Range and name checks that types alone cannot express."""
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise ConfigError(msg)
-
+    need = _need
     bad = _non_finite(to_dict(cfg))
     need(not bad, f"{bad} must be a finite number")
     need(bool(cfg.name) and all(c.isalnum() or c in "-_." for c in cfg.name),
@@ -159,16 +156,7 @@ def validate(cfg: TrainConfig) -> None:
          f"ppo.batch_decisions must be at most {MAX_BATCH_DECISIONS:,} (the learner expands ~4.5 KB per decision)")
     need(pp.ent_coef >= 0 and pp.vf_coef >= 0 and pp.max_grad_norm > 0,
          "ppo.ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
-    dm = cfg.dmc
-    need(0 <= dm.epsilon <= 1, "dmc.epsilon must be from 0 to 1")
-    need(dm.lr > 0 and dm.epochs >= 1 and dm.minibatch >= 1 and dm.value_coef >= 0 and dm.max_grad_norm > 0,
-         "dmc.lr, epochs, minibatch and max_grad_norm must be positive, dmc.value_coef >= 0")
-    need(1 <= dm.batch_decisions <= MAX_BATCH_DECISIONS, f"dmc.batch_decisions must be from 1 to {MAX_BATCH_DECISIONS:,}")
-    ws = cfg.warm_start
-    need(ws.decisions >= 0 and ws.envs >= 1 and ws.minibatch >= 1 and ws.lr > 0 and ws.value_coef >= 0,
-         "warm_start.decisions and value_coef must be >= 0; envs, minibatch and lr positive")
-    need(not (ws.decisions and cfg.init_from), "warm_start.decisions and init_from both give the first network:"
-         " choose one")
+    _check_starts(cfg)
     le = cfg.learner
     need(DEVICE_RE.fullmatch(le.device) is not None,
          f"learner.device must be auto, cpu, cuda or cuda:N, not {le.device!r}")
@@ -196,6 +184,26 @@ def validate(cfg: TrainConfig) -> None:
          "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")
     _check_distill(cfg, len(tabs))
     _check_algorithm(cfg)
+
+
+def _need(ok: bool, msg: str) -> None:
+    if not ok:
+        raise ConfigError(msg)
+
+
+def _check_starts(cfg: TrainConfig) -> None:
+    """The dmc section, and the warm start (which gives the first network, as init_from does)."""
+    need = _need
+    dm = cfg.dmc
+    need(0 <= dm.epsilon <= 1, "dmc.epsilon must be from 0 to 1")
+    need(dm.lr > 0 and dm.epochs >= 1 and dm.minibatch >= 1 and dm.value_coef >= 0 and dm.max_grad_norm > 0,
+         "dmc.lr, epochs, minibatch and max_grad_norm must be positive, dmc.value_coef >= 0")
+    need(1 <= dm.batch_decisions <= MAX_BATCH_DECISIONS, f"dmc.batch_decisions must be from 1 to {MAX_BATCH_DECISIONS:,}")
+    ws = cfg.warm_start
+    need(ws.decisions >= 0 and ws.envs >= 1 and ws.minibatch >= 1 and ws.lr > 0 and ws.value_coef >= 0,
+         "warm_start.decisions and value_coef must be >= 0; envs, minibatch and lr positive")
+    need(not (ws.decisions and cfg.init_from), "warm_start.decisions and init_from both give the first network:"
+         " choose one")
 
 
 def _check_algorithm(cfg: TrainConfig) -> None:
