@@ -232,6 +232,18 @@ def test_the_shipped_standard_checkpoint_turned_nan_is_refused(tmp_path: Path) -
     load_checkpoint(ROOT / "checkpoints" / "standard")  # the shipped one passes the same check
 
 
+def test_a_run_folder_is_served_from_its_newest_good_checkpoints_export(exported: Path, tmp_path: Path) -> None:
+    """As eval and league read it: the run folder stands for its newest checkpoint that verifies."""
+    run = tmp_path / "runs" / "quick__0"
+    good = _copy(exported, run / "checkpoints" / "ckpt_00000001")
+    (run / "checkpoints" / "ckpt_00000002").mkdir()  # cut short: skipped
+    (run / "checkpoints" / "ckpt_00000002" / "metadata.json").write_text("{")
+    bot = Bot(str(run))
+    assert bot.onnx is not None and bot.note == ""
+    assert bot.checkpoint == str(good / "policy.onnx")
+    assert Bot(f"{run}+search:worlds=1,candidates=2,critic=0").checkpoint == str(good)
+
+
 # ---- sizes and shapes, before anything is allocated -------------------------------------------------
 def _edit_metadata(folder: Path, **model: int) -> None:
     meta = json.loads((folder / "metadata.json").read_text())

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import AgentFailure
-from agents.nets.format import read_json_file
+from agents.nets.format import read_json_file, resolve
 from agents.onnx_agent import choose_action
 from agents.registry import AgentSpec, make_agent, parse_spec
 from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION
@@ -94,7 +94,7 @@ class Bot:
         if spec is None:
             spec, self.note = "heuristic", "no shipped bot in checkpoints/: serving the heuristic player"
         self.spec = spec
-        self._parsed = parse_spec(spec)  # the registry's grammar; a bad spec fails here, in one line
+        self._parsed = _resolved(parse_spec(spec))  # the registry's grammar; a bad spec fails here, in one line
         self.searches = self._parsed.kind == "search"  # its decisions have a time bound (deadline_ms)
         self._load(self._parsed)
         if temperature and not self.onnx and self.checkpoint is None:
@@ -268,6 +268,15 @@ class Bots:
                 "obs_version": onnx.metadata.get("obs_version") if onnx is not None else None,
                 "temperature": first.temperature, "deterministic": not self.deadline_ms,
                 "deadline_ms": self.deadline_ms}
+
+
+def _resolved(spec: AgentSpec) -> AgentSpec:
+    """A checkpoint or searched spec whose folder is a run folder names the run's newest good
+    checkpoint instead (:func:`agents.nets.format.resolve`, as eval and league read it): its exported
+    model, reports and belief are there."""
+    if spec.kind not in ("checkpoint", "search"):
+        return spec
+    return AgentSpec(spec.kind, str(resolve(spec.target)), spec.option)
 
 
 def _as_json(supported: list[Supported]) -> list[dict[str, Any]]:
