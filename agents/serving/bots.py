@@ -250,23 +250,25 @@ class Bots:
         return _as_json(self.supported())
 
     def info(self) -> dict[str, Any]:
-        routes = []
+        routes, chosen = [], []
         for rs, shown, ps in self.supported():
             for p in ps:
                 b = self.route(rs, p)
                 assert b is not None
+                chosen.append(b)
                 routes.append({"rules": shown, "players": p, "bot": b.name,
                                "mean_vs_heuristic": b.strength.get((rules_key(rs), p))})
         sup = self.supports_json()
-        first = self.bots[0]
+        # PROTOCOL §4's one model and checkpoint: the bot that plays the most tables (the first given on a tie)
+        main = max(self.bots, key=lambda b: sum(c is b for c in chosen))
         onnx = next((b.onnx for b in self.bots if b.onnx is not None), None)
-        return {"name": " + ".join(b.name for b in self.bots), "agent": first.spec, "checkpoint": first.checkpoint,
+        return {"name": " + ".join(b.name for b in self.bots), "agent": main.spec, "checkpoint": main.checkpoint,
                 "rules": [s["rules"] for s in sup], "players": sorted({p for s in sup for p in s["players"]}),
                 "supports": sup, "any_rule_overrides": any(b.tables is None for b in self.bots),
                 "bots": [b.info() for b in self.bots], "routes": routes,
                 "format": FORMAT, "action_table_version": ACTION_TABLE_VERSION,
                 "obs_version": onnx.metadata.get("obs_version") if onnx is not None else None,
-                "temperature": first.temperature, "deterministic": not self.deadline_ms,
+                "temperature": main.temperature, "deterministic": not self.deadline_ms,
                 "deadline_ms": self.deadline_ms}
 
 
