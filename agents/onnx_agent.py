@@ -14,7 +14,8 @@ Loading checks what it loads before anyone is answered: the ``.onnx`` bytes
 against the ``onnx_sha256`` its sidecar records (``samloc export`` writes it;
 a lone file, or one exported before the field existed, has only the next
 check), then one run on known positions, whose outputs must be a probability
-distribution with a legal argmax and a finite value of a plausible size.
+distribution with a legal argmax and a finite value of a plausible size (the
+check every loader runs: :mod:`agents.nets.outputs`).
 Every later output is checked the same way: a damaged model raises
 :class:`~agents.base.AgentFailure` rather than answer with a NaN.
 """

@@ -24,6 +24,7 @@ import pytest
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 from onnx import numpy_helper  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -37,6 +38,7 @@ from agents.nets.format import (MAX_JSON_BYTES, CheckpointError, belief_shapes, 
                                 policy_shapes)
 from agents.nets.policy import PolicyNet, build_net  # noqa: E402
 from agents.onnx_agent import OnnxAgent  # noqa: E402
+from agents.registry import make_agent  # noqa: E402
 from agents.serving.app import create_app  # noqa: E402
 from agents.serving.bots import Bot  # noqa: E402
 from sam_env import core  # noqa: E402
@@ -181,8 +183,6 @@ def test_a_folder_is_not_served_from_an_onnx_file_of_other_weights(exported: Pat
 def _nan_copy(src: Path, dest: Path) -> Path:
     """``src`` without its export, every float tensor NaN, the hashes in metadata.json recomputed: a
     checkpoint whose files are intact but whose network answers nothing."""
-    from safetensors.torch import load_file, save_file
-
     folder = _copy(src, dest)
     for name in ("policy.onnx", "policy.json"):
         (folder / name).unlink(missing_ok=True)
@@ -210,8 +210,6 @@ NAN_WORDS = "on known positions its probabilities are not finite: the network is
 
 
 def test_a_nan_network_is_refused_by_every_load_path(exported: Path, tmp_path: Path) -> None:
-    from agents.registry import make_agent
-
     folder = _nan_copy(exported, tmp_path / "nan")
     for load in (lambda: load_checkpoint(folder), lambda: make_agent(str(folder)),
                  lambda: make_agent(f"{folder}+search"), lambda: export(folder, samples=20)):
