@@ -273,7 +273,8 @@ def test_cli_resumes_only_when_asked_and_then_removes_the_chunks(tmp_path, capsy
     real, calls = ev._play_batched, []
 
     def dies_in_the_second_chunk(*a, **k):
-        calls.append(1)
+        if len(a[4]) > 1:  # a chunk of deals, not the one deal timed before the run
+            calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
         return real(*a, **k)
