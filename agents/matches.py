@@ -60,7 +60,8 @@ def _obs_for(agent: Agent, states: np.ndarray, ru: np.ndarray) -> np.ndarray | N
 
 
 def _play_batched(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
-                  openers: np.ndarray, logging: bool, tick: Tick | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+                  openers: np.ndarray, logging: bool,
+                  tick: Tick | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Play every rotation of the deals at once; returns the final states (and move logs)."""
     ru = rs.to_array()
     g_count = hands.shape[0] * n

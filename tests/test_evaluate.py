@@ -411,8 +411,8 @@ def test_a_log_that_is_not_a_terminal_hears_the_plan_and_periodic_progress(tmp_p
     import samloc.commands.eval as eval_cmd
 
     monkeypatch.setattr(eval_cmd, "LINE_EVERY_S", 0.0)
-    assert main(["--agent", "heuristic", "--opponents", "random", "--rules", "hoi_quan_bai,s666pg", "--players",
-                 "3", "--deals", "5", "--out", str(tmp_path / "run")]) == 0
+    assert main(["--agent", "heuristic", "--opponents", "random", "--rules", "hoi_quan_bai,s666pg",
+                 "--players", "3", "--deals", "5", "--out", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("samloc eval: 2 tables x 5 deals, each deal in every seat: 30 games; roughly ")
     assert "(one deal of hoi_quan_bai/3: " in err[0]

@@ -230,7 +230,8 @@ def test_the_shipped_standard_checkpoint_turned_nan_is_refused(tmp_path: Path) -
     load_checkpoint(ROOT / "checkpoints" / "standard")  # the shipped one passes the same check
 
 
-def test_a_run_folder_is_served_from_its_newest_good_checkpoints_export(exported: Path, tmp_path: Path) -> None:
+def test_a_run_folder_is_served_from_its_newest_good_checkpoints_export(exported: Path,
+                                                                       tmp_path: Path) -> None:
     """As eval and league read it: the run folder stands for its newest checkpoint that verifies."""
     run = tmp_path / "runs" / "quick__0"
     good = _copy(exported, run / "checkpoints" / "ckpt_00000001")

@@ -245,8 +245,9 @@ def test_an_endless_line_is_answered_and_the_input_given_up(argv):
     """/dev/zero has no end of line to skip to: named as a file it was read for ever, unanswered."""
     stdin = None if argv[0] != "-" else open("/dev/zero", "rb")
     try:
-        p = subprocess.run([sys.executable, "-m", "samloc", "replay", *argv], stdin=stdin, capture_output=True,
-                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+        p = subprocess.run([sys.executable, "-m", "samloc", "replay", *argv], stdin=stdin,
+                           capture_output=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                           timeout=300)
     finally:
         if stdin is not None:
             stdin.close()

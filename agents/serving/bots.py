@@ -94,7 +94,8 @@ class Bot:
         if spec is None:
             spec, self.note = "heuristic", "no shipped bot in checkpoints/: serving the heuristic player"
         self.spec = spec
-        self._parsed = _resolved(parse_spec(spec))  # the registry's grammar; a bad spec fails here, in one line
+        # the registry's grammar (a bad spec fails here, in one line); a run folder: its newest checkpoint
+        self._parsed = _resolved(parse_spec(spec))
         self.searches = self._parsed.kind == "search"  # its decisions have a time bound (deadline_ms)
         self._load(self._parsed)
         if temperature and not self.onnx and self.checkpoint is None:
@@ -259,10 +260,11 @@ class Bots:
                 routes.append({"rules": shown, "players": p, "bot": b.name,
                                "mean_vs_heuristic": b.strength.get((rules_key(rs), p))})
         sup = self.supports_json()
-        # PROTOCOL §4's one model and checkpoint: the bot that plays the most tables (the first given on a tie)
+        # PROTOCOL §4's one model and checkpoint: the bot that plays the most tables (the first on a tie)
         main = max(self.bots, key=lambda b: sum(c is b for c in chosen))
         onnx = next((b.onnx for b in self.bots if b.onnx is not None), None)
-        return {"name": " + ".join(b.name for b in self.bots), "agent": main.spec, "checkpoint": main.checkpoint,
+        return {"name": " + ".join(b.name for b in self.bots),
+                "agent": main.spec, "checkpoint": main.checkpoint,
                 "rules": [s["rules"] for s in sup], "players": sorted({p for s in sup for p in s["players"]}),
                 "supports": sup, "any_rule_overrides": any(b.tables is None for b in self.bots),
                 "bots": [b.info() for b in self.bots], "routes": routes,

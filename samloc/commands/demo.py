@@ -28,7 +28,8 @@ def parser() -> Parser:
     ap.add_argument("--rules", default=DEFAULT_PRESET, help=f"the rule preset (default {DEFAULT_PRESET})")
     ap.add_argument("--players", type=int, default=4, help="players at the table (default 4)")
     ap.add_argument("--games", type=positive, default=1000, help="games to play (default 1000)")
-    ap.add_argument("--seed", type=non_negative, default=0, help="seed of the deals and the moves (default 0)")
+    ap.add_argument("--seed", type=non_negative, default=0,
+                    help="seed of the deals and the moves (default 0)")
     ap.add_argument("--out", default="runs/demo/games.jsonl", help="where the records go (JSON Lines;"
                                                                    " default runs/demo/games.jsonl)")
     return ap

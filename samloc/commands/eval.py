@@ -161,8 +161,9 @@ def _run(args: argparse.Namespace, plan: _Plan) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         if sys.stderr.isatty():
             prog = stack.enter_context(Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("deals"),
-                TimeRemainingColumn(), console=Console(stderr=True), transient=args.json))
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("deals"), TimeRemainingColumn(), console=Console(stderr=True),
+                transient=args.json))
             tasks = {name: prog.add_task(name, total=args.deals) for name in names}
             progress = lambda k, d, t: prog.update(tasks[k], completed=d)  # noqa: E731
         else:
