@@ -43,7 +43,7 @@ DEFAULT_RULES = RuleSet.preset(DEFAULT_PRESET)
 class _Played:
     """The chunks of one evaluation as they finish: their statistics, games and play time."""
     deals: int
-    progress: Callable[[int, int], None] | None
+    progress: Callable[[float, int], None] | None
     chunks: ChunkStore | None
     parts: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
     records: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
@@ -70,7 +70,7 @@ class _Played:
 
 def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DEFAULT_RULES, players: int = 4,
              deals: int = 1000, seed: int = 0, *, save_games: str | None = None,
-             progress: Callable[[int, int], None] | None = None, chunk: int = 512,
+             progress: Callable[[float, int], None] | None = None, chunk: int = 512,
              deal_scores: bool = False, store: str | Path | None = None, workers: int = 1,
              pool: EvalPool | None = None) -> dict[str, Any]:
     """Duplicate evaluation of ``agent`` against ``opponents`` (specs or Agents).
@@ -84,6 +84,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
     ``store``: a folder that keeps each finished chunk (:class:`ChunkStore`); chunks already there are
     taken, not played again.  Both agents must be replayable, and ``save_games`` is then refused (the
     games of chunks played earlier are not kept).  ``seconds`` counts the chunks' own play time.
+    ``progress(done, deals)`` hears of each chunk finished, and of a chunk played here part way (a
+    fraction of a deal per game ended, short of the chunk's end).
     ``workers`` > 1: the chunks are played side by side in that many processes (:class:`EvalPool`;
     replayable agents given as specs), with the one-process result; ``wall_seconds`` then says how
     long it took.  ``pool``: an :class:`EvalPool` of these agents and seed to play them in instead.
@@ -113,7 +115,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
     else:
         for lo, hi in todo:
             t0 = time.perf_counter()
-            part, recs = play_chunk(a, b, rules, n, hands[lo:hi], openers[lo:hi], logging)
+            tick = None if progress is None else (lambda g, at=played.done_deals: progress(at + g / n, deals))
+            part, recs = play_chunk(a, b, rules, n, hands[lo:hi], openers[lo:hi], logging, tick)
             played.finished(lo, hi, part, recs, time.perf_counter() - t0)
     wall = time.perf_counter() - t_wall
     out = _result(a, b, rules, n, seed, deals, played, skipped)
@@ -210,7 +213,7 @@ def safe_name(s: str) -> str:
 
 def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequence[tuple[RuleSet, int]], deals: int,
                     seed: int, save_games: str | None = None,
-                    progress: Callable[[str, int, int], None] | None = None,
+                    progress: Callable[[str, float, int], None] | None = None,
                     store: str | Path | None = None, workers: int = 1) -> dict[str, Any]:
     """:func:`evaluate` at several tables (rule set, players); ``by_table`` holds each table's result
     and the top level pools them (the mean of the tables' means, its CI from theirs).  ``store``: the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numba import njit
@@ -23,6 +23,7 @@ from sam_env.rules import RuleSet
 from .base import Agent
 
 MAX_DECISIONS = 1024  # per game; real games take far fewer
+Tick = Callable[[int], None]  # the games of a chunk ended so far (a long chunk's progress)
 
 
 class IllegalMoveError(RuntimeError):
@@ -59,7 +60,8 @@ def _obs_for(agent: Agent, states: np.ndarray, ru: np.ndarray) -> np.ndarray | N
 
 
 def _play_batched(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
-                  openers: np.ndarray, logging: bool) -> tuple[np.ndarray, np.ndarray | None]:
+                  openers: np.ndarray, logging: bool,
+                  tick: Tick | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Play every rotation of the deals at once; returns the final states (and move logs)."""
     ru = rs.to_array()
     g_count = hands.shape[0] * n
@@ -67,10 +69,14 @@ def _play_batched(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarr
     _start_rotations(states, ru, hands, openers, n)
     a_seat = np.tile(np.arange(n, dtype=np.int32), hands.shape[0])
     log = np.full((g_count, MAX_DECISIONS if logging else 1), -1, dtype=np.int16)
+    ended = 0
     while True:
         live = np.flatnonzero(states[:, core.O_PHASE] != core.PH_OVER)
         if live.size == 0:
             break
+        if tick is not None and g_count - live.size > ended:
+            ended = g_count - live.size
+            tick(ended)
         st_live = states[live]
         masks = np.zeros((live.size, NUM_ACTIONS), dtype=np.int8)
         core.batch_legal_mask(st_live, ru, masks)
@@ -98,7 +104,7 @@ def _game_of(rs: RuleSet, n: int, hand: np.ndarray, opener: int) -> Game:
 
 
 def _play_slow(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
-               openers: np.ndarray) -> tuple[np.ndarray, list[Game]]:
+               openers: np.ndarray, tick: Tick | None = None) -> tuple[np.ndarray, list[Game]]:
     """One decision at a time through Game (agents without a batched form, e.g. HTTP)."""
     games: list[Game] = []
     states = core.new_states(hands.shape[0] * n)
@@ -116,15 +122,18 @@ def _play_slow(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
                                            f" (deal {d}, rotation {a_seat}): {exc}") from None
             states[d * n + a_seat] = g.state
             games.append(g)
+            if tick is not None and len(games) < len(states):
+                tick(len(games))
     return states, games
 
 
 def play_chunk(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray, openers: np.ndarray,
-                logging: bool) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
-    """One chunk of deals, every rotation: its statistics and (``logging``) its games as records."""
+               logging: bool, tick: Tick | None = None) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+    """One chunk of deals, every rotation: its statistics and (``logging``) its games as records.
+    ``tick(games)`` hears how many of its games have ended, while some are still being played."""
     records: list[dict[str, Any]] = []
     if agent.batched and opp.batched:
-        states, log = _play_batched(agent, opp, rs, n, hands, openers, logging)
+        states, log = _play_batched(agent, opp, rs, n, hands, openers, logging, tick)
         if log is not None:
             for g in range(states.shape[0]):
                 game = _game_of(rs, n, hands[g // n], int(openers[g // n]))
@@ -132,7 +141,7 @@ def play_chunk(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
                     game.apply(int(act))
                 records.append(game.to_record())
     else:
-        states, played = _play_slow(agent, opp, rs, n, hands, openers)
+        states, played = _play_slow(agent, opp, rs, n, hands, openers, tick)
         if logging:
             records = [g.to_record() for g in played]
     return _stats(states, n), records

@@ -14,7 +14,8 @@ Loading checks what it loads before anyone is answered: the ``.onnx`` bytes
 against the ``onnx_sha256`` its sidecar records (``samloc export`` writes it;
 a lone file, or one exported before the field existed, has only the next
 check), then one run on known positions, whose outputs must be a probability
-distribution with a legal argmax and a finite value of a plausible size.
+distribution with a legal argmax and a finite value of a plausible size (the
+check every loader runs: :mod:`agents.nets.outputs`).
 Every later output is checked the same way: a damaged model raises
 :class:`~agents.base.AgentFailure` rather than answer with a NaN.
 """
@@ -31,15 +32,13 @@ import numpy as np
 from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
-from sam_env.rules import DEFAULT_PRESET, RuleSet
 
 from .base import Agent, AgentFailure, check_seat
 from .nets.format import (MODEL_FILE, CheckpointError, Table, check_versions, file_sha256, open_regular,
                           parse_tables, read_json_file)
+from .nets.outputs import check_known_positions, output_problem
 
 MAX_ONNX_BYTES = 1 << 30   # an exported policy is a few MiB
-MAX_VALUE = 1000.0         # |value| in units of the training reward_scale: no game comes near it
-KNOWN_POSITIONS = 16       # decisions of a fixed deal, run once at load
 
 
 def sidecar_path(model_path: str | Path) -> Path:
@@ -65,42 +64,6 @@ def choose_action(probs: np.ndarray, mask: np.ndarray, temperature: float,
     w = np.exp(logp - logp.max())
     w /= w.sum()
     return int(rng.choice(NUM_ACTIONS, p=w))
-
-
-def output_problem(probs: np.ndarray, value: np.ndarray, mask: np.ndarray) -> str | None:
-    """What is wrong with a batch of the model's outputs, or None: each row's probabilities must be
-    finite, sum to 1 over the legal actions and put the most on a legal one, and its value must be
-    finite and at most :data:`MAX_VALUE` in size."""
-    legal = np.asarray(mask) > 0
-    if not np.isfinite(probs).all():
-        return "its probabilities are not finite"
-    if not np.isfinite(value).all():
-        return "its value is not finite"
-    worst = float(np.abs(value).max(initial=0.0))
-    if worst > MAX_VALUE:
-        return f"its value {worst:.3g} is beyond any game's"
-    if (np.abs(np.where(legal, probs, 0.0).sum(axis=1) - 1.0) > 1e-3).any():
-        return "its probabilities of the legal moves do not sum to 1"
-    if not legal[np.arange(len(legal)), np.argmax(probs, axis=1)].all():
-        return "its most probable move is illegal"
-    return None
-
-
-def known_positions(table: Table | None, count: int = KNOWN_POSITIONS) -> tuple[np.ndarray, np.ndarray]:
-    """``(obs, masks)`` of the first decisions of fixed deals at ``table`` (hoi_quan_bai with 4 when
-    None): inputs on which any sound policy gives a distribution and a finite value."""
-    if table is None:
-        table = Table(RuleSet.preset(DEFAULT_PRESET), 4)
-    rules, players = table.rules, table.players
-    obs, masks, seed = [], [], 0
-    while len(obs) < count:
-        g = Game.new(rules, players, seed=seed)
-        seed += 1
-        while not g.finished and len(obs) < count:
-            obs.append(obs_mod.encode(g, g.to_act))
-            masks.append(g.legal_mask())
-            g.apply(int(np.flatnonzero(g.legal_mask())[-1]))
-    return np.stack(obs).astype(np.float32), np.stack(masks).astype(np.float32)
 
 
 class OnnxAgent(Agent):
@@ -145,7 +108,7 @@ class OnnxAgent(Agent):
         self.name = str(self.metadata.get("name") or self.path.stem)
         self.temperature = float(temperature)
         self.rng = np.random.default_rng(seed)
-        self._check_known_positions()
+        check_known_positions(self._infer, self.trained_tables, str(self.path), "export it again")
 
     def _model_bytes(self) -> bytes:
         """The model file, read once (what is hashed is what runs)."""
@@ -166,14 +129,6 @@ class OnnxAgent(Agent):
             raise CheckpointError(f"{self.path} does not match the onnx_sha256 recorded in {side.name}"
                                   " (damaged or changed since it was exported): export it again")
         return meta
-
-    def _check_known_positions(self) -> None:
-        tables = self.trained_tables
-        obs, masks = known_positions(tables[0] if tables else None)
-        problem = output_problem(*self._infer(obs, masks), masks)
-        if problem is not None:
-            raise CheckpointError(f"{self.path}: on known positions {problem}: the model is damaged"
-                                  " (export it again)")
 
     def check_exported_from(self, ckpt_dir: Path) -> None:
         """Refuse to stand in for a checkpoint folder whose weights are not those this model was

@@ -55,7 +55,7 @@ from sam_env.seeding import GOLDEN_U64, mix64
 
 from .base import Agent, check_seat
 from .nets.belief import BeliefNet, load_belief
-from .nets.format import Table
+from .nets.format import Table, resolve
 from .nets.interface import PolicyNetwork, param_dtype
 from .policy_agent import PolicyAgent, load_policy_agent
 
@@ -540,6 +540,7 @@ def load_search_agent(path: str | Path, settings: str = "", seed: int = 0,
     given = parse_search_spec(settings, defaults=False)
     spec = {**DEFAULTS, "deadline_ms": deadline_ms, **given}
     want, required = spec.pop("belief"), "belief" in given
+    path = resolve(path)  # a run folder: its newest good checkpoint, whose belief goes with its policy
     policy = load_policy_agent(path, seed=seed)
     belief = load_belief(path) if want else None
     if required and want and belief is None:

@@ -158,6 +158,9 @@ def answer_all(records: Iterable[object], out: IO[str], show: Callable[[dict], s
 # ---- reading a file of records (PROTOCOL §2, §3) ----------------------------------------------
 MAX_RECORD_BYTES = 1 << 20  # real records are a few KB; a longer line (or spread record) is refused unread
 _TOO_LONG = f"is over {MAX_RECORD_BYTES >> 20} MiB: no samloc/1 record is that long"
+MAX_SKIP_BYTES = 64 << 20  # a line longer still has no end in sight: the rest of the input is not read
+_ENDLESS = (f"is over {MAX_RECORD_BYTES >> 20} MiB and has not ended after {MAX_SKIP_BYTES >> 20} MiB:"
+            " no samloc/1 record is that long; the rest of the input is not read")
 _BOM = b"\xef\xbb\xbf"
 _JSON_SPACE = " \t\r"  # JSON's whitespace on a line (str.strip would also take U+2028, \x85, \x0c)
 
@@ -217,7 +220,9 @@ def _lines(stream: BinaryIO) -> Iterator[_Line]:
     while raw := stream.readline(limit):
         n += 1
         if len(raw) == limit and not raw.endswith(b"\n"):  # over the limit: the rest is skipped unread
-            _skip_rest_of_line(stream)
+            if not _skip_rest_of_line(stream):  # /dev/zero, say: no end to skip to
+                yield _Line(n, None, _ENDLESS)
+                return
             yield _Line(n, None, _TOO_LONG)
             continue
         raw = raw.removesuffix(b"\n").removesuffix(b"\r")
@@ -235,9 +240,15 @@ def _decoded(n: int, raw: bytes) -> _Line:
         return _Line(n, None, f"is not UTF-8 text (byte {exc.start + 1} of the line)")
 
 
-def _skip_rest_of_line(stream: BinaryIO) -> None:
+def _skip_rest_of_line(stream: BinaryIO) -> bool:
+    """Read past the end of the current line; False (the input given up) if it has none within
+    MAX_SKIP_BYTES."""
+    skipped = 0
     while (chunk := stream.readline(1 << 16)) and not chunk.endswith(b"\n"):
-        pass
+        skipped += len(chunk)
+        if skipped > MAX_SKIP_BYTES:
+            return False
+    return True
 
 
 def _blank(line: _Line) -> bool:

@@ -273,7 +273,8 @@ def test_cli_resumes_only_when_asked_and_then_removes_the_chunks(tmp_path, capsy
     real, calls = ev._play_batched, []
 
     def dies_in_the_second_chunk(*a, **k):
-        calls.append(1)
+        if len(a[4]) > 1:  # a chunk of deals, not the one deal timed before the run
+            calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
         return real(*a, **k)
@@ -391,3 +392,31 @@ def test_pool_workers_play_on_one_thread(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     with EvalPool("checkpoints/standard", "heuristic", 0, 2) as pool:
         assert pool._executor.submit(eval, "__import__('torch').get_num_threads()").result() == 1
+
+
+# ---- a long evaluation says what it will play, and its progress reaches a log -------------------------
+def test_progress_moves_within_a_chunk():
+    """A chunk of searched games took minutes with no word; the games ended within it now count."""
+    seen: list[float] = []
+    evaluate("heuristic", "random", RuleSet.preset("hoi_quan_bai"), 4, 8, seed=1, chunk=4,
+             progress=lambda done, total: seen.append(done))
+    assert seen == sorted(seen) and seen[-1] == 8 and 4 in seen
+    within = [d for d in seen if d not in (4, 8)]
+    assert within and all(0 < d < 8 for d in within)
+    assert all(d < 4 for d in seen[:seen.index(4)])  # a chunk's end is heard only once it is kept
+
+
+def test_a_log_that_is_not_a_terminal_hears_the_plan_and_periodic_progress(tmp_path, capsys, monkeypatch):
+    """Logged to a file, `samloc eval` said nothing for 10 minutes, then drew 14 bars at 20/20."""
+    import samloc.commands.eval as eval_cmd
+
+    monkeypatch.setattr(eval_cmd, "LINE_EVERY_S", 0.0)
+    assert main(["--agent", "heuristic", "--opponents", "random", "--rules", "hoi_quan_bai,s666pg",
+                 "--players", "3", "--deals", "5", "--out", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("samloc eval: 2 tables x 5 deals, each deal in every seat: 30 games; roughly ")
+    assert "(one deal of hoi_quan_bai/3: " in err[0]
+    lines = [x for x in err[1:] if x.startswith("samloc eval: ")]
+    assert any(" 0/5 deals (table 1 of 2)" in x or " 1/5 deals (table 1 of 2)" in x for x in lines), lines
+    assert "samloc eval: hoi_quan_bai/3 5/5 deals (table 1 of 2);" in "\n".join(lines)
+    assert lines[-1].startswith("samloc eval: s666pg/3 5/5 deals (table 2 of 2); ")

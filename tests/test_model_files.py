@@ -24,6 +24,7 @@ import pytest
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 from onnx import numpy_helper  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -37,6 +38,7 @@ from agents.nets.format import (MAX_JSON_BYTES, CheckpointError, belief_shapes, 
                                 policy_shapes)
 from agents.nets.policy import PolicyNet, build_net  # noqa: E402
 from agents.onnx_agent import OnnxAgent  # noqa: E402
+from agents.registry import make_agent  # noqa: E402
 from agents.serving.app import create_app  # noqa: E402
 from agents.serving.bots import Bot  # noqa: E402
 from sam_env import core  # noqa: E402
@@ -175,6 +177,70 @@ def test_a_folder_is_not_served_from_an_onnx_file_of_other_weights(exported: Pat
     line = _serve_error(str(folder))
     assert words in line and f"samloc export {folder}" in line
     assert Bot(str(exported)).name == "tiny"
+
+
+# ---- a network broken before it was written: every load path runs it on known positions ----------
+def _nan_copy(src: Path, dest: Path) -> Path:
+    """``src`` without its export, every float tensor NaN, the hashes in metadata.json recomputed: a
+    checkpoint whose files are intact but whose network answers nothing."""
+    folder = _copy(src, dest)
+    for name in ("policy.onnx", "policy.json"):
+        (folder / name).unlink(missing_ok=True)
+    weights = folder / "model.safetensors"
+    tensors = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
+               for k, v in load_file(str(weights)).items()}
+    save_file(tensors, str(weights))
+    meta = json.loads((folder / "metadata.json").read_text())
+    meta["sha256"]["model.safetensors"] = file_sha256(weights)
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    return folder
+
+
+def _one_line_failure(*argv: str) -> str:
+    """``samloc ARGV`` must fail with one line on stderr and no traceback: that line."""
+    r = subprocess.run([sys.executable, "-m", "samloc", *argv], capture_output=True, text=True, cwd=ROOT,
+                       env=ENV, timeout=300)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+NAN_WORDS = "on known positions its probabilities are not finite: the network is damaged"
+
+
+def test_a_nan_network_is_refused_by_every_load_path(exported: Path, tmp_path: Path) -> None:
+    folder = _nan_copy(exported, tmp_path / "nan")
+    for load in (lambda: load_checkpoint(folder), lambda: make_agent(str(folder)),
+                 lambda: make_agent(f"{folder}+search"), lambda: export(folder, samples=20)):
+        with pytest.raises(CheckpointError, match=re.escape(f"{folder}: {NAN_WORDS}")):
+            load()
+    assert not (folder / "policy.onnx").exists()
+    assert _serve_error(str(folder)).endswith(f"{folder}: {NAN_WORDS} (train it again, or load an earlier"
+                                              " checkpoint)")
+    assert NAN_WORDS in _one_line_failure("export", str(folder))
+    assert NAN_WORDS in _one_line_failure("eval", "--agent", str(folder), "--opponents", "heuristic",
+                                          "--deals", "2")
+
+
+def test_the_shipped_standard_checkpoint_turned_nan_is_refused(tmp_path: Path) -> None:
+    folder = _nan_copy(ROOT / "checkpoints" / "standard", tmp_path / "standard")
+    with pytest.raises(CheckpointError, match=re.escape(NAN_WORDS)):
+        load_checkpoint(folder)
+    load_checkpoint(ROOT / "checkpoints" / "standard")  # the shipped one passes the same check
+
+
+def test_a_run_folder_is_served_from_its_newest_good_checkpoints_export(exported: Path,
+                                                                       tmp_path: Path) -> None:
+    """As eval and league read it: the run folder stands for its newest checkpoint that verifies."""
+    run = tmp_path / "runs" / "quick__0"
+    good = _copy(exported, run / "checkpoints" / "ckpt_00000001")
+    (run / "checkpoints" / "ckpt_00000002").mkdir()  # cut short: skipped
+    (run / "checkpoints" / "ckpt_00000002" / "metadata.json").write_text("{")
+    bot = Bot(str(run))
+    assert bot.onnx is not None and bot.note == ""
+    assert bot.checkpoint == str(good / "policy.onnx")
+    assert Bot(f"{run}+search:worlds=1,candidates=2,critic=0").checkpoint == str(good)
 
 
 # ---- sizes and shapes, before anything is allocated -------------------------------------------------

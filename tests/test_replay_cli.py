@@ -240,6 +240,24 @@ def test_a_line_over_the_limit_is_refused_unread():
     assert reps[1]["error"] == "line 2 is over 1 MiB: no samloc/1 record is that long"
 
 
+@pytest.mark.parametrize("argv", [["/dev/zero", "--json"], ["-", "--json"]])
+def test_an_endless_line_is_answered_and_the_input_given_up(argv):
+    """/dev/zero has no end of line to skip to: named as a file it was read for ever, unanswered."""
+    stdin = None if argv[0] != "-" else open("/dev/zero", "rb")
+    try:
+        p = subprocess.run([sys.executable, "-m", "samloc", "replay", *argv], stdin=stdin,
+                           capture_output=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                           timeout=300)
+    finally:
+        if stdin is not None:
+            stdin.close()
+    assert p.returncode == 1, p.stderr
+    out = p.stdout.decode().splitlines()
+    assert [json.loads(x)["error"] for x in out] == [
+        "line 1 is over 1 MiB and has not ended after 64 MiB: no samloc/1 record is that long;"
+        " the rest of the input is not read"]
+
+
 LINE = st.one_of(
     st.sampled_from(RECORDS).map(line),                                   # a record
     st.sampled_from(RECORDS).flatmap(lambda r: st.integers(1, len(line(r)) - 1).map(lambda k: line(r)[:k])),

@@ -87,6 +87,17 @@ def test_each_table_goes_to_the_strongest_bot_that_was_trained_for_it(two: tuple
         assert new("mien_bac", 2)["bot"] == "heuristic (stand-in: no trained bot for this table)"
 
 
+def test_info_names_the_bot_that_plays_the_tables_not_the_first_given(two: tuple[Path, Path]) -> None:
+    """/v1/info's one agent and checkpoint (PROTOCOL §4): the shipped all_tables came first while every
+    table went to expert, and info named all_tables."""
+    special, wide = two
+    with TestClient(create_app([str(special), str(wide)])) as c:
+        info = c.get("/v1/info").json()
+    assert [r["bot"] for r in info["routes"]].count("wide") == 5
+    assert (info["agent"], info["checkpoint"]) == (str(wide), str(wide))
+    assert info["bots"][0]["name"] == "special"
+
+
 def test_reports_of_one_table_are_pooled_by_their_deals(tmp_path: Path) -> None:
     """Two evaluations of one table: the strength is the mean over all their deals, not the better one."""
     ckpt = _checkpoint(tmp_path / "b", "b", [{"rules": "hoi_quan_bai", "players": 4}], {"hoi_quan_bai/4": 1.0})

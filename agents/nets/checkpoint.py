@@ -3,7 +3,9 @@
 The folder format is :mod:`agents.nets.format`.  A folder is written under a
 temporary name and renamed into place, so a reader never sees half a
 checkpoint; the hashes in its metadata catch a file truncated or damaged
-later, and loading verifies them before it builds anything.  The network is
+later, and loading verifies them before it builds anything.  The network built
+is run once on known positions (:mod:`agents.nets.outputs`) before anyone gets
+it: weights broken before they were written (NaN) are refused too.  The network is
 built by :func:`agents.nets.factory.build_network` from the ``model`` its
 metadata records (a user's kind imports its module: see there).
 """
@@ -16,6 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
@@ -27,6 +30,7 @@ from .format import (BELIEF_FILE, BELIEF_META, FORMAT, ONNX_FILE, ONNX_META, MET
                      check_tensors, file_sha256, list_checkpoints, resolve, verify)
 from .factory import build_network, network_shapes
 from .interface import PolicyNetwork
+from .outputs import Infer, check_known_positions
 
 __all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", "copy_checkpoint"]
 
@@ -81,7 +85,21 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PolicyNetwor
         net.load_state_dict(load_file(str(ckpt / MODEL_FILE), device=device))
     except (SafetensorError, RuntimeError, OSError) as exc:
         raise CheckpointError(f"{ckpt}: weights do not load ({str(exc).splitlines()[0]})") from None
-    return net.to(device).eval(), meta
+    net = net.to(device).eval()
+    check_known_positions(_infer(net, device), meta.tables, str(ckpt),
+                          "train it again, or load an earlier checkpoint")
+    return net, meta
+
+
+def _infer(net: PolicyNetwork, device: str) -> Infer:
+    """``net`` as :mod:`agents.nets.outputs` runs it: the served softmax of its masked logits."""
+    @torch.no_grad()
+    def infer(obs: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m = torch.as_tensor(masks, device=device)
+        logits, value = net(torch.as_tensor(obs, device=device), m)
+        probs = torch.softmax(logits.float(), dim=-1) * (m > 0)
+        return probs.cpu().numpy(), value.float().cpu().numpy()
+    return infer
 
 
 def load_trainer_state(ckpt_dir: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import AgentFailure
-from agents.nets.format import read_json_file
+from agents.nets.format import read_json_file, resolve
 from agents.onnx_agent import choose_action
 from agents.registry import AgentSpec, make_agent, parse_spec
 from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION
@@ -94,7 +94,8 @@ class Bot:
         if spec is None:
             spec, self.note = "heuristic", "no shipped bot in checkpoints/: serving the heuristic player"
         self.spec = spec
-        self._parsed = parse_spec(spec)  # the registry's grammar; a bad spec fails here, in one line
+        # the registry's grammar (a bad spec fails here, in one line); a run folder: its newest checkpoint
+        self._parsed = _resolved(parse_spec(spec))
         self.searches = self._parsed.kind == "search"  # its decisions have a time bound (deadline_ms)
         self._load(self._parsed)
         if temperature and not self.onnx and self.checkpoint is None:
@@ -250,24 +251,36 @@ class Bots:
         return _as_json(self.supported())
 
     def info(self) -> dict[str, Any]:
-        routes = []
+        routes, chosen = [], []
         for rs, shown, ps in self.supported():
             for p in ps:
                 b = self.route(rs, p)
                 assert b is not None
+                chosen.append(b)
                 routes.append({"rules": shown, "players": p, "bot": b.name,
                                "mean_vs_heuristic": b.strength.get((rules_key(rs), p))})
         sup = self.supports_json()
-        first = self.bots[0]
+        # PROTOCOL §4's one model and checkpoint: the bot that plays the most tables (the first on a tie)
+        main = max(self.bots, key=lambda b: sum(c is b for c in chosen))
         onnx = next((b.onnx for b in self.bots if b.onnx is not None), None)
-        return {"name": " + ".join(b.name for b in self.bots), "agent": first.spec, "checkpoint": first.checkpoint,
+        return {"name": " + ".join(b.name for b in self.bots),
+                "agent": main.spec, "checkpoint": main.checkpoint,
                 "rules": [s["rules"] for s in sup], "players": sorted({p for s in sup for p in s["players"]}),
                 "supports": sup, "any_rule_overrides": any(b.tables is None for b in self.bots),
                 "bots": [b.info() for b in self.bots], "routes": routes,
                 "format": FORMAT, "action_table_version": ACTION_TABLE_VERSION,
                 "obs_version": onnx.metadata.get("obs_version") if onnx is not None else None,
-                "temperature": first.temperature, "deterministic": not self.deadline_ms,
+                "temperature": main.temperature, "deterministic": not self.deadline_ms,
                 "deadline_ms": self.deadline_ms}
+
+
+def _resolved(spec: AgentSpec) -> AgentSpec:
+    """A checkpoint or searched spec whose folder is a run folder names the run's newest good
+    checkpoint instead (:func:`agents.nets.format.resolve`, as eval and league read it): its exported
+    model, reports and belief are there."""
+    if spec.kind not in ("checkpoint", "search"):
+        return spec
+    return AgentSpec(spec.kind, str(resolve(spec.target)), spec.option)
 
 
 def _as_json(supported: list[Supported]) -> list[dict[str, Any]]:

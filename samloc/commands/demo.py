@@ -13,17 +13,32 @@ from pathlib import Path
 from sam_env.roundtrip import roundtrip
 from sam_env.rules import DEFAULT_PRESET, RulesError
 
-from .args import Parser, command, fail, table
+from .args import Parser, command, fail, non_negative, positive, table
+
+#: What each way a game ends (a record's ``result.end``, RULES.md) means, as the summary explains it.
+ENDS = {"won": "a seat played out its hand",
+        "instant_win": "a dealt hand won at once",
+        "sam_success": "a Sâm was declared and played out",
+        "sam_failed": "a Sâm was declared and blocked",
+        "draw": "no seat could lead"}
 
 
 def parser() -> Parser:
-    ap = Parser(prog="samloc demo", description=__doc__)
-    ap.add_argument("--rules", default=DEFAULT_PRESET)
-    ap.add_argument("--players", type=int, default=4)
-    ap.add_argument("--games", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="runs/demo/games.jsonl", help="where the records go")
+    ap = Parser(prog="samloc demo", description=__doc__.replace("``", ""))
+    ap.add_argument("--rules", default=DEFAULT_PRESET, help=f"the rule preset (default {DEFAULT_PRESET})")
+    ap.add_argument("--players", type=int, default=4, help="players at the table (default 4)")
+    ap.add_argument("--games", type=positive, default=1000, help="games to play (default 1000)")
+    ap.add_argument("--seed", type=non_negative, default=0,
+                    help="seed of the deals and the moves (default 0)")
+    ap.add_argument("--out", default="runs/demo/games.jsonl", help="where the records go (JSON Lines;"
+                                                                   " default runs/demo/games.jsonl)")
     return ap
+
+
+def ends_text(ends: dict[str, int]) -> str:
+    """How the games ended, most often first, each end named and explained."""
+    return "; ".join(f"{n} {end} ({ENDS.get(end, 'see RULES.md')})"
+                     for end, n in sorted(ends.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 @command(parser)
@@ -33,9 +48,12 @@ def main(args: argparse.Namespace) -> int:
     except RulesError as exc:
         return fail("samloc demo", exc)
     r = roundtrip(rules, args.players, args.games, args.seed, Path(args.out))
-    print(f"played {r.games} random games ({rules.name}, {args.players} players) in {r.play_seconds:.1f} s;"
-          f" ends: {r.ends}")
-    print(f"wrote {r.records}; replayed them in {r.replay_seconds:.1f} s ({r.games / r.replay_seconds:.0f} records/s),"
-          f" {r.mismatches} disagreements")
-    print(json.dumps({"games": r.games, "replay_mismatches": r.mismatches, "records": str(r.records)}))
+    print(f"played {r.games} random games ({rules.name}, {args.players} players) in {r.play_seconds:.1f} s")
+    blocked = max(r.ends, key=r.ends.__getitem__) == "sam_failed"
+    print(f"how they ended: {ends_text(r.ends)}" + ("; random players declare Sâm at half their chances,"
+                                                   " so most games end in a blocked Sâm" if blocked else ""))
+    print(f"wrote {r.records}; replayed them in {r.replay_seconds:.1f} s"
+          f" ({r.games / max(r.replay_seconds, 1e-9):.0f} records/s), {r.mismatches} disagreements")
+    print(json.dumps({"games": r.games, "ends": r.ends, "replay_mismatches": r.mismatches,
+                      "records": str(r.records)}))
     return 1 if r.mismatches else 0

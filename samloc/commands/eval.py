@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import shutil
@@ -18,12 +19,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agents.base import Agent
 from agents.eval_chunks import CHUNKS, not_resumable
 from agents.eval_report import write_report
-from agents.evaluate import evaluate_tables, safe_name, table_name, trained_tables
+from agents.evaluate import evaluate, evaluate_tables, safe_name, table_name, trained_tables
 from agents.matches import IllegalMoveError
 from agents.registry import make_agent
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
 from .args import Parser, parse, parse_tables
+
+LINE_EVERY_S = 30.0  # a progress line this often when stderr is not a terminal
 
 
 def _parser() -> Parser:
@@ -115,16 +118,59 @@ def _chunk_folder(out: Path, agent: Agent, opponents: Agent, resume: bool, save_
     return folder
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def _announce(args: argparse.Namespace, plan: _Plan) -> None:
+    """Before the run: how many games it plays, and roughly how long that takes, from one deal of the
+    first table timed (a fresh agent, so the run plays as it would have without it)."""
+    games = args.deals * sum(p for _, p in plan.tables)
+    rules, players = plan.tables[0]
+    one = evaluate(args.agent, args.opponents, rules, players, deals=1, seed=args.seed)
+    per_game = one["seconds"] / one["games"]
+    print(f"samloc eval: {len(plan.tables)} table{'s' * (len(plan.tables) > 1)} x {args.deals} deals, each"
+          f" deal in every seat: {games} games; roughly {_duration(games * per_game / args.workers)}"
+          f" (one deal of {table_name(rules, players)}: {one['seconds']:.2f} s for {one['games']} games)",
+          file=sys.stderr, flush=True)
+
+
+class _Lines:
+    """Progress as plain lines on stderr, one every :data:`LINE_EVERY_S` and one per table finished:
+    for a log that is not a terminal, where rich's bars are drawn only once, at the end."""
+
+    def __init__(self, tables: list[str]):
+        self.tables, self.t0 = tables, time.monotonic()
+        self.last = self.t0
+
+    def update(self, name: str, done: float, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < LINE_EVERY_S:
+            return
+        self.last = now
+        i = self.tables.index(name)
+        part = (i + done / total) / len(self.tables)
+        left = f", about {_duration((now - self.t0) * (1 - part) / part)} left" if 0 < part < 1 else ""
+        print(f"samloc eval: {name} {int(done)}/{total} deals (table {i + 1} of {len(self.tables)});"
+              f" {_duration(now - self.t0)} so far{left}", file=sys.stderr, flush=True)
+
+
 def _run(args: argparse.Namespace, plan: _Plan) -> dict[str, Any]:
-    """The evaluation, with a progress bar per table on stderr."""
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("deals"), TimeRemainingColumn(), console=Console(stderr=True),
-                  transient=args.json) as prog:
-        tasks = {table_name(r, p): prog.add_task(table_name(r, p), total=args.deals) for r, p in plan.tables}
+    """The evaluation, with a progress bar per table on a terminal, else periodic lines (:class:`_Lines`)."""
+    names = [table_name(r, p) for r, p in plan.tables]
+    with contextlib.ExitStack() as stack:
+        if sys.stderr.isatty():
+            prog = stack.enter_context(Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("deals"), TimeRemainingColumn(), console=Console(stderr=True),
+                transient=args.json))
+            tasks = {name: prog.add_task(name, total=args.deals) for name in names}
+            progress = lambda k, d, t: prog.update(tasks[k], completed=d)  # noqa: E731
+        else:
+            progress = _Lines(names).update
         return evaluate_tables(args.agent if args.workers > 1 else plan.agent, args.opponents, plan.tables,
-                               args.deals, args.seed, save_games=args.save_games,
-                               progress=lambda k, d, t: prog.update(tasks[k], completed=d), store=plan.store,
-                               workers=args.workers)
+                               args.deals, args.seed, save_games=args.save_games, progress=progress,
+                               store=plan.store, workers=args.workers)
 
 
 def _print(res: dict[str, Any], out: Path, as_json: bool) -> None:
@@ -153,6 +199,7 @@ def main(argv: list[str]) -> int:
         print(f"samloc eval: {exc}", file=sys.stderr)
         return 2
     try:
+        _announce(args, plan)
         res = _run(args, plan)
     except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
         print(f"samloc eval: {exc}", file=sys.stderr)

@@ -19,15 +19,20 @@ function setBusy(b) { ui.busy = b; document.body.dataset.busy = b ? "1" : "0"; r
 function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 function seatName(s) { return ui.state && s === ui.state.seat ? "You" : `Seat ${s}`; }
 
+// the engine writes the ten as "T"; the table shows "10" everywhere: on cards, in moves, in messages
+function rankText(r) { return r === "T" ? "10" : r; }
+// a move's engine name ("TT", "9TJ", "pass") as the cards read: "10 10", "9 10 J", "pass"
+function moveText(name) { return /^[2-9TJQKA]+$/.test(name) ? [...name].map(rankText).join(" ") : name; }
+
 function cardEl(code) {
   const el = document.createElement("div");
   const rank = code.slice(0, -1), suit = code.slice(-1).toLowerCase();
   el.className = "card" + (suit === "h" || suit === "d" ? " red" : "");
   el.dataset.card = code;
-  el.innerHTML = `<span class="rank">${rank === "T" ? "10" : rank}</span><span class="suit">${SUITS[suit]}</span>`;
+  el.innerHTML = `<span class="rank">${rankText(rank)}</span><span class="suit">${SUITS[suit]}</span>`;
   return el;
 }
-function cardsText(cards) { return cards.map((c) => (c[0] === "T" ? "10" : c[0]) + SUITS[c.slice(-1).toLowerCase()]).join(" "); }
+function cardsText(cards) { return cards.map((c) => rankText(c[0]) + SUITS[c.slice(-1).toLowerCase()]).join(" "); }
 
 async function api(path, body) {
   const res = await fetch(path, body === undefined ? {} : {
@@ -41,7 +46,7 @@ async function api(path, body) {
 function message(text, error = false) {
   const m = $("message");
   // the engine names cards as "7h"; show them as on the table: "7♥"
-  m.textContent = (text || "").replace(/\b([2-9TJQKA])([scdh])\b/g, (_, r, su) => (r === "T" ? "10" : r) + SUITS[su]);
+  m.textContent = (text || "").replace(/\b([2-9TJQKA])([scdh])\b/g, (_, r, su) => rankText(r) + SUITS[su]);
   m.className = error ? "error" : "";
 }
 
@@ -107,7 +112,7 @@ function renderTable(v) {
   trick.innerHTML = "";
   if (v.top) {
     v.top.cards.forEach((c) => trick.appendChild(cardEl(c)));
-    $("trick-who").textContent = `${seatName(v.top.seat)} · ${v.top.move}`;
+    $("trick-who").textContent = `${seatName(v.top.seat)} · ${moveText(v.top.move)}`;
   } else {
     $("trick-who").textContent = v.over || st.phase === "sam" ? "" : "new round: a lead is due";
   }
@@ -214,7 +219,7 @@ function statusText(st) {
   if (st.result) return "Game over";
   if (st.your_turn) {
     if (st.phase === "sam") return "Your turn: Sâm or not?";
-    return st.top ? `Your turn: beat ${st.top.move} or pass` : "Your turn: lead any combination";
+    return st.top ? `Your turn: beat ${moveText(st.top.move)} or pass` : "Your turn: lead any combination";
   }
   return `Seat ${st.to_act} to play…`;
 }
