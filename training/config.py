@@ -248,8 +248,12 @@ class CheckpointConfig:
 
     every_updates: int = 50
     """Learner updates between checkpoints (and at the end)."""
+    every_minutes: float = 0.0
+    """Also a checkpoint at the first update after every multiple of this many minutes of training wall time
+    (over every sitting, Ray's start included), and one of the starting weights at minute 0 (0: none; samloc
+    bench --to-strength's snapshots)."""
     keep: int = 3
-    """Checkpoints kept (older ones are deleted)."""
+    """Checkpoints kept (older ones are deleted; 0: every one)."""
     export_to: str = ""
     """Copy the final checkpoint, its ONNX export (policy.onnx) and its evaluation report to this folder
     ('' = no copy)."""
