@@ -93,7 +93,9 @@ def test_bad_arguments_are_one_line_and_start_nothing(argv: list[str], message: 
 def test_an_out_folder_in_use_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "old.txt").write_text("x")
     assert bench.main(["--to-strength", "--out", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == f"samloc bench: --out {tmp_path} is not empty (give a new folder)\n"
+    assert capsys.readouterr().err == f"samloc bench: --out {tmp_path} is not a new or empty folder\n"
+    assert bench.main(["--to-strength", "--out", str(tmp_path / "old.txt")]) == 2
+    assert capsys.readouterr().err == f"samloc bench: --out {tmp_path / 'old.txt'} is not a new or empty folder\n"
 
 
 def test_checkpoint_every_minutes_and_keep_all_are_config_keys() -> None:

@@ -68,8 +68,8 @@ def check_plan(plan: Plan, few_deals_ok: bool = False) -> TrainConfig:
         raise ConfigError(f"--deals {plan.deals} is under {MIN_DEALS} (add --allow-few-deals to mean it)")
     if plan.every_minutes > plan.minutes:
         raise ConfigError(f"--every-minutes {plan.every_minutes:g} is more than --minutes {plan.minutes:g}")
-    if plan.out.exists() and any(plan.out.iterdir()):
-        raise ConfigError(f"--out {plan.out} is not empty (give a new folder)")
+    if plan.out.exists() and (not plan.out.is_dir() or any(plan.out.iterdir())):
+        raise ConfigError(f"--out {plan.out} is not a new or empty folder")
     return seed_config(plan, 0)
 
 
@@ -85,7 +85,8 @@ class LoadSampler:
     """``os.getloadavg()`` every ``every_s`` seconds on a thread while a block runs, and before and after."""
 
     def __init__(self, every_s: float = 5.0):
-        self.every_s, self.samples, self._stop = every_s, [], threading.Event()
+        self.every_s, self._stop = every_s, threading.Event()
+        self.samples: list[float] = []
         self.before: list[float] = []
         self.after: list[float] = []
 
@@ -217,7 +218,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_xlabel("training wall time (minutes, Ray's start included)")
     ax.set_ylabel(f"mean lá per game vs {OPPONENT} (95% CI)")
     m = doc["machine"]
-    ax.set_title(f"{doc['config']} {' '.join(doc['overrides'])}: {doc['deals']} duplicate deals per point;"
+    what = f"{doc['config']} {' '.join(doc['overrides'])}"
+    ax.set_title(f"{what[:90] + ('…' if len(what) > 90 else '')}: {doc['deals']} duplicate deals per point;"
                  f" machine {'quiet' if m['quiet'] else 'busy'} (load {m['load_before'][0]:.2f},"
                  f" {m['cpus']} CPUs)", fontsize=9)
     ax.legend(fontsize=8)
