@@ -125,5 +125,27 @@ def test_a_checkpoint_is_due_every_updates_and_past_every_multiple_of_the_minute
     assert loop._next_minutes_ckpt() == float("inf")
 
 
+def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.loop import RunLoop
+
+    cfg = load_config("quick", ["model.hidden=16", "model.layers=1", "display=none", "checkpoint.every_minutes=1"])
+    loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
+    seen = {}
+
+    def ray_starts() -> None:
+        seen["t0"] = getattr(loop, "t0", None)
+        seen["ckpts"] = list_checkpoints(tmp_path / "run")
+        raise KeyboardInterrupt  # stop here: nothing after it is under test
+
+    monkeypatch.setattr(loop.workers, "start", ray_starts)
+    with pytest.raises(KeyboardInterrupt):
+        loop.start()
+    assert seen["t0"] is not None  # Ray's start counts towards max_minutes
+    assert [c.name for c in seen["ckpts"]] == ["ckpt_00000000"]
+    meta = read_metadata(seen["ckpts"][0])
+    assert (meta.wall_time_s, meta.updates, meta.games) == (0.0, 0, 0)
+
+
 def test_quiet_is_the_load_before_training() -> None:
     assert to_strength.quiet([0.2, 1.0, 1.0]) and not to_strength.quiet([0.5, 0.1, 0.1])
