@@ -218,7 +218,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_xlabel("training wall time (minutes, Ray's start included)")
     ax.set_ylabel(f"mean lá per game vs {OPPONENT} (95% CI)")
     m = doc["machine"]
-    what = f"{doc['config']} {' '.join(doc['overrides'])}"
+    what = " ".join([doc["config"], *doc["overrides"]])
     ax.set_title(f"{what[:90] + ('…' if len(what) > 90 else '')}: {doc['deals']} duplicate deals per point;"
                  f" machine {'quiet' if m['quiet'] else 'busy'} (load {m['load_before'][0]:.2f},"
                  f" {m['cpus']} CPUs)", fontsize=9)

@@ -3,7 +3,7 @@
 
     samloc bench --to-strength --config quick --minutes 10 --seeds 3 [--out DIR] [key=value ...]
 
-Exit 2 on a bad command line or config, 1 when training fails.
+Exit 2 on a bad command line or config, 1 when training fails, 130 on a second Ctrl-C.
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ def main(argv: list[str]) -> int:
     except (TrainError, CheckpointError, OSError) as exc:
         print(f"samloc bench: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # a second Ctrl-C (the first ends a seed's training as samloc train's does)
+        print(f"samloc bench: interrupted; the runs trained so far stay in {out}", file=sys.stderr)
+        return 130
     print("\n".join(table_lines(doc)))
     print(f"report: {out / 'to_strength.json'}, plot: {out / 'to_strength.png'}")
     return 0
