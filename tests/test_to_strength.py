@@ -147,5 +147,22 @@ def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(tmp_p
     assert (meta.wall_time_s, meta.updates, meta.games) == (0.0, 0, 0)
 
 
+def test_a_stopped_seed_ends_the_training_of_the_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.pipeline import TrainResult
+
+    calls = []
+
+    def stopped(cfg, run_dir, *a: object, **kw: object) -> TrainResult:
+        calls.append(cfg.seed)
+        return TrainResult(run_dir, {"stop_reason": "stopped by SIGINT"})
+
+    monkeypatch.setattr(to_strength, "run_pipeline", stopped)
+    said: list[str] = []
+    plan = to_strength.Plan("quick", [], 1.0, 3, tmp_path / "b")
+    runs = to_strength.train_seeds(plan, said.append)
+    assert calls == [0] and [r.seed for r in runs] == [0] and runs[0].stop_reason == "stopped by SIGINT"
+    assert said[-1] == "seed 0: stopped by SIGINT; the seeds trained so far are scored"
+
+
 def test_quiet_is_the_load_before_training() -> None:
     assert to_strength.quiet([0.2, 1.0, 1.0]) and not to_strength.quiet([0.5, 0.1, 0.1])

@@ -137,6 +137,9 @@ def train_seeds(plan: Plan, say: Callable[[str], None]) -> list[SeedRun]:
             res = run_pipeline(cfg, run_dir, False, f"{plan.command} (seed {seed})", say)
         runs.append(SeedRun(seed, run_dir, res.summary["stop_reason"], load.record(),
                             round(time.perf_counter() - t0, 1)))
+        if res.summary["stop_reason"].startswith("stopped by"):  # Ctrl-C, SIGTERM: no more seeds
+            say(f"seed {seed}: {res.summary['stop_reason']}; the seeds trained so far are scored")
+            break
     return runs
 
 
@@ -198,7 +201,7 @@ def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float
                     "quiet": quiet(before), "quiet_rule": f"1-minute load average before training < {QUIET_LOAD}"},
         "seeds": [{"seed": r.seed, "run_dir": str(r.run_dir), "stop_reason": r.stop_reason, "load": r.load,
                    "seconds": r.seconds, "points": r.points} for r in runs],
-        "all_beat_heuristic": len(lasts) == len(runs) and all(p["ci_low"] > 0 for p in lasts),
+        "all_beat_heuristic": len(lasts) == plan.seeds and all(p["ci_low"] > 0 for p in lasts),
     }
 
 
