@@ -354,8 +354,7 @@ class TrainConfig:
     (--resume continues the count; --more-decisions N asks for N more); ppo.anneal_lr anneals over it."""
     max_minutes: float = 0.0
     """Also stop once the training wall time (Ray's start included) of every sitting together reaches this
-    (0: no limit); a
-    resume continues the count (--more-minutes N asks for N more minutes)."""
+    (0: no limit); a resume continues the count (--more-minutes N asks for N more minutes)."""
     out_dir: str = "runs"
     """Where run folders are created."""
     display: str = "auto"

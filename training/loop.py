@@ -222,7 +222,8 @@ class RunLoop:
     def checkpoint_due(self) -> bool:
         """Whether this update is one to checkpoint: every ``checkpoint.every_updates``, and the first past
         each multiple of ``checkpoint.every_minutes`` of training wall time."""
-        return self.state.c.updates % self.cfg.checkpoint.every_updates == 0 or self.wall() >= self.next_minutes_ckpt
+        every_updates = self.cfg.checkpoint.every_updates
+        return self.state.c.updates % every_updates == 0 or self.wall() >= self.next_minutes_ckpt
 
     def _next_minutes_ckpt(self) -> float:
         """The training wall time (s) of the next ``checkpoint.every_minutes`` checkpoint (inf: none)."""
