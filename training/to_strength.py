@@ -19,6 +19,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
+
 from agents.evaluate import evaluate
 from agents.nets.format import list_checkpoints, read_metadata
 from sam_env.atomic import write_json_atomic, write_with
@@ -131,7 +133,8 @@ def train_seeds(plan: Plan, say: Callable[[str], None]) -> list[SeedRun]:
     for seed in range(plan.seeds):
         cfg = seed_config(plan, seed)
         run_dir = new_run_folder(cfg, str(plan.out / f"seed_{seed}"))
-        say(f"seed {seed}: training {plan.minutes:g} minutes, a snapshot every {plan.interval:g}, in {run_dir}")
+        say(f"seed {seed}: training {plan.minutes:g} minutes, a snapshot every {plan.interval:g},"
+            f" in {run_dir}")
         with LoadSampler() as load:
             t0 = time.perf_counter()
             res = run_pipeline(cfg, run_dir, False, f"{plan.command} (seed {seed})", say)
@@ -145,12 +148,11 @@ def train_seeds(plan: Plan, say: Callable[[str], None]) -> list[SeedRun]:
 
 def _score(ckpt: str, rules: RuleSet, players: int, deals: int, seed: int) -> dict[str, Any]:
     """One snapshot's duplicate evaluation against the heuristic (a worker process's task)."""
-    import torch  # the worker's threads: one, as the trainer's processes (loaded by the agent anyway)
-
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # one thread a process, as the trainer's
     r = evaluate(ckpt, OPPONENT, rules, players, deals, seed)
-    return {"la": round(r["mean_score"], 4), "ci_low": round(r["ci95"][0], 4), "ci_high": round(r["ci95"][1], 4),
-            "win_rate": round(r["win_rate"], 4), "deals": deals, "eval_seed": seed}
+    return {"la": round(r["mean_score"], 4), "ci_low": round(r["ci95"][0], 4),
+            "ci_high": round(r["ci95"][1], 4), "win_rate": round(r["win_rate"], 4), "deals": deals,
+            "eval_seed": seed}
 
 
 def _point(ckpt: Path) -> dict[str, Any]:
@@ -198,7 +200,8 @@ def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float
         "rules": eval_rules(cfg).to_record(), "players": eval_players(cfg),
         "deals": plan.deals, "eval_seed": plan.eval_seed,
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in before],
-                    "quiet": quiet(before), "quiet_rule": f"1-minute load average before training < {QUIET_LOAD}"},
+                    "quiet": quiet(before),
+                    "quiet_rule": f"1-minute load average before training < {QUIET_LOAD}"},
         "seeds": [{"seed": r.seed, "run_dir": str(r.run_dir), "stop_reason": r.stop_reason, "load": r.load,
                    "seconds": r.seconds, "points": r.points} for r in runs],
         "all_beat_heuristic": len(lasts) == plan.seeds and all(p["ci_low"] > 0 for p in lasts),
@@ -216,7 +219,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
         pts = run["points"]
         xs = [p["minutes"] for p in pts]
         ax.plot(xs, [p["la"] for p in pts], marker="o", ms=3, color=f"C{i}", label=f"seed {run['seed']}")
-        ax.fill_between(xs, [p["ci_low"] for p in pts], [p["ci_high"] for p in pts], color=f"C{i}", alpha=0.2, lw=0)
+        ax.fill_between(xs, [p["ci_low"] for p in pts], [p["ci_high"] for p in pts], color=f"C{i}", alpha=0.2,
+                        lw=0)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("training wall time (minutes, Ray's start included)")
     ax.set_ylabel(f"mean lá per game vs {OPPONENT} (95% CI)")
@@ -233,15 +237,18 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def _la(p: dict[str, Any]) -> str:
+    return f"{p['la']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]"
+
+
 def table_lines(doc: dict[str, Any]) -> list[str]:
     """The short table (every seed's points) and the verdict line, last."""
-    lines = ["seed  minutes      games    decisions     lá/game  95% CI            win rate"]
+    lines = ["seed  minutes      games    decisions  lá/game [95% CI]          win rate"]
     for run in doc["seeds"]:
         for p in run["points"]:
             lines.append(f"{run['seed']:>4}  {p['minutes']:7.2f}  {p['games']:>9,}  {p['decisions']:>11,}"
-                         f"  {p['la']:+8.3f}  [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]  {100 * p['win_rate']:6.1f}%")
-    lasts = ", ".join(f"seed {r['seed']} {r['points'][-1]['la']:+.3f} [{r['points'][-1]['ci_low']:+.3f},"
-                      f" {r['points'][-1]['ci_high']:+.3f}] at {r['points'][-1]['minutes']:.1f} min"
+                         f"  {_la(p):<24}  {100 * p['win_rate']:6.1f}%")
+    lasts = ", ".join(f"seed {r['seed']} {_la(r['points'][-1])} at {r['points'][-1]['minutes']:.1f} min"
                       for r in doc["seeds"] if r["points"])
     m = doc["machine"]
     verdict = "every seed beats" if doc["all_beat_heuristic"] else "NOT every seed beats"

@@ -19,6 +19,7 @@ from agents.nets.format import CheckpointError
 from training import to_strength
 from training.config import ConfigError
 from training.errors import TrainError
+from training.pipeline import FINAL_EVAL_SEED
 from training.to_strength import MIN_DEALS, Plan, run_benchmark, table_lines
 
 from .args import Parser, count_arg, fail, minutes_arg, parse, positive
@@ -29,21 +30,25 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--to-strength", action="store_true", required=True,
                     help="train from scratch per seed, then score its snapshots against the heuristic")
-    ap.add_argument("--config", default="quick", help="training config, a name or a YAML file (default quick)")
+    ap.add_argument("--config", default="quick",
+                    help="training config, a name or a YAML file (default quick)")
     ap.add_argument("--minutes", type=minutes_arg, default=10.0,
                     help="training wall time per seed, Ray's start included (default 10)")
     ap.add_argument("--seeds", type=positive, default=3, help="seeds 0 .. K-1, trained in turn (default 3)")
     ap.add_argument("--every-minutes", type=minutes_arg, default=None,
-                    help="a snapshot every this many minutes of training, and one at minute 0 (default minutes/10)")
+                    help="a snapshot every this many minutes of training, and one at minute 0"
+                         " (default minutes/10)")
     ap.add_argument("--deals", type=count_arg, default=MIN_DEALS,
                     help=f"duplicate deals per snapshot, the same for all (default and least {MIN_DEALS})")
     ap.add_argument("--allow-few-deals", action="store_true", help=f"allow --deals under {MIN_DEALS} (tests)")
-    ap.add_argument("--eval-seed", type=int, default=to_strength.FINAL_EVAL_SEED,
-                    help=f"seed of the scoring's deals (default {to_strength.FINAL_EVAL_SEED}, the final evaluation's)")
+    ap.add_argument("--eval-seed", type=int, default=FINAL_EVAL_SEED,
+                    help=f"seed of the scoring's deals (default {FINAL_EVAL_SEED}, the final evaluation's)")
     ap.add_argument("--workers", type=positive, default=os.cpu_count() or 1,
                     help="snapshots scored side by side, after training (default: the CPU count)")
-    ap.add_argument("--out", help="the benchmark's folder, new or empty (default runs/to_strength__CONFIG__TIME)")
-    ap.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, as samloc train takes")
+    ap.add_argument("--out", help="the benchmark's folder, new or empty"
+                                  " (default runs/to_strength__CONFIG__TIME)")
+    ap.add_argument("overrides", nargs="*", metavar="key=value",
+                    help="config overrides, as samloc train takes them")
     return ap.parse_intermixed_args(argv)
 
 
