@@ -176,7 +176,7 @@ def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[
     say(f"scoring {len(todo)} snapshots against the {OPPONENT}, {plan.deals} duplicate deals each"
         f" (seed {plan.eval_seed}), {plan.workers} at a time")
     args = [(p["checkpoint"], rules, players, plan.deals, plan.eval_seed) for p in todo]
-    if plan.workers > 1:
+    if plan.workers > 1 and len(args) > 1:
         with ProcessPoolExecutor(min(plan.workers, len(args)), mp_context=get_context("spawn")) as ex:
             scores = list(ex.map(_score, *zip(*args)))
     else:
