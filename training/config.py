@@ -271,8 +271,12 @@ class CheckpointConfig:
 
     every_updates: int = 50
     """Learner updates between checkpoints (and at the end)."""
+    every_minutes: float = 0.0
+    """Also a checkpoint at the first update after every multiple of this many minutes of training wall time
+    (over every sitting, Ray's start included), and one of the starting weights at minute 0 (0: none; samloc
+    bench --to-strength's snapshots)."""
     keep: int = 3
-    """Checkpoints kept (older ones are deleted)."""
+    """Checkpoints kept (older ones are deleted; 0: every one)."""
     export_to: str = ""
     """Copy the final checkpoint, its ONNX export (policy.onnx) and its evaluation report to this folder
     ('' = no copy)."""
@@ -390,8 +394,8 @@ class TrainConfig:
     """Stop once the learner has trained on this many decisions, counted over every sitting of the run
     (--resume continues the count; --more-decisions N asks for N more); ppo.anneal_lr anneals over it."""
     max_minutes: float = 0.0
-    """Also stop once the training wall time of every sitting together reaches this (0: no limit); a
-    resume continues the count (--more-minutes N asks for N more minutes)."""
+    """Also stop once the training wall time (Ray's start included) of every sitting together reaches this
+    (0: no limit); a resume continues the count (--more-minutes N asks for N more minutes)."""
     out_dir: str = "runs"
     """Where run folders are created."""
     display: str = "auto"

@@ -178,7 +178,8 @@ def validate(cfg: TrainConfig) -> None:
         except RulesError as exc:
             raise ConfigError(f"eval: {exc}") from None
     ck = cfg.checkpoint
-    need(ck.every_updates >= 1 and ck.keep >= 1, "checkpoint.every_updates and checkpoint.keep must be >= 1")
+    need(ck.every_updates >= 1 and ck.keep >= 0, "checkpoint.every_updates must be >= 1, checkpoint.keep >= 0")
+    need(ck.every_minutes >= 0, "checkpoint.every_minutes must be >= 0")
     be = cfg.belief
     need(be.deals >= 0 and be.epochs >= 1 and be.hidden >= 1,
          "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")

@@ -132,7 +132,10 @@ class RunLoop:
         """Ray, the learner's device, TensorBoard, the workers, a new run's warm start, the first requests.
         The sitting's wall time counts from here: Ray's start and the warm start are a part of training."""
         cfg = self.cfg
-        self.wall0, self.t0 = self.state.c.wall_s, time.perf_counter()
+        self.wall0, self.t0 = self.state.c.wall_s, time.perf_counter()  # Ray's start counts as training
+        self.next_minutes_ckpt = self._next_minutes_ckpt()
+        if cfg.checkpoint.every_minutes and self.state.resumed_from is None and self.state.c.updates == 0:
+            self.save()  # minute 0: the starting weights, a time-to-strength curve's first point
         if self.scheduler.in_order:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # what cuBLAS needs for it
             torch.use_deterministic_algorithms(True)
@@ -153,7 +156,7 @@ class RunLoop:
         if cfg.warm_start.decisions and self.state.c.updates == 0 and not self.state.resumed_from:
             for k, v in clone_heuristic(self.algo.learner, cfg, self.log, remote=True).items():
                 self.board.scalar(f"warm_start/{k}", v, 0)
-        self.last_log = self.t0
+        self.last_log = time.perf_counter()
         self.scheduler.start(actors, self.algo.learner.weights())
         self.algo.start(self)
 
@@ -184,9 +187,10 @@ class RunLoop:
             if self.scheduler.in_order:  # deterministic: every due evaluation, none skipped
                 self.evaluator.finish()
             self.evaluate(if_idle=True)
-        if c.updates % cfg.checkpoint.every_updates == 0:
+        if self.checkpoint_due():
             c.wall_s = self.wall()
             self.save()
+            self.next_minutes_ckpt = self._next_minutes_ckpt()
         if self.on_update is not None:
             self.on_update(self)
         self.algo.after_update(self)
@@ -219,6 +223,17 @@ class RunLoop:
     def wall(self) -> float:
         """Training wall time over every sitting so far."""
         return self.wall0 + time.perf_counter() - self.t0
+
+    def checkpoint_due(self) -> bool:
+        """Whether this update is one to checkpoint: every ``checkpoint.every_updates``, and the first past
+        each multiple of ``checkpoint.every_minutes`` of training wall time."""
+        every_updates = self.cfg.checkpoint.every_updates
+        return self.state.c.updates % every_updates == 0 or self.wall() >= self.next_minutes_ckpt
+
+    def _next_minutes_ckpt(self) -> float:
+        """The training wall time (s) of the next ``checkpoint.every_minutes`` checkpoint (inf: none)."""
+        every = 60 * self.cfg.checkpoint.every_minutes
+        return (self.wall() // every + 1) * every if every else float("inf")
 
     def _stop_reason(self) -> str:
         return stop_reason(self.cfg, self.state.c.decisions_trained, self.state.c.wall_s)

@@ -116,9 +116,9 @@ def load_trainer_state(ckpt_dir: str | Path) -> tuple[dict[str, torch.Tensor], d
 
 
 def prune(run_dir: str | Path, keep: int) -> None:
-    """Delete all but the newest ``keep`` checkpoints (and stale temporary folders)."""
+    """Delete all but the newest ``keep`` checkpoints (0: none deleted), and stale temporary folders."""
     d = Path(run_dir) / "checkpoints"
-    for p in list_checkpoints(run_dir)[:-keep]:
+    for p in list_checkpoints(run_dir)[:-keep] if keep else []:
         shutil.rmtree(p, ignore_errors=True)
     if d.is_dir():
         for p in d.iterdir():

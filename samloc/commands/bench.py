@@ -3,7 +3,7 @@
 Every seat answers ``no_sam``, then picks uniformly among its legal moves;
 every move is checked for legality.  The last output line is JSON.
 The agents' and the trainer's benches (``--agent``; ``--learner``, ``--rollout``,
-``--search``) are their own command modules.
+``--search``, ``--to-strength``) are their own command modules.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .args import Parser, command, fail, table
 #: ``samloc bench`` options measured by the layer above the engine's (this module takes the rest).
 BENCH_BY_OPTION = {"--learner": "samloc.commands.bench_training", "--rollout": "samloc.commands.bench_training",
                    "--search": "samloc.commands.bench_training",
-                   "--agent": "samloc.commands.bench_agent"}
+                   "--agent": "samloc.commands.bench_agent", "--to-strength": "samloc.commands.bench_strength"}
 
 
 def module_for(argv: list[str]) -> str:

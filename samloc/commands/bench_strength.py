@@ -1,0 +1,76 @@
+"""``samloc bench --to-strength``: the command line of :mod:`training.to_strength`, whose docstring is its
+``--help``.
+
+    samloc bench --to-strength --config quick --minutes 10 --seeds 3 [--out DIR] [key=value ...]
+
+Exit 2 on a bad command line or config, 1 when training fails, 130 on a second Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from agents.nets.format import CheckpointError
+from training import to_strength
+from training.config import ConfigError
+from training.errors import TrainError
+from training.pipeline import FINAL_EVAL_SEED
+from training.to_strength import MIN_DEALS, Plan, run_benchmark, table_lines
+
+from .args import Parser, count_arg, fail, minutes_arg, parse, positive
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    ap = Parser(prog="samloc bench", description=__doc__ + "\n" + (to_strength.__doc__ or ""),
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--to-strength", action="store_true", required=True,
+                    help="train from scratch per seed, then score its snapshots against the heuristic")
+    ap.add_argument("--config", default="quick",
+                    help="training config, a name or a YAML file (default quick)")
+    ap.add_argument("--minutes", type=minutes_arg, default=10.0,
+                    help="training wall time per seed, Ray's start included (default 10)")
+    ap.add_argument("--seeds", type=positive, default=3, help="seeds 0 .. K-1, trained in turn (default 3)")
+    ap.add_argument("--every-minutes", type=minutes_arg, default=None,
+                    help="a snapshot every this many minutes of training, and one at minute 0"
+                         " (default minutes/10)")
+    ap.add_argument("--deals", type=count_arg, default=MIN_DEALS,
+                    help=f"duplicate deals per snapshot, the same for all (default and least {MIN_DEALS})")
+    ap.add_argument("--allow-few-deals", action="store_true", help=f"allow --deals under {MIN_DEALS} (tests)")
+    ap.add_argument("--eval-seed", type=int, default=FINAL_EVAL_SEED,
+                    help=f"seed of the scoring's deals (default {FINAL_EVAL_SEED}, the final evaluation's)")
+    ap.add_argument("--workers", type=positive, default=os.cpu_count() or 1,
+                    help="snapshots scored side by side, after training (default: the CPU count)")
+    ap.add_argument("--out", help="the benchmark's folder, new or empty"
+                                  " (default runs/to_strength__CONFIG__TIME)")
+    ap.add_argument("overrides", nargs="*", metavar="key=value",
+                    help="config overrides, as samloc train takes them")
+    return ap.parse_intermixed_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse(_parse, argv)
+    if isinstance(args, int):
+        return args
+    name = Path(args.config).stem
+    out = Path(args.out or f"runs/to_strength__{name}__{time.strftime('%Y%m%d-%H%M%S')}")
+    plan = Plan(args.config, args.overrides, args.minutes, args.seeds, out, args.every_minutes or 0.0,
+                args.deals, args.eval_seed, args.workers,
+                "samloc bench " + " ".join(shlex.quote(a) for a in argv))
+    try:
+        doc = run_benchmark(plan, lambda line: print(line, flush=True), args.allow_few_deals)
+    except ConfigError as exc:
+        return fail("samloc bench", exc)
+    except (TrainError, CheckpointError, OSError) as exc:
+        print(f"samloc bench: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # a second Ctrl-C (the first ends a seed's training as samloc train's does)
+        print(f"samloc bench: interrupted; the runs trained so far stay in {out}", file=sys.stderr)
+        return 130
+    print("\n".join(table_lines(doc)))
+    print(f"report: {out / 'to_strength.json'}, plot: {out / 'to_strength.png'}")
+    return 0

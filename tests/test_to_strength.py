@@ -1,0 +1,168 @@
+"""`samloc bench --to-strength`: a tiny benchmark end to end (two seeds trained by the real trainer on Ray,
+their unpruned snapshots scored afterwards on the same deals, the report and the plot), and its one-line
+usage errors, which start nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.nets.format import list_checkpoints, read_metadata
+from samloc.commands import bench
+from training import to_strength
+from training.config import ConfigError
+from training.config_load import load_config
+
+REPO = Path(__file__).resolve().parent.parent
+# One worker of half a CPU, a net of 16, updates of about 60 decisions, no periodic evaluation.
+TINY = ["rollout.num_workers=1", "rollout.cpus_per_worker=0.5", "model.hidden=16", "model.layers=1",
+        "rollout.envs_per_worker=8", "rollout.steps_per_rollout=8", "ppo.batch_decisions=60",
+        "ppo.minibatch=32", "ppo.epochs=1", "learner.device=cpu", "eval.every_updates=0", "display=none"]
+
+
+def test_a_tiny_benchmark_writes_its_report_and_plot(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    cmd = [sys.executable, "-m", "samloc", "bench", "--to-strength", "--config", "quick", "--minutes", "0.5",
+           "--every-minutes", "0.1", "--seeds", "2", "--deals", "20", "--allow-few-deals", "--workers", "1",
+           "--out", str(out), *TINY]
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-2].startswith("verdict: NOT every seed beats the heuristic at its last point (CI low > 0): seed 0 ")
+    doc = json.loads((out / "to_strength.json").read_text())
+    assert doc["overrides"] == TINY and doc["config"] == "quick" and doc["deals"] == 20
+    assert doc["command"].startswith("samloc bench --to-strength --config quick --minutes 0.5")
+    assert doc["machine"]["cpus"] == os.cpu_count() and len(doc["machine"]["load_before"]) == 3
+    assert isinstance(doc["machine"]["quiet"], bool)
+    assert doc["resolved_config"]["checkpoint"]["keep"] == 0
+    assert [r["seed"] for r in doc["seeds"]] == [0, 1]
+    for run in doc["seeds"]:
+        pts = run["points"]
+        assert run["stop_reason"] == "max_minutes reached"
+        minutes = [p["minutes"] for p in pts]
+        assert minutes == sorted(minutes) and len(pts) >= 2
+        assert (minutes[0], pts[0]["games"], pts[0]["updates"]) == (0.0, 0, 0)  # the starting weights
+        assert minutes[-1] >= 0.5 - 0.002  # the budget, Ray's start included, was trained in full
+        assert [p["games"] for p in pts] == sorted(p["games"] for p in pts)
+        assert {(p["eval_seed"], p["deals"]) for p in pts} == {(12345, 20)}  # the same deals for all
+        for p in pts:
+            assert p["ci_low"] <= p["la"] <= p["ci_high"] and 0 <= p["win_rate"] <= 1
+        # none pruned: every checkpoint is a point, at the wall time its metadata says
+        assert [str(c) for c in list_checkpoints(run["run_dir"])] == sorted({p["checkpoint"] for p in pts})
+        assert [round(read_metadata(p["checkpoint"]).wall_time_s / 60, 3) for p in pts[1:]] == minutes[1:]
+        load = run["load"]
+        assert len(load["before"]) == 3 and len(load["after"]) == 3 and load["during"]["max"] >= 0
+        assert "every_minutes: 0.1" in (Path(run["run_dir"]) / "config.yaml").read_text()
+    assert (out / "to_strength.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--deals", "20"], "--deals 20 is under 500 (add --allow-few-deals to mean it)"),
+    (["seed=3"], "seed= is the benchmark's own: give --seeds"),
+    (["max_minutes=3"], "max_minutes= is the benchmark's own: give --minutes"),
+    (["--minutes", "1", "--every-minutes", "2"], "--every-minutes 2 is more than --minutes 1"),
+    (["--minutes", "0"], "argument --minutes: must be a positive number of minutes, not '0'"),
+    (["--seeds", "0"], "argument --seeds: must be 1 or more, not 0"),
+    (["--config", "nosuch"], None),
+    (["ppo.nosuch=1"], None),
+])
+def test_bad_arguments_are_one_line_and_start_nothing(argv: list[str], message: str | None, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    def refuse(*a: object, **kw: object) -> None:
+        raise AssertionError("a bad command line must not train")
+
+    monkeypatch.setattr(to_strength, "run_pipeline", refuse)
+    assert bench.main(["--to-strength", "--out", str(tmp_path / "b"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("samloc bench: ")
+    if message:
+        assert err == f"samloc bench: {message}\n"
+    else:
+        assert "nosuch" in err
+    assert not (tmp_path / "b").exists()
+
+
+def test_an_out_folder_in_use_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "old.txt").write_text("x")
+    assert bench.main(["--to-strength", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"samloc bench: --out {tmp_path} is not a new or empty folder\n"
+    assert bench.main(["--to-strength", "--out", str(tmp_path / "old.txt")]) == 2
+    assert capsys.readouterr().err == f"samloc bench: --out {tmp_path / 'old.txt'} is not a new or empty folder\n"
+
+
+def test_checkpoint_every_minutes_and_keep_all_are_config_keys() -> None:
+    cfg = load_config("quick", ["checkpoint.every_minutes=1.5", "checkpoint.keep=0"])
+    assert (cfg.checkpoint.every_minutes, cfg.checkpoint.keep) == (1.5, 0)
+    with pytest.raises(ConfigError, match="checkpoint.every_minutes must be >= 0"):
+        load_config("quick", ["checkpoint.every_minutes=-1"])
+    with pytest.raises(ConfigError, match="checkpoint.keep >= 0"):
+        load_config("quick", ["checkpoint.keep=-1"])
+
+
+def test_a_checkpoint_is_due_every_updates_and_past_every_multiple_of_the_minutes(tmp_path: Path) -> None:
+    from training.loop import RunLoop
+
+    cfg = load_config("quick", ["model.hidden=16", "model.layers=1", "display=none", "checkpoint.every_updates=50",
+                                "checkpoint.every_minutes=1"])
+    loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
+    loop.c.updates = 7
+    loop.wall0, loop.t0 = 0.0, time.perf_counter() - 10  # 10 s trained: the next at 60 s
+    loop.next_minutes_ckpt = loop._next_minutes_ckpt()
+    assert loop.next_minutes_ckpt == 60 and not loop.checkpoint_due()
+    loop.c.updates = 50
+    assert loop.checkpoint_due()
+    loop.c.updates, loop.wall0 = 51, 125.0  # past 2 minutes: due, then the next at 3
+    assert loop.checkpoint_due() and loop._next_minutes_ckpt() == 180
+    cfg.checkpoint.every_minutes = 0
+    assert loop._next_minutes_ckpt() == float("inf")
+
+
+def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.loop import RunLoop
+
+    cfg = load_config("quick", ["model.hidden=16", "model.layers=1", "display=none", "checkpoint.every_minutes=1"])
+    loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
+    seen = {}
+
+    def ray_starts() -> None:
+        seen["t0"] = getattr(loop, "t0", None)
+        seen["ckpts"] = list_checkpoints(tmp_path / "run")
+        raise KeyboardInterrupt  # stop here: nothing after it is under test
+
+    monkeypatch.setattr(loop.workers, "start", ray_starts)
+    with pytest.raises(KeyboardInterrupt):
+        loop.start()
+    assert seen["t0"] is not None  # Ray's start counts towards max_minutes
+    assert [c.name for c in seen["ckpts"]] == ["ckpt_00000000"]
+    meta = read_metadata(seen["ckpts"][0])
+    assert (meta.wall_time_s, meta.updates, meta.games) == (0.0, 0, 0)
+
+
+def test_a_stopped_seed_ends_the_training_of_the_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.pipeline import TrainResult
+
+    calls = []
+
+    def stopped(cfg, run_dir, *a: object, **kw: object) -> TrainResult:
+        calls.append(cfg.seed)
+        return TrainResult(run_dir, {"stop_reason": "stopped by SIGINT"})
+
+    monkeypatch.setattr(to_strength, "run_pipeline", stopped)
+    said: list[str] = []
+    plan = to_strength.Plan("quick", [], 1.0, 3, tmp_path / "b")
+    runs = to_strength.train_seeds(plan, said.append)
+    assert calls == [0] and [r.seed for r in runs] == [0] and runs[0].stop_reason == "stopped by SIGINT"
+    assert said[-1] == "seed 0: stopped by SIGINT; the seeds trained so far are scored"
+
+
+def test_quiet_is_the_load_before_training() -> None:
+    assert to_strength.quiet([0.2, 1.0, 1.0]) and not to_strength.quiet([0.5, 0.1, 0.1])
