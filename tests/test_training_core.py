@@ -476,3 +476,18 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     (paths[2] / ckfmt.META_FILE).write_text(json.dumps(bad))
     with pytest.raises(TrainError, match="lineage is not a list"):
         RunLoop(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)
+
+
+@pytest.mark.parametrize("mean, ci, words", [
+    (0.52, (0.21, 0.83), "beats the heuristic (+0.52 lá/game, 95% CI +0.21 … +0.83)"),
+    (0.20, (-0.10, 0.50), "is ahead of the heuristic, but not beyond the evaluation's CI"),
+    (-0.05, (-0.35, 0.25), "is level with the heuristic within the evaluation's CI"),
+    (-0.40, (-0.70, -0.10), "loses to the heuristic"),
+])
+def test_the_final_evaluation_ends_with_a_verdict_against_the_heuristic(mean: float, ci: tuple, words: str) -> None:
+    from training.pipeline import final_lines
+
+    row = {"mean_score": mean, "ci95": list(ci), "win_rate": 0.25, "sam_declared": 0, "sam_success_rate": 0.0}
+    lines = final_lines(load_config("quick"), {"results": {"random": row | {"mean_score": 9.0}, "heuristic": row}})
+    assert lines[-1].startswith("verdict: the policy ") and words in lines[-1]
+    assert not any(ln.startswith("verdict") for ln in final_lines(load_config("quick"), {"results": {"random": row}}))

@@ -73,6 +73,13 @@ def final_lines(cfg: TrainConfig, report: dict[str, Any]) -> list[str]:
         lines.append(f"  vs {opp:<10} {r['mean_score']:+7.2f} lá/game (95% CI {lo:+.2f} … {hi:+.2f}), "
                      f"win rate {100 * r['win_rate']:.1f}%, Sâm declared {r['sam_declared']}"
                      f" ({100 * r['sam_success_rate']:.0f}% succeeded)")
+    h = report["results"].get("heuristic")
+    if h is not None:  # the rule bot is the bar every run is read against
+        lo, hi = h["ci95"]
+        verdict = ("beats the heuristic" if lo > 0 else "loses to the heuristic" if hi < 0
+                   else "is level with the heuristic within the evaluation's CI" if h["mean_score"] <= 0
+                   else "is ahead of the heuristic, but not beyond the evaluation's CI")
+        lines.append(f"verdict: the policy {verdict} ({h['mean_score']:+.2f} lá/game, 95% CI {lo:+.2f} … {hi:+.2f})")
     return lines
 
 
