@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, Iterator
 
 import ray
-from ray.exceptions import ActorUnavailableError, RayActorError
+from ray.exceptions import ActorUnavailableError, AuthenticationError, RayActorError
 from ray.util.placement_group import placement_group, remove_placement_group
 
 from .config import TrainConfig, to_dict
@@ -101,6 +102,56 @@ def arrived(pending: dict[Any, Any], timeout: float) -> list[Any]:
     return ready
 
 
+@contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Ray keeps 127.0.0.1 as this process's node address (and every server of an embedded Ray binds to
+    loopback alone) only where it offers no multi-node clusters: this switch, off on macOS and Windows.
+    Without it Ray swaps a loopback address for the machine's other one."""
+    from ray._private import ray_constants  # Ray's private switch, read only while Ray starts or joins
+    clusters, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = clusters
+
+
+def ray_token_problem() -> str:
+    """'' when this process can authenticate to a Ray cluster as Ray's own clients do, else what to set.
+
+    Ray's token authentication is on by default (a head started with ``ray start`` takes the token of
+    ``~/.ray/auth_token``, ``$RAY_AUTH_TOKEN_PATH`` or ``$RAY_AUTH_TOKEN``), but ``ray.init`` with an explicit
+    address turns it on only with ``RAY_AUTH_MODE=token``: here a token found turns it on, as for Ray's
+    CLI; ``RAY_AUTH_MODE=disabled`` joins a cluster started without it."""
+    from ray._private.authentication import authentication_token_setup as auth  # Ray's own token lookup
+    from ray._raylet import AuthenticationTokenLoader
+    mode = os.environ.get(auth.AUTH_MODE_ENV_VAR, "").lower()
+    if mode == "disabled":
+        return ""
+    if AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+        auth._enable_token_auth()  # RAY_AUTH_MODE=token here and in the processes this one starts
+        return ""
+    return ("no Ray authentication token here: copy the head's ~/.ray/auth_token to this machine, or set"
+            " RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH); for a cluster started with RAY_AUTH_MODE=disabled,"
+            " set RAY_AUTH_MODE=disabled")
+
+
+def join_ray(address: str) -> None:
+    """Join the Ray cluster at ``address`` (HOST:PORT) with Ray's token authentication, at that address
+    itself (Ray would swap a loopback one for the machine's other address); one line when it fails."""
+    problem = ray_token_problem()
+    if problem:
+        raise TrainError(f"--ray-address {address}: {problem}")
+    host = address.rpartition(":")[0].strip("[]")
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    try:
+        with _loopback_only() if loopback else nullcontext():
+            ray.init(address=address, runtime_env=WORKER_ENV, log_to_driver=False, logging_level="error")
+    except (ConnectionError, AuthenticationError) as exc:
+        raise TrainError(f"--ray-address {address}: could not join the Ray cluster ({str(exc).splitlines()[0]});"
+                         f" is Ray started there (ray start --head), its port open to this machine, and this"
+                         f" machine's token the head's ~/.ray/auth_token?") from None
+
+
 class WorkerPool:
     """Ray for one sitting: started (embedded, loopback only) or joined, the learner's GPU reserved, the
     worker groups placed and, at the end, killed (and an embedded Ray shut down)."""
@@ -113,27 +164,21 @@ class WorkerPool:
         self.groups: list[list[Any]] = []   # every group of actors placed, killed at the end
 
     def start(self) -> None:
-        """Join the cluster at ``ray_address``, or start an embedded Ray that listens on 127.0.0.1 only
-        (Ray has no authentication of its own: nobody else on the network may reach it)."""
+        """Join the cluster at ``ray_address`` (:func:`join_ray`), or start an embedded Ray that listens on
+        127.0.0.1 only, so nobody else on the network reaches it."""
         if ray.is_initialized():
             return
         if self.ray_address:
-            ray.init(address=self.ray_address, runtime_env=WORKER_ENV, log_to_driver=False, logging_level="error")
+            join_ray(self.ray_address)
             self.started_ray = True
             return
-        from ray._private import ray_constants  # Ray's private switch, read only for an embedded Ray
-        # Ray binds every server to loopback alone when its node address is 127.0.0.1, and it keeps that
-        # address only where it offers no multi-node clusters: this switch (off on macOS and Windows).
-        clusters, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
         # Ray starts its workers at nice 15; here they are the run's own work beside a learner at nice 0
         # that waits for them, and any other load on the machine would starve them (RAY_worker_niceness wins)
         system = {} if "RAY_worker_niceness" in os.environ else {"worker_niceness": 0}
-        try:
+        with _loopback_only():
             ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=embedded_cpus(),
                      include_dashboard=self.dashboard, runtime_env=WORKER_ENV, log_to_driver=False,
                      logging_level="error", _system_config=system)
-        finally:
-            ray_constants.ENABLE_RAY_CLUSTER = clusters
         self.started_ray = True
 
     def reserve_gpu(self) -> None:
