@@ -1,6 +1,7 @@
 """The Ray side of a run: starting or joining Ray, the learner's GPU, placing worker groups, their health.
 
-An embedded Ray listens on 127.0.0.1 only.  A CUDA learner first asks Ray for a GPU on this node (a
+An embedded Ray listens on 127.0.0.1 only; a cluster is joined with Ray's token authentication
+(:func:`join_ray`).  A CUDA learner first asks Ray for a GPU on this node (a
 placement group), so on a cluster ``samloc train`` runs on the GPU node and the workers go wherever Ray
 has CPUs.  A request lost with a dead worker (Ray restarts the actor, ``max_task_retries=0``) is asked
 again; while Ray restarts an actor, requests to it fail at once as "unavailable" and count as the same
@@ -115,41 +116,42 @@ def _loopback_only() -> Iterator[None]:
         ray_constants.ENABLE_RAY_CLUSTER = clusters
 
 
-def ray_token_problem() -> str:
-    """'' when this process can authenticate to a Ray cluster as Ray's own clients do, else what to set.
-
-    Ray's token authentication is on by default (a head started with ``ray start`` takes the token of
-    ``~/.ray/auth_token``, ``$RAY_AUTH_TOKEN_PATH`` or ``$RAY_AUTH_TOKEN``), but ``ray.init`` with an explicit
-    address turns it on only with ``RAY_AUTH_MODE=token``: here a token found turns it on, as for Ray's
-    CLI; ``RAY_AUTH_MODE=disabled`` joins a cluster started without it."""
+def _token_mode() -> None:
+    """Ray's token authentication, on by default for a head started with ``ray start`` when it finds a
+    token (``$RAY_AUTH_TOKEN``, ``$RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``), which ``ray.init`` with an
+    explicit address turns on only with ``RAY_AUTH_MODE=token``: here a token found turns it on, as Ray's
+    own clients do for a local cluster (``RAY_AUTH_MODE`` set wins)."""
     from ray._private.authentication import authentication_token_setup as auth  # Ray's own token lookup
     from ray._raylet import AuthenticationTokenLoader
-    mode = os.environ.get(auth.AUTH_MODE_ENV_VAR, "").lower()
-    if mode == "disabled":
-        return ""
+    if auth.AUTH_MODE_ENV_VAR in os.environ:
+        return
     if AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
         auth._enable_token_auth()  # RAY_AUTH_MODE=token here and in the processes this one starts
-        return ""
-    return ("no Ray authentication token here: copy the head's ~/.ray/auth_token to this machine, or set"
-            " RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH); for a cluster started with RAY_AUTH_MODE=disabled,"
-            " set RAY_AUTH_MODE=disabled")
+
+
+TOKEN_HELP = ("copy the head's ~/.ray/auth_token to this machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH)"
+              " to the cluster's token; a cluster started with RAY_AUTH_MODE=disabled: set RAY_AUTH_MODE=disabled")
 
 
 def join_ray(address: str) -> None:
     """Join the Ray cluster at ``address`` (HOST:PORT) with Ray's token authentication, at that address
-    itself (Ray would swap a loopback one for the machine's other address); one line when it fails."""
-    problem = ray_token_problem()
-    if problem:
-        raise TrainError(f"--ray-address {address}: {problem}")
+    itself (Ray would swap a loopback one for the machine's other address).  One question to its GCS
+    first, so a missing or wrong token is one line at once, not half a minute of Ray's retries."""
+    from ray._raylet import GcsClient  # the GCS client ray.init uses, asked once before joining
+    _token_mode()
     host = address.rpartition(":")[0].strip("[]")
-    loopback = host in ("127.0.0.1", "localhost", "::1")
-    try:
-        with _loopback_only() if loopback else nullcontext():
-            ray.init(address=address, runtime_env=WORKER_ENV, log_to_driver=False, logging_level="error")
-    except (ConnectionError, AuthenticationError) as exc:
-        raise TrainError(f"--ray-address {address}: could not join the Ray cluster ({str(exc).splitlines()[0]});"
-                         f" is Ray started there (ray start --head), its port open to this machine, and this"
-                         f" machine's token the head's ~/.ray/auth_token?") from None
+    with _loopback_only() if host in ("127.0.0.1", "localhost", "::1") else nullcontext():
+        try:
+            GcsClient(address=address).internal_kv_get(b"samloc", namespace=None, timeout=10)
+        except AuthenticationError:
+            mode = os.environ.get("RAY_AUTH_MODE", "").lower()
+            have = {"token": "a token that is not the cluster's", "disabled": "RAY_AUTH_MODE=disabled"}
+            raise TrainError(f"--ray-address {address}: the Ray cluster there asks for its authentication"
+                             f" token and this machine has {have.get(mode, 'no token')}: {TOKEN_HELP}") from None
+        except Exception as exc:  # Ray's RpcError and kin: nothing, or no Ray, answers there
+            raise TrainError(f"--ray-address {address}: no Ray cluster answers there ({str(exc).splitlines()[0]});"
+                             f" is `ray start --head` running there, and its port open to this machine?") from None
+        ray.init(address=address, runtime_env=WORKER_ENV, log_to_driver=False, logging_level="error")
 
 
 class WorkerPool:
