@@ -27,6 +27,7 @@ from pathlib import Path
 from agents.nets.format import CheckpointError
 from training.config import ConfigError
 from training.config_docs import config_text, keys_help
+from training.config_load import load_config
 from training.errors import TrainError
 from training.launch import Launch, dry_run, new_run_folder, nothing_left, resolve_launch
 from training.pipeline import TrainResult, run_pipeline
@@ -49,8 +50,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                     help="with --resume: train N decisions more (total_decisions = decisions trained + N;"
                          " ppo.anneal_lr anneals over the new total)")
     ap.add_argument("--print-config", action="store_true",
-                    help="print the resolved config (after --config or --resume, overrides and --more-*),"
-                         " every key with its doc, as YAML that --config reads; start nothing")
+                    help="print the resolved config (the defaults, or after --config or --resume; overrides and"
+                         " --more-*), every key with its doc, as YAML that --config reads; start nothing")
     ap.add_argument("--dry-run", action="store_true",
                     help="check all that can be checked without Ray (config, run folder, the checkpoint to"
                          " resume or init_from, learner device, CPUs), print the run folder it would use;"
@@ -119,6 +120,13 @@ def main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     command = "samloc train " + " ".join(shlex.quote(a) for a in argv)
+    if args.print_config and not (args.config or args.resume):  # the defaults (and any key=value)
+        try:
+            print(config_text(load_config(None, args.overrides)), end="")
+        except ConfigError as exc:
+            print(f"samloc train: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         launch = resolve_launch(args.config, args.resume, args.overrides, args.more_minutes, args.more_decisions)
     except ConfigError as exc:
