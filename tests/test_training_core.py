@@ -21,6 +21,7 @@ from training.config import ConfigError, TrainConfig
 from training.config_load import load_config
 from agents.nets.policy import MASK_LOGIT, PolicyNet
 from training import compact
+from training.workers import waiting_reason
 from training.rollout import MAX_SEATS, RolloutEngine, compute_gae, record_step
 
 torch.set_num_threads(1)
@@ -476,3 +477,9 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     (paths[2] / ckfmt.META_FILE).write_text(json.dumps(bad))
     with pytest.raises(TrainError, match="lineage is not a list"):
         RunLoop(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)
+
+
+def test_a_slow_worker_start_is_not_blamed_on_cpus_the_starting_workers_hold() -> None:
+    """Two one-CPU workers on a two-CPU Ray hold both CPUs while their processes start: no shortage."""
+    assert waiting_reason(2, 2) == "their processes are starting; Ray has the 2 CPUs they ask for"
+    assert waiting_reason(2, 3) == "Ray has 2 CPUs in all, the workers ask for 3"

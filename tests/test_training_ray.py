@@ -239,7 +239,7 @@ def test_workers_ray_cannot_place_are_reported_then_refused(tmp_path: Path, clus
         Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=msgs.append).run()
     assert "\n" not in str(err.value)
     assert any("need 3 CPUs, Ray has 2" in m for m in msgs), msgs
-    assert any("not started after" in m and "CPUs free" in m for m in msgs), msgs
+    assert any("not started after" in m and "Ray has 2 CPUs in all, the workers ask for 3" in m for m in msgs), msgs
 
 
 def test_more_workers_than_the_embedded_ray_has_cpus_are_refused_up_front(tmp_path: Path) -> None:

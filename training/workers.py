@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import ray
@@ -91,6 +92,14 @@ class WorkerHealth:
         return ready
 
 
+def waiting_reason(total: float, asked: float) -> str:
+    """Why placed actors have not started yet, from Ray's CPUs in all and what every actor placed asks
+    for (the free CPUs say nothing: the actors that are starting hold theirs already)."""
+    if asked > total + 1e-9:
+        return f"Ray has {total:g} CPUs in all, the workers ask for {asked:g}"
+    return f"their processes are starting; Ray has the {asked:g} CPUs they ask for"
+
+
 def arrived(pending: dict[Any, Any], timeout: float) -> list[Any]:
     """The results among ``pending``'s refs that are done: waiting up to ``timeout`` for the first, then
     every other one done by then (none pending: a short sleep, so a loop does not spin)."""
@@ -116,41 +125,75 @@ def _loopback_only() -> Iterator[None]:
         ray_constants.ENABLE_RAY_CLUSTER = clusters
 
 
-def _token_mode() -> None:
-    """Ray's token authentication, on by default for a head started with ``ray start`` when it finds a
-    token (``$RAY_AUTH_TOKEN``, ``$RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``), which ``ray.init`` with an
-    explicit address turns on only with ``RAY_AUTH_MODE=token``: here a token found turns it on, as Ray's
-    own clients do for a local cluster (``RAY_AUTH_MODE`` set wins)."""
-    from ray._private.authentication import authentication_token_setup as auth  # Ray's own token lookup
-    from ray._raylet import AuthenticationTokenLoader
-    if auth.AUTH_MODE_ENV_VAR in os.environ:
-        return
-    if AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
-        auth._enable_token_auth()  # RAY_AUTH_MODE=token here and in the processes this one starts
+def _has_token() -> bool:
+    """Whether a Ray token is where Ray's own clients look (Ray's token-auth docs): ``$RAY_AUTH_TOKEN``,
+    the file ``$RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``.  Read here, not through Ray's loader,
+    whose cached token would change how this driver talks to a cluster without authentication."""
+    if os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return True
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    try:
+        return bool(path.read_text().strip())
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+@contextmanager
+def _stderr_hidden() -> Iterator[None]:
+    """File descriptor 2 sent to /dev/null: Ray's C++ client logs a refused first try there, which
+    :func:`join_ray` expects and answers itself."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _ask_gcs(address: str) -> Exception | None:
+    """One question to the cluster's GCS: None when it answers, else why not."""
+    from ray._raylet import GcsClient  # the GCS client ray.init uses, asked once before joining
+    try:
+        GcsClient(address=address).internal_kv_get(b"samloc", namespace=None, timeout=10)
+    except Exception as exc:  # Ray's AuthenticationError, RpcError and kin
+        return exc
+    return None
 
 
 TOKEN_HELP = ("copy the head's ~/.ray/auth_token to this machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH)"
-              " to the cluster's token; a cluster started with RAY_AUTH_MODE=disabled: set RAY_AUTH_MODE=disabled")
+              " to the cluster's token")
 
 
 def join_ray(address: str) -> None:
-    """Join the Ray cluster at ``address`` (HOST:PORT) with Ray's token authentication, at that address
-    itself (Ray would swap a loopback one for the machine's other address).  One question to its GCS
-    first, so a missing or wrong token is one line at once, not half a minute of Ray's retries."""
-    from ray._raylet import GcsClient  # the GCS client ray.init uses, asked once before joining
-    _token_mode()
+    """Join the Ray cluster at ``address`` (HOST:PORT) as it is set up: with Ray's token authentication
+    when it asks for it (the default of a head started with ``ray start`` that finds a token), at that
+    address itself (Ray would swap a loopback one for the machine's other address).
+
+    ``ray.init`` with an address uses a token only under ``RAY_AUTH_MODE=token``, and a driver in token
+    mode refuses workers of a cluster without it; so, unless ``RAY_AUTH_MODE`` is set, the cluster is
+    asked first without the token and, when it refuses, again with the token Ray's clients find.  A
+    missing or wrong token, or no Ray there, is one line at once, not half a minute of Ray's retries."""
+    from ray._private.authentication import authentication_token_setup as auth  # Ray's token mode switch
     host = address.rpartition(":")[0].strip("[]")
+    choose = auth.AUTH_MODE_ENV_VAR not in os.environ and _has_token()
     with _loopback_only() if host in ("127.0.0.1", "localhost", "::1") else nullcontext():
-        try:
-            GcsClient(address=address).internal_kv_get(b"samloc", namespace=None, timeout=10)
-        except AuthenticationError:
-            mode = os.environ.get("RAY_AUTH_MODE", "").lower()
-            have = {"token": "a token that is not the cluster's", "disabled": "RAY_AUTH_MODE=disabled"}
+        with _stderr_hidden() if choose else nullcontext():
+            err = _ask_gcs(address)
+        if isinstance(err, AuthenticationError) and choose:
+            auth._enable_token_auth()  # RAY_AUTH_MODE=token here and in the processes this one starts
+            err = _ask_gcs(address)
+        if isinstance(err, AuthenticationError):
+            mode = os.environ.get(auth.AUTH_MODE_ENV_VAR, "").lower()
+            have = "a token that is not the cluster's" if mode == "token" else "no token"
+            if mode == "disabled":
+                have = "RAY_AUTH_MODE=disabled"
             raise TrainError(f"--ray-address {address}: the Ray cluster there asks for its authentication"
-                             f" token and this machine has {have.get(mode, 'no token')}: {TOKEN_HELP}") from None
-        except Exception as exc:  # Ray's RpcError and kin: nothing, or no Ray, answers there
-            raise TrainError(f"--ray-address {address}: no Ray cluster answers there ({str(exc).splitlines()[0]});"
-                             f" is `ray start --head` running there, and its port open to this machine?") from None
+                             f" token and this machine has {have}: {TOKEN_HELP}") from None
+        if err is not None:
+            raise TrainError(f"--ray-address {address}: no Ray cluster answers there ({str(err).splitlines()[0]});"
+                             " is `ray start --head` running there, and its port open to this machine?")
         ray.init(address=address, runtime_env=WORKER_ENV, log_to_driver=False, logging_level="error")
 
 
@@ -164,6 +207,7 @@ class WorkerPool:
         self.started_ray = False
         self.gpu_reservation: Any = None
         self.groups: list[list[Any]] = []   # every group of actors placed, killed at the end
+        self.group_cpus: list[float] = []   # the CPUs each actor of that group asks for
 
     def start(self) -> None:
         """Join the cluster at ``ray_address`` (:func:`join_ray`), or start an embedded Ray that listens on
@@ -218,6 +262,7 @@ class WorkerPool:
                                       max_task_retries=0, scheduling_strategy="SPREAD").remote(cfg_dict, w)
                   for w in range(count)]
         self.groups.append(actors)
+        self.group_cpus.append(cpus)
         return actors, self._wait_placed(actors, what, cpus)
 
     def _wait_placed(self, actors: list[Any], what: str, cpus: float) -> list[dict[str, Any]]:
@@ -237,9 +282,9 @@ class WorkerPool:
                     raise TrainError(f"{what} {w} did not start: {str(exc).splitlines()[0]}") from None
             if not pending:
                 break
-            waited, free = time.perf_counter() - t0, ray.available_resources().get("CPU", 0)
-            why = (f"Ray has {free:g} CPUs free, each asks for {cpus:g}" if free < cpus
-                   else "their processes are starting")
+            waited = time.perf_counter() - t0
+            asked = sum(len(g) * c for g, c in zip(self.groups, self.group_cpus))
+            why = waiting_reason(ray.cluster_resources().get("CPU", 0), asked)
             msg = f"{len(pending)} of {len(actors)} {what}s not started after {waited:.0f} s ({why})"
             if ro.place_timeout_s and waited >= ro.place_timeout_s:
                 raise TrainError(msg + "; giving up (rollout.place_timeout_s)")
