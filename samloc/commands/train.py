@@ -56,8 +56,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                     help="check all that can be checked without Ray (config, run folder, the checkpoint to"
                          " resume or init_from, learner device, CPUs), print the run folder it would use;"
                          " start nothing")
-    ap.add_argument("--ray-address", help="join this Ray cluster (default: start Ray embedded here, on 127.0.0.1"
-                                          " only; docs/training.md says what to secure on a cluster)")
+    ap.add_argument("--ray-address", metavar="HOST:PORT",
+                    help="join the Ray cluster started there with `ray start --head` (default: start Ray embedded"
+                         " here, on 127.0.0.1 only); its token is found as Ray's clients find it: RAY_AUTH_TOKEN,"
+                         " RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token (docs/training.md: a Ray cluster, step by step)")
     ap.add_argument("--dashboard", action="store_true",
                     help="start Ray's dashboard with the embedded Ray (on 127.0.0.1:8265)")
     ap.add_argument("--run-dir", help="write the run here instead of runs/<name>__<seed>__<time>/")
