@@ -58,8 +58,10 @@ def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
     assert len(ckfmt.list_checkpoints(run)) == 3  # keep=3
     tags = _scalars(run)
     for tag in ("charts/games", "charts/decisions_per_s", "charts/updates_per_s", "losses/policy",
-                "losses/value", "losses/entropy", "eval/random/mean_la", "eval/heuristic/win_rate"):
-        assert tag in tags, tag
+                "losses/value", "losses/entropy", "eval/random/mean_la", "eval/heuristic/win_rate",
+                "charts/SPS", "charts/episodic_return", "charts/episodic_length", "losses/policy_loss",
+                "losses/value_loss", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance"):
+        assert tag in tags, tag  # the trainer's own, and CleanRL's
     assert max(tags["charts/games"]) == summary["games"]
     evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
     ups = [e["updates"] for e in evals]  # one evaluation at a time: a due one is skipped while one runs

@@ -47,3 +47,4 @@ class PPO(Algorithm):
         if st["vs_pool_games"]:
             run.board.scalar("charts/train_vs_pool_la", st["vs_pool_sum"] / st["vs_pool_games"], step)
         run.board.scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
+        run.board.episodes(st, step)
