@@ -58,12 +58,16 @@ class Node:
             self.proc = subprocess.Popen([str(RAY), "start", "--block", *args], env=env, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
 
-    def wait_started(self, timeout: float = 180) -> None:
+    def started(self, timeout: float = 180) -> bool:
+        """Whether it started; False when ``ray start`` gave up (Ray allows a raylet 30 s to register,
+        which a busy machine can exceed)."""
         t0 = time.monotonic()
         while b"Ray runtime started" not in self.log.read_bytes():
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            if self.proc.poll() is not None:
+                return False
             assert time.monotonic() - t0 < timeout, self.log.read_text()[-3000:]
             time.sleep(0.5)
+        return True
 
     def kill(self) -> None:
         """SIGKILL to the node's whole process group: the raylet, its workers, its agents."""
@@ -105,15 +109,22 @@ def cluster() -> Iterator[tuple[str, dict[str, str], Node]]:
     env |= {"RAY_AUTH_TOKEN": secrets.token_hex(32), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
             "PYTHONPATH": str(REPO)}
     head_env = env | {"RAY_AUTH_MODE": "token"}  # the head's token auth on, whatever ~/.ray holds
-    base = _free_base(100)
+    base = _free_base(400)
     nodes: list[Node] = []
+
+    def start(args: list[str], name: str) -> Node:
+        for attempt in range(3):
+            node = Node([*args, *_node_args(base + 50 * len(nodes) + 100 * attempt, tmp, f"{name}{attempt}")],
+                        head_env, Path(tmp, f"{name}{attempt}.log"))
+            if node.started():
+                return node
+            node.stop()
+        raise AssertionError(node.log.read_text()[-3000:])
+
     try:
-        nodes.append(Node(["--head", "--port", str(base), "--ray-client-server-port", str(base + 7),
-                           "--include-dashboard=false", *_node_args(base, tmp, "h")], head_env, Path(tmp, "head.log")))
-        nodes[0].wait_started()
-        nodes.append(Node(["--address", f"127.0.0.1:{base}", *_node_args(base + 50, tmp, "n")], head_env,
-                          Path(tmp, "node.log")))
-        nodes[1].wait_started()
+        nodes.append(start(["--head", "--port", str(base), "--ray-client-server-port", str(base + 7),
+                            "--include-dashboard=false"], "head"))
+        nodes.append(start(["--address", f"127.0.0.1:{base}"], "node"))
         yield f"127.0.0.1:{base}", env, nodes[1]
     finally:
         for n in reversed(nodes):
