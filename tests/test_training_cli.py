@@ -232,3 +232,26 @@ def test_print_config_alone_prints_the_defaults_that_read_back(
     text = capsys.readouterr().out
     (tmp_path / "c.yaml").write_text(text)
     assert load_config(tmp_path / "c.yaml") == load_config(None, ["ppo.lr=0.001"])
+
+
+def test_seeds_start_one_run_per_seed_each_recording_its_own_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[tuple[int, Path, str]] = []
+
+    def fake(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, *a: object) -> pipeline.TrainResult:
+        calls.append((cfg.seed, run_dir, command))
+        summary = {"stop_reason": "max_minutes reached", "updates": 1, "games": 2, "decisions_trained": 3,
+                   "checkpoint": str(run_dir / "checkpoints" / "ckpt_00000001")}
+        return pipeline.TrainResult(run_dir, summary, {"curve": str(run_dir / "curve.png")})
+
+    monkeypatch.setattr(cli, "run_pipeline", fake)
+    assert cli.main(["--config", "quick", "--seeds", "0,2", "--run-dir", str(tmp_path / "sw"), "ppo.lr=1e-4"]) == 0
+    assert [(s, d) for s, d, _ in calls] == [(0, tmp_path / "sw" / "s0"), (2, tmp_path / "sw" / "s2")]
+    assert calls[1][2] == f"samloc train --config quick --run-dir {tmp_path / 'sw'} ppo.lr=1e-4 seed=2"
+    out = capsys.readouterr().out
+    assert f"seeds side by side: samloc seeds {tmp_path / 'sw' / 's0'} {tmp_path / 'sw' / 's2'}" in out
+    for bad, words in (("0,0", "a seed given twice"), ("1,x", "expected seeds like 0,1,2")):
+        assert cli.main(["--config", "quick", "--seeds", bad]) == 2
+        assert words in capsys.readouterr().err
+    assert cli.main(["--resume", str(tmp_path), "--seeds", "1,2"]) == 2
+    assert capsys.readouterr().err.startswith("samloc train: --seeds starts new runs")
