@@ -151,6 +151,8 @@ class RunLoop:
         self.last_log = self.t0
         self.scheduler.start(actors, self.algo.learner.weights())
         self.algo.start(self)
+        if cfg.eval.every_updates and not self.state.resumed_from:
+            self.evaluate()  # the curve's first point, at step 0: the network before any update
 
     def collect(self) -> list[dict[str, Any]]:
         """The algorithm's own workers, then the rollouts that arrived; the next update's batch, if any."""
