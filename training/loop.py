@@ -72,6 +72,7 @@ class RunLoop:
         self.workers = WorkerPool(cfg, ray_address, dashboard, self.log)
         self.target = evaluation or OpponentsEval(cfg)
         self.placement: list[dict[str, Any]] = []
+        self.eval_at_start = True  # a new run's periodic evaluation also measures the untrained network
         restored = None
         if resume:
             restored = self.state.restore(self.algo.learner)
@@ -151,7 +152,8 @@ class RunLoop:
         self.last_log = self.t0
         self.scheduler.start(actors, self.algo.learner.weights())
         self.algo.start(self)
-        if cfg.eval.every_updates and not self.state.resumed_from:
+        if cfg.eval.every_updates and self.eval_at_start and self.state.c.updates == 0 \
+                and self.evaluator.in_flight is None:  # (an algorithm may have launched its own)
             self.evaluate()  # the curve's first point, at step 0: the network before any update
 
     def collect(self) -> list[dict[str, Any]]:
