@@ -53,6 +53,7 @@ class Args:
     torch_deterministic: bool = field(default=True, metadata={"help": "torch.backends.cudnn.deterministic"})
     cuda: bool = field(default=False, metadata={"help": "use CUDA when available"})
     log_dir: str = field(default="runs/cleanrl", metadata={"help": "TensorBoard runs go under this folder"})
+    save_model: bool = field(default=True, metadata={"help": "save the network (state_dict) in the run folder"})
     # the game
     rules: str = field(default="hoi_quan_bai", metadata={"help": "rule-set preset"})
     players: int = field(default=4, metadata={"help": "players at the table"})
@@ -316,10 +317,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     after = score(agent, args, device)
     envs.close()
     writer.close()
+    model_path = os.path.join(args.log_dir, run_name, f"{args.exp_name}.cleanrl_model")  # CleanRL's name
+    if args.save_model:  # reload: agent = MaskedAgent(args.hidden); agent.load_state_dict(torch.load(path))
+        torch.save(agent.state_dict(), model_path)
+        print(f"model saved to {model_path}")
     out = {"rules": args.rules, "players": args.players, "opponents": args.opponents,
            "timesteps": global_step, "train_seconds": round(seconds, 1),
            "steps_per_s": round(global_step / seconds), "games": len(finished_la),
-           "before": before, "after": after, "log_dir": os.path.join(args.log_dir, run_name)}
+           "before": before, "after": after, "log_dir": os.path.join(args.log_dir, run_name),
+           "model": model_path if args.save_model else None}
     if before and after:
         print(f"mean lá per game vs {args.opponents}: {before['mean_la']:+.2f} before, "
               f"{after['mean_la']:+.2f} after")

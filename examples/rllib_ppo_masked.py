@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import ray
 import torch
+from torch.utils.tensorboard import SummaryWriter
 
 from agents.base import ObsPolicy
 from agents.evaluate import evaluate
@@ -58,6 +59,18 @@ def score(module: Any, args: argparse.Namespace) -> dict[str, Any]:
             "win_rate": res["win_rate"]}
 
 
+def log_result(writer: SummaryWriter, result: dict[str, Any], step: int, row: dict[str, Any]) -> None:
+    """One iteration in TensorBoard under CleanRL's tags: lá per game, env steps/s, the learner's losses."""
+    writer.add_scalar("charts/episodic_return", row[LA_PER_GAME], step)
+    writer.add_scalar("charts/SPS", row["env_steps"] / max(row["seconds"], 1e-9), step)
+    learner = result.get("learners", {}).get(LEARNER, {})
+    for key, tag in (("policy_loss", "losses/policy_loss"), ("vf_loss", "losses/value_loss"),
+                     ("entropy", "losses/entropy"), ("mean_kl_loss", "losses/approx_kl"),
+                     ("vf_explained_var", "losses/explained_variance")):
+        if key in learner:
+            writer.add_scalar(tag, float(learner[key]), step)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iterations", type=int, default=10, help="PPO iterations (algo.train() calls)")
@@ -74,6 +87,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--eval-seed", type=int, default=1_000_000,
                     help="the evaluation's deals (not trained on)")
     ap.add_argument("--num-cpus", type=int, default=None, help="CPUs for the local Ray (default: all)")
+    ap.add_argument("--out", default=None, help="the run folder: TensorBoard events and checkpoint/ (default"
+                                                " runs/rllib/<rules>_<players>__<seed>__<time>)")
     args = ap.parse_args(argv)
     if min(args.iterations, args.batch, args.minibatch, args.epochs, args.eval_deals, *args.hidden) < 1:
         ap.error("--iterations, --batch, --minibatch, --epochs, --hidden and --eval-deals must be positive")
@@ -96,6 +111,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               .training(train_batch_size_per_learner=args.batch, minibatch_size=args.minibatch,
                         num_epochs=args.epochs, lr=3e-4, gamma=1.0, lambda_=0.95, entropy_coeff=0.01)
               .debugging(seed=args.seed))
+    out_dir = os.path.abspath(args.out or os.path.join(
+        "runs", "rllib", f"{args.rules}_{args.players}__{args.seed}__{time.strftime('%Y%m%d-%H%M%S')}"))
+    writer = SummaryWriter(out_dir)
     algo = config.build_algo()
     try:
         before = score(algo.get_module(LEARNER), args)
@@ -110,16 +128,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             row = {"iteration": it, "env_steps": int(er["num_env_steps_sampled"]), "games": int(er[GAMES]),
                    LA_PER_GAME: round(float(er[LA_PER_GAME]), 3), "seconds": round(dt, 2)}
             history.append(row)
+            log_result(writer, result, steps, row)
             print(f"iteration {it}: {row['env_steps']} env steps, {row['games']} games, "
                   f"lá per game {row[LA_PER_GAME]:+.2f} ({dt:.1f} s)", flush=True)
         after = score(algo.get_module(LEARNER), args)
+        checkpoint = algo.save_to_path(os.path.join(out_dir, "checkpoint"))  # Algorithm.from_checkpoint(it)
     finally:
+        writer.close()
         algo.stop()
+        try:  # the folder Ray made under ~/ray_results for this algorithm, empty: everything is in out_dir
+            os.rmdir(algo.logdir)
+        except OSError:
+            pass
         if started:
             ray.shutdown()
     out = {"rules": args.rules, "players": args.players, "opponents": OPPONENTS,
            "num_env_runners": args.num_env_runners, "env_steps": steps, "train_seconds": round(seconds, 1),
-           "env_steps_per_s": round(steps / seconds), "iterations": history, "before": before, "after": after}
+           "env_steps_per_s": round(steps / seconds), "iterations": history, "before": before, "after": after,
+           "log_dir": out_dir, "checkpoint": checkpoint}
     print(f"mean lá per game vs {OPPONENTS}: {before['mean_la']:+.2f} before, {after['mean_la']:+.2f} after "
           f"{steps} env steps ({seconds:.0f} s, {out['env_steps_per_s']} env steps/s)")
     print(json.dumps(out))

@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "belief": "learn where the unseen cards are, for a checkpoint's play-time search",
     "export": "export a checkpoint's policy to ONNX",
     "serve": "serve a bot over HTTP (PROTOCOL §4) with a page to play it",
+    "seeds": "a config's runs over several seeds: mean and spread of their evaluations",
 }
 
 #: One thread per process unless the user says otherwise: several torch/numba processes on few cores

@@ -6,16 +6,21 @@
 # (PYTHON=..., default .venv/bin/python, else python3).
 #
 #   scripts/gpu_check.sh OUT_DIR
-#   DEVICE=cpu TRAIN_MINUTES=0.5 BENCH_UPDATES=1 BENCH_BATCH=4096 scripts/gpu_check.sh OUT_DIR   # dry run, no GPU
+#   DEVICE=cpu TRAIN_MINUTES=0.2 BENCH_UPDATES=1 BENCH_BATCH=2048 BIG_MINIBATCH=1024 \
+#     scripts/gpu_check.sh OUT_DIR                                   # a CPU rehearsal at a small size
 #
-# OUT_DIR gets at most 8 files: device.txt, bench_*.json (each the bench's JSON line),
-# train_summary.json (the run's summary.json plus its mean update time and policy lag), log.txt.
+# The large-minibatch bench's batch is at least its minibatch (BIG_MINIBATCH, 16,384), never capped by it.
+# OUT_DIR gets at most 8 files: device.txt, bench_*.json (each the bench's JSON line, with the minibatch
+# and batch it used), train_summary.json (the run's summary.json plus its mean update time and policy lag,
+# and "benches": each learner figure with its minibatch), log.txt.  Exit 1 when a bench did not use the
+# minibatch it was asked for.
 set -euo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR}
 DEVICE=${DEVICE:-cuda}
 TRAIN_MINUTES=${TRAIN_MINUTES:-5}
 BENCH_UPDATES=${BENCH_UPDATES:-5}
 BENCH_BATCH=${BENCH_BATCH:-}          # empty: each config's ppo.batch_decisions
+BIG_MINIBATCH=${BIG_MINIBATCH:-16384} # the large minibatch a GPU takes (configs/cluster.yaml)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -45,26 +50,38 @@ bench rollout --rollout --config standard --rollouts 3   # compiles the engine's
 bench learner_standard --learner --config standard --device "$DEVICE" --updates "$BENCH_UPDATES" "${batch[@]}"
 bench learner_standard_bf16 --learner --config standard --device "$DEVICE" --precision bf16 \
   --updates "$BENCH_UPDATES" "${batch[@]}"
-big=(--batch-decisions 65536)   # room for four minibatches of 16,384
-[ -n "$BENCH_BATCH" ] && big=("${batch[@]}")
-bench learner_standard_mb16384 --learner --config standard --device "$DEVICE" --minibatch 16384 \
-  --updates "$BENCH_UPDATES" "${big[@]}"
+big_batch=$((4 * BIG_MINIBATCH))   # room for four minibatches
+[ -n "$BENCH_BATCH" ] && [ "$BENCH_BATCH" -ge "$BIG_MINIBATCH" ] && big_batch=$BENCH_BATCH
+bench learner_standard_mb_big --learner --config standard --device "$DEVICE" --minibatch "$BIG_MINIBATCH" \
+  --updates "$BENCH_UPDATES" --batch-decisions "$big_batch"
 bench learner_cluster --learner --config cluster --device "$DEVICE" --updates "$BENCH_UPDATES" "${batch[@]}"
 
 run=$(mktemp -d)/run
 step "train: standard, learner.device=$DEVICE, $TRAIN_MINUTES minutes"
 samloc train --config configs/standard.yaml --run-dir "$run" learner.device="$DEVICE" max_minutes="$TRAIN_MINUTES" \
   eval.every_updates=0 eval.final_deals=0 belief.deals=0 "checkpoint.export_to=''" display=plain >> "$log" 2>&1
-"$PYTHON" - "$run" "$out/train_summary.json" <<'EOF'
+"$PYTHON" - "$run" "$out" "$BIG_MINIBATCH" <<'EOF'
 import json, sys
+from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-run, dest = sys.argv[1:]
+run, out, big = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+dest = out / "train_summary.json"
 summary = json.load(open(f"{run}/summary.json"))
+benches = {}
+for f in sorted(out.glob("bench_learner_*.json")):
+    b = json.loads(f.read_text())
+    benches[f.stem[6:]] = {k: b.get(k) for k in ("minibatch", "decisions_per_update", "decisions_per_s")}
+    print(f"{f.stem[6:]}: minibatch {b.get('minibatch')}, batch {b.get('decisions_per_update')},"
+          f" {b.get('decisions_per_s')} decisions/s")
+summary["benches"] = benches
 acc = EventAccumulator(run, size_guidance={"scalars": 0})
 acc.Reload()
 for tag in ("losses/update_s", "losses/policy_lag", "losses/policy_lag_max", "charts/decisions_per_s"):
     vals = [e.value for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
     summary[tag] = {"mean": sum(vals) / len(vals), "max": max(vals), "n": len(vals)} if vals else None
 json.dump(summary, open(dest, "w"), indent=2)
+if benches["learner_standard_mb_big"]["minibatch"] != big:
+    sys.exit(f"gpu_check: learner_standard_mb_big used minibatch {benches['learner_standard_mb_big']['minibatch']},"
+             f" not {big}")
 EOF
 step "done: $(ls "$out" | tr '\n' ' ')"

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("sb3_contrib")
@@ -69,6 +70,10 @@ def test_cleanrl_example_trains_logs_tensorboard_tags_and_reports(tmp_path, caps
             "losses/entropy", "losses/approx_kl"} <= tags
     assert all(t.startswith(("charts/", "losses/")) for t in tags)
     assert acc.Scalars("charts/learning_rate")[0].value == pytest.approx(2.5e-4)   # --anneal-lr false
+    mod = sys.modules["example_cleanrl_ppo_masked"]
+    net = mod.MaskedAgent(16)
+    net.load_state_dict(torch.load(out["model"]))  # the network it learned, saved in its run folder
+    assert Path(out["model"]).parent == Path(out["log_dir"])
 
 
 def test_cleanrl_example_flags_are_the_config_fields():

@@ -132,14 +132,21 @@ def test_ppo_with_the_masking_module_samples_with_one_env_runner(local_ray):
     assert LEARNER in result["learners"]   # the one module trained
 
 
-def test_the_example_trains_without_env_runners_and_scores_before_and_after(local_ray):
+def test_the_example_trains_without_env_runners_and_scores_before_and_after(local_ray, tmp_path):
     path = ROOT / "examples" / "rllib_ppo_masked.py"
     spec = importlib.util.spec_from_file_location("example_rllib_ppo_masked", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     out = example.main(["--iterations", "2", "--num-env-runners", "0", "--batch", "200", "--minibatch", "100",
                         "--epochs", "1", "--hidden", "32", "--eval-deals", "5", "--rules", "online",
-                        "--players", "3"])
+                        "--players", "3", "--out", str(tmp_path / "rl")])
+    assert out["log_dir"] == str(tmp_path / "rl") and Path(out["checkpoint"]).parent == tmp_path / "rl"
+    assert any(Path(out["checkpoint"]).iterdir())  # the algorithm's state, for Algorithm.from_checkpoint
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # as other tests
+    acc = EventAccumulator(out["log_dir"])
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"charts/episodic_return", "charts/SPS", "losses/policy_loss", "losses/value_loss"} <= tags, tags
     assert out["env_steps"] >= 400 and [row["iteration"] for row in out["iterations"]] == [1, 2]
     assert all(row["games"] > 0 and np.isfinite(row[LA_PER_GAME]) for row in out["iterations"])
     for when in ("before", "after"):

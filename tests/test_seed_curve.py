@@ -1,11 +1,11 @@
-"""scripts.seed_curve: the compute-to-strength table of docs/training.md, from run folders."""
+"""`samloc seeds`: the compute-to-strength table of docs/training.md, from run folders."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from scripts import seed_curve
+from samloc.commands import seeds as seed_curve
 
 
 def _run(tmp: Path, name: str, points: list[tuple[int, float, float, float]], final: tuple[float, float]) -> Path:
@@ -35,8 +35,18 @@ def test_the_table_gives_the_mean_and_the_extreme_seeds_at_the_updates_every_run
 
 def test_a_folder_that_is_not_a_run_or_lacks_an_opponent_is_one_line_and_exit_2(tmp_path, capsys):
     assert seed_curve.main([str(tmp_path / "nowhere")]) == 2
-    assert "no eval.jsonl" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"samloc seeds: {tmp_path / 'nowhere'}: not a run folder (no config.yaml, no eval.jsonl)\n"
     run = _run(tmp_path, "s0", [(30, 60.0, -1.0, 12.0)], (0.0, 14.0))
     assert seed_curve.main([str(run), "--opponents", "snapshot"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "'snapshot'" in err
+
+
+def test_a_seed_run_too_short_for_an_evaluation_is_said_as_such(tmp_path, capsys):
+    short = tmp_path / "s2"
+    short.mkdir()
+    (short / "config.yaml").write_text("name: quick\n")  # a run that stopped before its first evaluation
+    assert seed_curve.main([str(short)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"samloc seeds: {short}: a run with no evaluation yet: it stopped before its first"), err
+    assert err.count("\n") == 1

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.nets.format import file_sha256
 from samloc.commands import train as cli
 from training import pipeline
 from training.config import ConfigError, TrainConfig
@@ -194,3 +195,63 @@ def test_the_figures_in_the_shipped_configs_comments_are_the_measured_ones() -> 
         comments = " ".join(ln.split("#", 1)[1] for ln in lines if "#" in ln)
         for figure in re.findall(r"\d{1,3}(?:,\d{3})+", comments):
             assert figure in docs, f"{f.name}: {figure} is not in docs/training.md"
+
+
+# ---- one line, not a traceback, for what a run could not do (issue 35, item 7) ---------------------------
+def test_the_dry_run_refuses_a_network_too_big_for_memory_and_a_folder_it_cannot_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _no_training(monkeypatch)
+    assert cli.main(["--config", "quick", "model.hidden=1000000", "--dry-run"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("samloc train: model: the network has "), err
+    assert "GiB" in err and "model.hidden" in err, err
+    assert cli.main(["--config", "quick", "--run-dir", "/proc/x", "--dry-run"]) == 1
+    assert capsys.readouterr().err.strip() == "samloc train: the run folder /proc/x cannot be written here"
+
+
+def test_a_resume_whose_counters_are_not_numbers_names_the_file_and_the_field(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _no_training(monkeypatch)
+    run = _saved_run(tmp_path)
+    trainer = run / "checkpoints" / "ckpt_00000040" / "trainer.json"
+    state = json.loads(trainer.read_text())
+    state["counters"]["decisions_trained"] = "5000"
+    trainer.write_text(json.dumps(state))
+    meta_file = trainer.with_name("metadata.json")  # the hash made to match, as a hand edit would
+    meta = json.loads(meta_file.read_text())
+    meta["sha256"]["trainer.json"] = file_sha256(trainer)
+    meta_file.write_text(json.dumps(meta))
+    assert cli.main(["--resume", str(run), "--more-minutes", "1"]) == 2
+    assert capsys.readouterr().err.strip() == (f"samloc train: {trainer}: counters.decisions_trained is \"5000\","
+                                               " not a number")
+
+
+def test_print_config_alone_prints_the_defaults_that_read_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--print-config", "ppo.lr=0.001"]) == 0
+    text = capsys.readouterr().out
+    (tmp_path / "c.yaml").write_text(text)
+    assert load_config(tmp_path / "c.yaml") == load_config(None, ["ppo.lr=0.001"])
+
+
+def test_seeds_start_one_run_per_seed_each_recording_its_own_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[tuple[int, Path, str]] = []
+
+    def fake(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, *a: object) -> pipeline.TrainResult:
+        calls.append((cfg.seed, run_dir, command))
+        summary = {"stop_reason": "max_minutes reached", "updates": 1, "games": 2, "decisions_trained": 3,
+                   "checkpoint": str(run_dir / "checkpoints" / "ckpt_00000001")}
+        return pipeline.TrainResult(run_dir, summary, {"curve": str(run_dir / "curve.png")})
+
+    monkeypatch.setattr(cli, "run_pipeline", fake)
+    assert cli.main(["--config", "quick", "--seeds", "0,2", "--run-dir", str(tmp_path / "sw"), "ppo.lr=1e-4"]) == 0
+    assert [(s, d) for s, d, _ in calls] == [(0, tmp_path / "sw" / "s0"), (2, tmp_path / "sw" / "s2")]
+    assert calls[1][2] == f"samloc train --config quick --run-dir {tmp_path / 'sw'} ppo.lr=1e-4 seed=2"
+    out = capsys.readouterr().out
+    assert f"seeds side by side: samloc seeds {tmp_path / 'sw' / 's0'} {tmp_path / 'sw' / 's2'}" in out
+    for bad, words in (("0,0", "a seed given twice"), ("1,x", "expected seeds like 0,1,2")):
+        assert cli.main(["--config", "quick", "--seeds", bad]) == 2
+        assert words in capsys.readouterr().err
+    assert cli.main(["--resume", str(tmp_path), "--seeds", "1,2"]) == 2
+    assert capsys.readouterr().err.startswith("samloc train: --seeds starts new runs")

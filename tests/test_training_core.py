@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,6 +22,8 @@ from training.config import ConfigError, TrainConfig
 from training.config_load import load_config
 from agents.nets.policy import MASK_LOGIT, PolicyNet
 from training import compact
+from training.runlog import Board
+from training.workers import waiting_reason
 from training.rollout import MAX_SEATS, RolloutEngine, compute_gae, record_step
 
 torch.set_num_threads(1)
@@ -491,3 +494,29 @@ def test_the_final_evaluation_ends_with_a_verdict_against_the_heuristic(mean: fl
     lines = final_lines(load_config("quick"), {"results": {"random": row | {"mean_score": 9.0}, "heuristic": row}})
     assert lines[-1].startswith("verdict: the policy ") and words in lines[-1]
     assert not any(ln.startswith("verdict") for ln in final_lines(load_config("quick"), {"results": {"random": row}}))
+
+
+def test_a_slow_worker_start_is_not_blamed_on_cpus_the_starting_workers_hold() -> None:
+    """Two one-CPU workers on a two-CPU Ray hold both CPUs while their processes start: no shortage."""
+    assert waiting_reason(2, 2) == "their processes are starting; Ray has the 2 CPUs they ask for"
+    assert waiting_reason(2, 3) == "Ray has 2 CPUs in all, the workers ask for 3"
+
+
+def test_the_board_writes_cleanrls_tags_beside_the_trainers_own(tmp_path: Path) -> None:
+    """A dashboard made for CleanRL reads a run: its loss names beside ours, charts/SPS, and the episode
+    figures (the learning seat's lá per game, decisions per game)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # as the other tests
+
+    state = SimpleNamespace(run_dir=tmp_path, resumed_from=None, c=SimpleNamespace(updates=1))
+    board = Board(load_config("quick"), state, 0)
+    board.scalar("losses/policy", -0.5, 100)
+    board.scalar("losses/value", 2.0, 100)
+    board.scalar("losses/approx_kl", 0.01, 100)
+    board.episodes({"games": 4, "return_sum": -6.0, "decisions": 160}, 100)
+    board.writer.close()
+    acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    acc.Reload()
+    got = {t: [e.value for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+    assert got["losses/policy_loss"] == got["losses/policy"] == [-0.5]
+    assert got["losses/value_loss"] == got["losses/value"] == [2.0]
+    assert got["charts/episodic_return"] == [-1.5] and got["charts/episodic_length"] == [40.0]

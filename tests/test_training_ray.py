@@ -58,12 +58,16 @@ def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
     assert len(ckfmt.list_checkpoints(run)) == 3  # keep=3
     tags = _scalars(run)
     for tag in ("charts/games", "charts/decisions_per_s", "charts/updates_per_s", "losses/policy",
-                "losses/value", "losses/entropy", "eval/random/mean_la", "eval/heuristic/win_rate"):
-        assert tag in tags, tag
+                "losses/value", "losses/entropy", "eval/random/mean_la", "eval/heuristic/win_rate",
+                "charts/SPS", "charts/episodic_return", "charts/episodic_length", "losses/policy_loss",
+                "losses/value_loss", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance"):
+        assert tag in tags, tag  # the trainer's own, and CleanRL's
     assert max(tags["charts/games"]) == summary["games"]
     evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
     ups = [e["updates"] for e in evals]  # one evaluation at a time: a due one is skipped while one runs
     assert ups and ups == sorted(set(ups)) and all(u % 100 == 0 for u in ups)
+    assert ups[0] == 0 and evals[0]["decisions_trained"] == 0  # the curve starts at step 0
+    assert _points(run)["eval/random/mean_la"][0][0] == 0
     assert set(evals[-1]["results"]) == {"random", "heuristic", "snapshot"}
     assert (run / "config.yaml").is_file() and json.loads((run / "run.json").read_text())["git_commit"]
     report = json.loads((tmp_path / "bot" / "eval_report.json").read_text())
@@ -239,7 +243,7 @@ def test_workers_ray_cannot_place_are_reported_then_refused(tmp_path: Path, clus
         Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=msgs.append).run()
     assert "\n" not in str(err.value)
     assert any("need 3 CPUs, Ray has 2" in m for m in msgs), msgs
-    assert any("not started after" in m and "CPUs free" in m for m in msgs), msgs
+    assert any("not started after" in m and "Ray has 2 CPUs in all, the workers ask for 3" in m for m in msgs), msgs
 
 
 def test_more_workers_than_the_embedded_ray_has_cpus_are_refused_up_front(tmp_path: Path) -> None:

@@ -3,12 +3,16 @@ resolved config and budgets, whether a resume has anything left to do, and the d
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from agents.nets.factory import network_shapes
 from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read_json_file, read_metadata,
                                 resolve, verify)
 
@@ -16,7 +20,7 @@ from .config import ConfigError, TrainConfig, stop_reason, training_tables
 from .config_load import load_config
 from .errors import TrainError
 from .learner import DeviceError, resolve_device
-from .runstate import new_run_dir
+from .runstate import Counters, new_run_dir
 from .workers import cpu_shortfall, embedded_cpus
 
 
@@ -63,6 +67,14 @@ def _progress(run_dir: Path) -> tuple[Path, dict[str, Any]]:
     counters = state.get("counters") if isinstance(state, dict) else None
     if not isinstance(counters, dict):
         raise ConfigError(f"{ckpt}: trainer.json holds no counters")
+    for f in fields(Counters):  # the types Counters declares: "int", "float", "list[int]"
+        v = counters.get(f.name, 0 if f.name != "snapshot_ids" else [])
+        items = v if isinstance(v, list) and f.type == "list[int]" else [v]
+        kinds = (int, float) if f.type == "float" else int
+        shape_ok = isinstance(v, list) == (f.type == "list[int]")
+        if not shape_ok or not all(isinstance(i, kinds) and not isinstance(i, bool) for i in items):
+            raise ConfigError(f"{ckpt / TRAINER_JSON}: counters.{f.name} is {json.dumps(v)[:40]}, not"
+                              f" {'a list of integers' if f.type == 'list[int]' else 'a number'}")
     return ckpt, counters
 
 
@@ -126,11 +138,30 @@ def new_run_folder(cfg: TrainConfig, run_dir: str | None) -> Path:
 
 
 def _writable(path: Path) -> bool:
-    """Whether ``path`` can be created or written: its nearest existing folder is writable."""
+    """Whether ``path`` can be created and written: a folder made and removed in its nearest existing
+    folder (permission bits alone pass /proc, and anything for root)."""
     p = path
     while not p.exists() and p != p.parent:
         p = p.parent
-    return os.access(p, os.W_OK | os.X_OK)
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".samloc-check-", dir=p))
+    except OSError:
+        return False
+    return True
+
+
+def check_memory(cfg: TrainConfig, embedded: bool) -> None:
+    """Refuse in one line a network that cannot fit in this machine's memory: the learner holds it four
+    times (weights, gradients, Adam's two moments), and each worker of an embedded Ray once more.  The
+    network is built on the meta device, so nothing is allocated to count it."""
+    shapes = network_shapes(cfg.model.hparams(), "model")
+    nbytes = 4 * sum(math.prod(s) for s in shapes.values())
+    copies = 4 + (cfg.rollout.num_workers if embedded else 0)
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if nbytes * copies > have:
+        raise TrainError(f"model: the network has {nbytes // 4:,} parameters ({nbytes / 2**30:,.1f} GiB in fp32);"
+                         f" {copies} copies of it (learner and workers) need {nbytes * copies / 2**30:,.1f} GiB,"
+                         f" this machine has {have / 2**30:,.1f} GiB (make model.hidden or model.layers smaller)")
 
 
 def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> Any:
@@ -138,7 +169,8 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> Any:
     cfg, ckpt = launch.cfg, launch.ckpt
     for what, path in (("the run folder", run_dir), ("checkpoint.export_to", Path(cfg.checkpoint.export_to))):
         if str(path) not in ("", ".") and not _writable(path):
-            raise TrainError(f"{what} {path} cannot be written here (permission denied)")
+            raise TrainError(f"{what} {path} cannot be written here")
+    check_memory(cfg, embedded=not ray_address)
     shape = cfg.model.hparams()
     starts = [("--resume", ckpt)] if ckpt else []  # verified by _progress
     if cfg.init_from and not ckpt:  # a resume takes its own weights, not init_from's

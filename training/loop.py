@@ -73,6 +73,7 @@ class RunLoop:
         self.workers = WorkerPool(cfg, ray_address, dashboard, self.log)
         self.target = evaluation or OpponentsEval(cfg)
         self.placement: list[dict[str, Any]] = []
+        self.eval_at_start = True  # a new run's periodic evaluation also measures the untrained network
         restored = None
         if resume:
             restored = self.state.restore(self.algo.learner)
@@ -159,6 +160,9 @@ class RunLoop:
         self.last_log = time.perf_counter()
         self.scheduler.start(actors, self.algo.learner.weights())
         self.algo.start(self)
+        if cfg.eval.every_updates and self.eval_at_start and self.state.c.updates == 0 \
+                and self.evaluator.in_flight is None:  # (an algorithm may have launched its own)
+            self.evaluate()  # the curve's first point, at step 0: the network before any update
 
     def collect(self) -> list[dict[str, Any]]:
         """The algorithm's own workers, then the rollouts that arrived; the next update's batch, if any."""

@@ -24,6 +24,7 @@ from .belief import train_belief
 from .config import TrainConfig, eval_players, eval_rules
 from .curve import plot_curve
 from .evaluation import evaluate_weights
+from .launch import check_memory
 from .loop import RunLoop
 from .rollout import weights_to_numpy
 
@@ -113,6 +114,7 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     docstring).  Raises TrainError, CheckpointError, ConfigError or OSError when training fails."""
     t0 = time.time()
     torch.set_num_threads(1)
+    check_memory(cfg, embedded=not ray_address)
     loop = RunLoop(cfg, run_dir, resume=resume, ray_address=ray_address, command=command, dashboard=dashboard)
     say(f"samloc train: run folder {run_dir}  (tensorboard --logdir {run_dir.parent})")
     res = TrainResult(run_dir, loop.run())                                   # train

@@ -285,7 +285,7 @@ class RolloutEngine:
         """``{"batch": packed learner decisions (training.compact), "stats": counts, "version": weights}``."""
         t0 = time.perf_counter()
         parts: list[dict[str, np.ndarray]] = []
-        stats = {"games": 0, "decisions": 0, "learner_decisions": 0, "sam_declared": 0,
+        stats = {"games": 0, "decisions": 0, "learner_decisions": 0, "sam_declared": 0, "return_sum": 0.0,
                  "vs_heuristic_sum": 0.0, "vs_heuristic_games": 0, "vs_pool_sum": 0.0, "vs_pool_games": 0}
         for st in self.streams:
             parts.append(self._rollout_stream(st, stats))
@@ -334,6 +334,7 @@ class RolloutEngine:
             if done.any():
                 d_idx = np.flatnonzero(done)
                 stats["games"] += d_idx.size
+                stats["return_sum"] += float(st.score[d_idx].sum())
                 for kind, key in ((st.opp[d_idx] == OPP_HEURISTIC, "vs_heuristic"),
                                   (st.opp[d_idx] >= 1, "vs_pool")):
                     if kind.any():

@@ -1,7 +1,8 @@
 """What a run shows: TensorBoard scalars and hyperparameters, the live display, the rates, the signals.
 
 TensorBoard's tags (``charts/…``, ``losses/…``, ``eval/<opponent>/…``, ``hparam/…``) and the plain log
-line are those of every run before: dashboards and scripts read them.
+line are those of every run before: dashboards and scripts read them.  CleanRL's tags are written next to
+them (:data:`CLEANRL`), so a dashboard made for CleanRL works unchanged; every tag is written here.
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def eval_scalars(writer: SummaryWriter, res: dict[str, Any], step: int, prefix: 
                 writer.add_scalar(f"eval/{opp}/{prefix}{name}", v, step)
 
 
+#: CleanRL's names for the trainer's own tags, written beside them (``losses/entropy``, ``approx_kl``,
+#: ``clipfrac`` and ``explained_variance`` are CleanRL's names already).  ``charts/SPS`` is the rate of the
+#: x axis, decisions trained per second, as CleanRL's is of its global step.
+CLEANRL = {"losses/policy": "losses/policy_loss", "losses/value": "losses/value_loss",
+           "charts/decisions_per_s": "charts/SPS"}
+
+
 class Board:
     """The run's TensorBoard event files: the counters and rates once per step (a step is never written
     twice: the steps of a tag rise), evaluations, and the hyperparameters at the end."""
@@ -79,7 +87,17 @@ class Board:
             self.writer.add_text("config", "```\n" + to_yaml(cfg) + "\n```", 0)
 
     def scalar(self, tag: str, value: float, step: int) -> None:
+        """One point of ``tag`` (and of its CleanRL name, when it has one)."""
         self.writer.add_scalar(tag, value, step)
+        if tag in CLEANRL:
+            self.writer.add_scalar(CLEANRL[tag], value, step)
+
+    def episodes(self, stats: dict[str, float], step: int) -> None:
+        """CleanRL's episode figures from an update's rollouts: ``charts/episodic_return``, the learning
+        seat's lá per game finished, and ``charts/episodic_length``, decisions (every seat's) per game."""
+        if stats.get("games"):
+            self.scalar("charts/episodic_return", stats["return_sum"] / stats["games"], step)
+            self.scalar("charts/episodic_length", stats["decisions"] / stats["games"], step)
 
     def due(self) -> bool:
         """Whether the counters' step is not written yet."""
@@ -93,12 +111,12 @@ class Board:
         self.step = step
         for name in ("games", "decisions", "decisions_trained", "updates", "worker_failures",
                      "dropped_rollouts"):
-            self.writer.add_scalar(f"charts/{name}", getattr(c, name), step)
+            self.scalar(f"charts/{name}", getattr(c, name), step)
         r = rate.rates()
         if r:
-            self.writer.add_scalar("charts/decisions_per_s", r["trained_per_s"], step)
-            self.writer.add_scalar("charts/generated_decisions_per_s", r["generated_per_s"], step)
-            self.writer.add_scalar("charts/updates_per_s", r["updates_per_s"], step)
+            self.scalar("charts/decisions_per_s", r["trained_per_s"], step)
+            self.scalar("charts/generated_decisions_per_s", r["generated_per_s"], step)
+            self.scalar("charts/updates_per_s", r["updates_per_s"], step)
         self.writer.flush()
         return True
 

@@ -1,6 +1,7 @@
 """The Ray side of a run: starting or joining Ray, the learner's GPU, placing worker groups, their health.
 
-An embedded Ray listens on 127.0.0.1 only.  A CUDA learner first asks Ray for a GPU on this node (a
+An embedded Ray listens on 127.0.0.1 only; a cluster is joined with Ray's token authentication
+(:func:`join_ray`).  A CUDA learner first asks Ray for a GPU on this node (a
 placement group), so on a cluster ``samloc train`` runs on the GPU node and the workers go wherever Ray
 has CPUs.  A request lost with a dead worker (Ray restarts the actor, ``max_task_retries=0``) is asked
 again; while Ray restarts an actor, requests to it fail at once as "unavailable" and count as the same
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import ray
-from ray.exceptions import ActorUnavailableError, RayActorError
+from ray.exceptions import ActorUnavailableError, AuthenticationError, RayActorError
 from ray.util.placement_group import placement_group, remove_placement_group
 
 from .config import TrainConfig, to_dict
@@ -89,6 +92,14 @@ class WorkerHealth:
         return ready
 
 
+def waiting_reason(total: float, asked: float) -> str:
+    """Why placed actors have not started yet, from Ray's CPUs in all and what every actor placed asks
+    for (the free CPUs say nothing: the actors that are starting hold theirs already)."""
+    if asked > total + 1e-9:
+        return f"Ray has {total:g} CPUs in all, the workers ask for {asked:g}"
+    return f"their processes are starting; Ray has the {asked:g} CPUs they ask for"
+
+
 def arrived(pending: dict[Any, Any], timeout: float) -> list[Any]:
     """The results among ``pending``'s refs that are done: waiting up to ``timeout`` for the first, then
     every other one done by then (none pending: a short sleep, so a loop does not spin)."""
@@ -101,6 +112,91 @@ def arrived(pending: dict[Any, Any], timeout: float) -> list[Any]:
     return ready
 
 
+@contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Ray keeps 127.0.0.1 as this process's node address (and every server of an embedded Ray binds to
+    loopback alone) only where it offers no multi-node clusters: this switch, off on macOS and Windows.
+    Without it Ray swaps a loopback address for the machine's other one."""
+    from ray._private import ray_constants  # Ray's private switch, read only while Ray starts or joins
+    clusters, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = clusters
+
+
+def _has_token() -> bool:
+    """Whether a Ray token is where Ray's own clients look (Ray's token-auth docs): ``$RAY_AUTH_TOKEN``,
+    the file ``$RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``.  Read here, not through Ray's loader,
+    whose cached token would change how this driver talks to a cluster without authentication."""
+    if os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return True
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    try:
+        return bool(path.read_text().strip())
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+@contextmanager
+def _stderr_hidden() -> Iterator[None]:
+    """File descriptor 2 sent to /dev/null: Ray's C++ client logs a refused first try there, which
+    :func:`join_ray` expects and answers itself."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _ask_gcs(address: str) -> Exception | None:
+    """One question to the cluster's GCS: None when it answers, else why not."""
+    from ray._raylet import GcsClient  # the GCS client ray.init uses, asked once before joining
+    try:
+        GcsClient(address=address).internal_kv_get(b"samloc", namespace=None, timeout=10)
+    except Exception as exc:  # Ray's AuthenticationError, RpcError and kin
+        return exc
+    return None
+
+
+TOKEN_HELP = ("copy the head's ~/.ray/auth_token to this machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH)"
+              " to the cluster's token")
+
+
+def join_ray(address: str) -> None:
+    """Join the Ray cluster at ``address`` (HOST:PORT) as it is set up: with Ray's token authentication
+    when it asks for it (the default of a head started with ``ray start`` that finds a token), at that
+    address itself (Ray would swap a loopback one for the machine's other address).
+
+    ``ray.init`` with an address uses a token only under ``RAY_AUTH_MODE=token``, and a driver in token
+    mode refuses workers of a cluster without it; so, unless ``RAY_AUTH_MODE`` is set, the cluster is
+    asked first without the token and, when it refuses, again with the token Ray's clients find.  A
+    missing or wrong token, or no Ray there, is one line at once, not half a minute of Ray's retries."""
+    from ray._private.authentication import authentication_token_setup as auth  # Ray's token mode switch
+    host = address.rpartition(":")[0].strip("[]")
+    choose = auth.AUTH_MODE_ENV_VAR not in os.environ and _has_token()
+    with _loopback_only() if host in ("127.0.0.1", "localhost", "::1") else nullcontext():
+        with _stderr_hidden() if choose else nullcontext():
+            err = _ask_gcs(address)
+        if isinstance(err, AuthenticationError) and choose:
+            auth._enable_token_auth()  # RAY_AUTH_MODE=token here and in the processes this one starts
+            err = _ask_gcs(address)
+        if isinstance(err, AuthenticationError):
+            mode = os.environ.get(auth.AUTH_MODE_ENV_VAR, "").lower()
+            have = "a token that is not the cluster's" if mode == "token" else "no token"
+            if mode == "disabled":
+                have = "RAY_AUTH_MODE=disabled"
+            raise TrainError(f"--ray-address {address}: the Ray cluster there asks for its authentication"
+                             f" token and this machine has {have}: {TOKEN_HELP}") from None
+        if err is not None:
+            raise TrainError(f"--ray-address {address}: no Ray cluster answers there ({str(err).splitlines()[0]});"
+                             " is `ray start --head` running there, and its port open to this machine?")
+        ray.init(address=address, runtime_env=WORKER_ENV, log_to_driver=False, logging_level="error")
+
+
 class WorkerPool:
     """Ray for one sitting: started (embedded, loopback only) or joined, the learner's GPU reserved, the
     worker groups placed and, at the end, killed (and an embedded Ray shut down)."""
@@ -111,29 +207,24 @@ class WorkerPool:
         self.started_ray = False
         self.gpu_reservation: Any = None
         self.groups: list[list[Any]] = []   # every group of actors placed, killed at the end
+        self.group_cpus: list[float] = []   # the CPUs each actor of that group asks for
 
     def start(self) -> None:
-        """Join the cluster at ``ray_address``, or start an embedded Ray that listens on 127.0.0.1 only
-        (Ray has no authentication of its own: nobody else on the network may reach it)."""
+        """Join the cluster at ``ray_address`` (:func:`join_ray`), or start an embedded Ray that listens on
+        127.0.0.1 only, so nobody else on the network reaches it."""
         if ray.is_initialized():
             return
         if self.ray_address:
-            ray.init(address=self.ray_address, runtime_env=WORKER_ENV, log_to_driver=False, logging_level="error")
+            join_ray(self.ray_address)
             self.started_ray = True
             return
-        from ray._private import ray_constants  # Ray's private switch, read only for an embedded Ray
-        # Ray binds every server to loopback alone when its node address is 127.0.0.1, and it keeps that
-        # address only where it offers no multi-node clusters: this switch (off on macOS and Windows).
-        clusters, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
         # Ray starts its workers at nice 15; here they are the run's own work beside a learner at nice 0
         # that waits for them, and any other load on the machine would starve them (RAY_worker_niceness wins)
         system = {} if "RAY_worker_niceness" in os.environ else {"worker_niceness": 0}
-        try:
+        with _loopback_only():
             ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=embedded_cpus(),
                      include_dashboard=self.dashboard, runtime_env=WORKER_ENV, log_to_driver=False,
                      logging_level="error", _system_config=system)
-        finally:
-            ray_constants.ENABLE_RAY_CLUSTER = clusters
         self.started_ray = True
 
     def reserve_gpu(self) -> None:
@@ -171,6 +262,7 @@ class WorkerPool:
                                       max_task_retries=0, scheduling_strategy="SPREAD").remote(cfg_dict, w)
                   for w in range(count)]
         self.groups.append(actors)
+        self.group_cpus.append(cpus)
         return actors, self._wait_placed(actors, what, cpus)
 
     def _wait_placed(self, actors: list[Any], what: str, cpus: float) -> list[dict[str, Any]]:
@@ -190,9 +282,9 @@ class WorkerPool:
                     raise TrainError(f"{what} {w} did not start: {str(exc).splitlines()[0]}") from None
             if not pending:
                 break
-            waited, free = time.perf_counter() - t0, ray.available_resources().get("CPU", 0)
-            why = (f"Ray has {free:g} CPUs free, each asks for {cpus:g}" if free < cpus
-                   else "their processes are starting")
+            waited = time.perf_counter() - t0
+            asked = sum(len(g) * c for g, c in zip(self.groups, self.group_cpus))
+            why = waiting_reason(ray.cluster_resources().get("CPU", 0), asked)
             msg = f"{len(pending)} of {len(actors)} {what}s not started after {waited:.0f} s ({why})"
             if ro.place_timeout_s and waited >= ro.place_timeout_s:
                 raise TrainError(msg + "; giving up (rollout.place_timeout_s)")

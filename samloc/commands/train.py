@@ -4,6 +4,7 @@
     samloc train --resume runs/quick__0__20250101-120000 [--more-minutes N] [--more-decisions N] [k=v ...]
     samloc train --config configs/cluster.yaml --ray-address HOST:6379
     samloc train --config configs/quick.yaml env.rules=mien_bac env.players=3 --print-config   (or --dry-run)
+    samloc train --config configs/quick.yaml --seeds 0,1,2 [--run-dir DIR]   (then: samloc seeds RUN RUN RUN)
 
 The budgets, total_decisions and max_minutes, count every sitting of a run together: a resume of a run
 that stopped on one of them has nothing left to do (it says so and exits) unless it is given more,
@@ -19,6 +20,7 @@ before or after the options.  Exit 2 on a bad config or command line, 1 when tra
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import shlex
 import sys
@@ -27,11 +29,12 @@ from pathlib import Path
 from agents.nets.format import CheckpointError
 from training.config import ConfigError
 from training.config_docs import config_text, keys_help
+from training.config_load import load_config
 from training.errors import TrainError
 from training.launch import Launch, dry_run, new_run_folder, nothing_left, resolve_launch
 from training.pipeline import TrainResult, run_pipeline
 
-from .args import Parser, parse, count_arg, minutes_arg
+from .args import Parser, parse, count_arg, minutes_arg, non_negative
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -49,20 +52,60 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                     help="with --resume: train N decisions more (total_decisions = decisions trained + N;"
                          " ppo.anneal_lr anneals over the new total)")
     ap.add_argument("--print-config", action="store_true",
-                    help="print the resolved config (after --config or --resume, overrides and --more-*),"
-                         " every key with its doc, as YAML that --config reads; start nothing")
+                    help="print the resolved config (the defaults, or after --config or --resume; overrides and"
+                         " --more-*), every key with its doc, as YAML that --config reads; start nothing")
     ap.add_argument("--dry-run", action="store_true",
                     help="check all that can be checked without Ray (config, run folder, the checkpoint to"
                          " resume or init_from, learner device, CPUs), print the run folder it would use;"
                          " start nothing")
-    ap.add_argument("--ray-address", help="join this Ray cluster (default: start Ray embedded here, on 127.0.0.1"
-                                          " only; docs/training.md says what to secure on a cluster)")
+    ap.add_argument("--ray-address", metavar="HOST:PORT",
+                    help="join the Ray cluster started there with `ray start --head` (default: start Ray embedded"
+                         " here, on 127.0.0.1 only); its token is found as Ray's clients find it: RAY_AUTH_TOKEN,"
+                         " RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token (docs/training.md: a Ray cluster, step by step)")
     ap.add_argument("--dashboard", action="store_true",
                     help="start Ray's dashboard with the embedded Ray (on 127.0.0.1:8265)")
-    ap.add_argument("--run-dir", help="write the run here instead of runs/<name>__<seed>__<time>/")
+    ap.add_argument("--run-dir", help="write the run here instead of runs/<name>__<seed>__<time>/ (with --seeds:"
+                                      " DIR/s<seed>/ for each seed)")
+    ap.add_argument("--seeds", type=_seed_list, metavar="S,S,...",
+                    help="a new run per seed (seed=S), one after another, each with every core; then"
+                         " `samloc seeds` over their folders gives the mean and spread")
     ap.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. ppo.lr=1e-4")
     return ap.parse_intermixed_args(argv)
 
+
+
+def _seed_list(text: str) -> list[int]:
+    """Seeds for --seeds: distinct integers of 0 or more, comma-separated."""
+    try:
+        seeds = [non_negative(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seeds like 0,1,2, not {text!r}") from None
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"a seed given twice in {text!r}")
+    return seeds
+
+
+def _train_seeds(args: argparse.Namespace, launch: Launch, argv: list[str]) -> int:
+    """One new run per seed of --seeds, one after another; the worst exit status of them.  Each run records
+    the command that makes it alone (``seed=S`` for ``--seeds``)."""
+    rest = [a for i, a in enumerate(argv)
+            if not a.startswith("--seeds") and (i == 0 or argv[i - 1] != "--seeds")]
+    codes, folders = [], []
+    for seed in args.seeds:
+        command = "samloc train " + " ".join(shlex.quote(a) for a in [*rest, f"seed={seed}"])
+        cfg = copy.deepcopy(launch.cfg)
+        cfg.seed = seed
+        run_dir = str(Path(args.run_dir) / f"s{seed}") if args.run_dir else None
+        _say(f"samloc train: seed {seed} ({len(codes) + 1} of {len(args.seeds)})")
+        code, folder = _train(args, Launch(cfg), command, run_dir)
+        codes.append(code)
+        folders.append(folder)
+        if code == 130:  # interrupted: the seeds left are not started
+            break
+    done = [str(f) for f, c in zip(folders, codes) if c == 0 and f is not None]
+    if len(done) > 1:
+        _say("seeds side by side: samloc seeds " + " ".join(shlex.quote(f) for f in done))
+    return max(codes)
 
 
 def _say(line: str) -> None:
@@ -91,13 +134,19 @@ def _report(res: TrainResult) -> int:
     return 1 if res.errors else 0
 
 
-def _train(args: argparse.Namespace, launch: Launch, command: str) -> int:
+def _train(args: argparse.Namespace, launch: Launch, command: str, where: str | None) -> tuple[int, Path | None]:
+    """Train (a new run in ``where`` or a fresh folder, or the resume ``launch`` holds): (exit status, the
+    run folder)."""
     resume = launch.run_dir is not None
     try:
-        run_dir = launch.run_dir or new_run_folder(launch.cfg, args.run_dir)
+        run_dir = launch.run_dir or new_run_folder(launch.cfg, where)
     except TrainError as exc:
         print(f"samloc train: {exc}", file=sys.stderr)
-        return 2
+        return 2, None
+    return _run(args, launch, command, run_dir, resume), run_dir
+
+
+def _run(args: argparse.Namespace, launch: Launch, command: str, run_dir: Path, resume: bool) -> int:
     try:
         res = run_pipeline(launch.cfg, run_dir, resume, command, _say, args.ray_address, args.dashboard)
     except (TrainError, CheckpointError, ConfigError) as exc:
@@ -119,6 +168,17 @@ def main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     command = "samloc train " + " ".join(shlex.quote(a) for a in argv)
+    if args.seeds and args.resume:
+        print("samloc train: --seeds starts new runs; resume each seed's run with --resume RUN_DIR",
+              file=sys.stderr)
+        return 2
+    if args.print_config and not (args.config or args.resume):  # the defaults (and any key=value)
+        try:
+            print(config_text(load_config(None, args.overrides)), end="")
+        except ConfigError as exc:
+            print(f"samloc train: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         launch = resolve_launch(args.config, args.resume, args.overrides, args.more_minutes, args.more_decisions)
     except ConfigError as exc:
@@ -142,4 +202,6 @@ def main(argv: list[str]) -> int:
             return 1
         print("\n".join(lines))
         return 0
-    return _train(args, launch, command)
+    if args.seeds:
+        return _train_seeds(args, launch, argv)
+    return _train(args, launch, command, args.run_dir)[0]

@@ -113,6 +113,7 @@ class Algorithm(ABC):
         if st["vs_pool_games"]:
             run.board.scalar("charts/train_vs_pool_la", st["vs_pool_sum"] / st["vs_pool_games"], step)
         run.board.scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
+        run.board.episodes(st, step)
 
     def after_update(self, run: "RunLoop") -> None:
         """After the loop's own after-update work (snapshot, evaluation, checkpoint on their schedules)."""

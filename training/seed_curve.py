@@ -1,20 +1,16 @@
-"""Compute-to-strength curve over seeds: what a run of a config buys per minute, and how seeds differ.
-
-    python -m scripts.seed_curve runs/seeds/quick_s0 runs/seeds/quick_s1 runs/seeds/quick_s2 \
-        [--opponents heuristic random] [--png docs/seed_curve.png]
+"""Compute-to-strength curve over seeds (``samloc seeds``): what a run of a config buys per minute, and
+how seeds differ.
 
 Reads each run folder's periodic evaluations (``eval.jsonl``) and final one (``eval_report.json``),
 lines them up by update (the runs share a config, so their evaluations fall on the same updates),
 and prints a Markdown table: per evaluation the mean over seeds of the wall minutes and decisions
 trained, and per opponent the mean lá over seeds with the lowest and highest seed.  ``--png``
-draws every seed's curve and their mean over wall minutes.  Exit 2 on a folder that is not a run.
+draws every seed's curve and their mean over wall minutes.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +20,11 @@ from sam_env.atomic import write_with
 def load_run(run: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
     """(periodic evaluations, final report or None, wall seconds of the run) of a run folder."""
     hist = run / "eval.jsonl"
+    if not hist.is_file() and (run / "config.yaml").is_file():
+        raise ValueError(f"{run}: a run with no evaluation yet: it stopped before its first (eval.every_updates);"
+                         " train it longer (samloc train --resume RUN --more-minutes N) or leave it out")
     if not hist.is_file():
-        raise ValueError(f"{run}: not a run folder with evaluations (no eval.jsonl)")
+        raise ValueError(f"{run}: not a run folder (no config.yaml, no eval.jsonl)")
     evals = [json.loads(line) for line in hist.read_text().splitlines() if line.strip()]
     final = json.loads((run / "eval_report.json").read_text()) if (run / "eval_report.json").is_file() else None
     summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}
@@ -62,7 +61,7 @@ def table(runs: list[tuple[list[dict[str, Any]], dict[str, Any] | None, float]],
 def plot(runs: list[tuple[list[dict[str, Any]], dict[str, Any] | None, float]], names: list[str],
          opponents: list[str], path: Path) -> None:
     """One panel per opponent: every seed's evaluations (and final point) over wall minutes."""
-    import matplotlib
+    import matplotlib  # only when a plot is asked for
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -86,27 +85,10 @@ def plot(runs: list[tuple[list[dict[str, Any]], dict[str, Any] | None, float]], 
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("runs", nargs="+", type=Path, help="run folders of one config, different seeds")
-    ap.add_argument("--opponents", nargs="+", default=["heuristic", "random"])
-    ap.add_argument("--png", type=Path, help="also draw the curves here")
-    args = ap.parse_args(argv)
-    try:
-        runs = [load_run(r) for r in args.runs]
-        for (evals, final, _), r in zip(runs, args.runs):
-            for o in args.opponents:
-                if any(o not in e["results"] for e in evals) or (final and o not in final["results"]):
-                    raise ValueError(f"{r}: an evaluation without opponent {o!r}")
-    except (ValueError, OSError, json.JSONDecodeError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(table(runs, args.opponents))
-    if args.png:
-        plot(runs, [r.name for r in args.runs], args.opponents, args.png)
-        print(f"curves: {args.png}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def check_opponents(runs: list[tuple[list[dict[str, Any]], dict[str, Any] | None, float]], names: list[str],
+                     opponents: list[str]) -> None:
+    """ValueError naming the run whose evaluations lack one of ``opponents``."""
+    for (evals, final, _), name in zip(runs, names):
+        for o in opponents:
+            if any(o not in e["results"] for e in evals) or (final and o not in final["results"]):
+                raise ValueError(f"{name}: an evaluation without opponent {o!r}")
