@@ -21,7 +21,7 @@ from training.config_load import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 # One worker of half a CPU, a net of 16, updates of about 60 decisions, no periodic evaluation.
-TINY = ["rollout.num_workers=1", "rollout.cpus_per_worker=0.5", "model.hidden=16", "model.layers=1",
+TINY = ["warm_start.decisions=0", "rollout.num_workers=1", "rollout.cpus_per_worker=0.5", "model.hidden=16", "model.layers=1",
         "rollout.envs_per_worker=8", "rollout.steps_per_rollout=8", "ppo.batch_decisions=60",
         "ppo.minibatch=32", "ppo.epochs=1", "learner.device=cpu", "eval.every_updates=0", "display=none"]
 
@@ -107,22 +107,15 @@ def test_checkpoint_every_minutes_and_keep_all_are_config_keys() -> None:
         load_config("quick", ["checkpoint.keep=-1"])
 
 
-def test_a_checkpoint_is_due_every_updates_and_past_every_multiple_of_the_minutes(tmp_path: Path) -> None:
-    from training.loop import RunLoop
+def test_a_minutes_clock_is_due_past_every_multiple_once() -> None:
+    from training.loop import MinutesClock
 
-    cfg = load_config("quick", ["model.hidden=16", "model.layers=1", "display=none", "checkpoint.every_updates=50",
-                                "checkpoint.every_minutes=1"])
-    loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
-    loop.c.updates = 7
-    loop.wall0, loop.t0 = 0.0, time.perf_counter() - 10  # 10 s trained: the next at 60 s
-    loop.next_minutes_ckpt = loop._next_minutes_ckpt()
-    assert loop.next_minutes_ckpt == 60 and not loop.checkpoint_due()
-    loop.c.updates = 50
-    assert loop.checkpoint_due()
-    loop.c.updates, loop.wall0 = 51, 125.0  # past 2 minutes: due, then the next at 3
-    assert loop.checkpoint_due() and loop._next_minutes_ckpt() == 180
-    cfg.checkpoint.every_minutes = 0
-    assert loop._next_minutes_ckpt() == float("inf")
+    clock = MinutesClock(1, 10.0)  # 10 s trained: the next at 60 s
+    assert clock.next == 60 and not clock.due(59.9)
+    assert clock.due(60.5) and not clock.due(61) and clock.next == 120
+    assert clock.due(185.0) and clock.next == 240  # past 3 minutes at once: due once, then the 4th
+    never = MinutesClock(0, 10.0)
+    assert never.next == float("inf") and not never.due(1e9)
 
 
 def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(tmp_path: Path,

@@ -362,7 +362,7 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     (to the "meta" device here: any device but the CPU takes the same path as CUDA)."""
     from training.learner import Learner
 
-    cfg = load_config("quick", ["model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
     torch.manual_seed(0)
@@ -420,7 +420,7 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     and every row when none is that old, give plain PPO."""
     from training.learner import Learner
 
-    cfg = load_config("quick", ["model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1", "learner.correct_from_lag=3",
                                 "learner.is_clip=1.0"])
     batch = _recorded(cfg)
@@ -443,7 +443,7 @@ def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     assert explained_variance(ret, ret) == 1.0
     assert explained_variance(torch.full_like(ret, ret.mean()), ret) == pytest.approx(0.0)
     assert np.isnan(explained_variance(ret, torch.ones(4)))  # returns without variance: nothing to explain
-    cfg = load_config("quick", ["model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
     out = Learner(cfg).update([batch], [0], torch.Generator().manual_seed(1))
@@ -457,7 +457,7 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     the last one's shipped bot), oldest first; a resume keeps it; a malformed one is refused in one line."""
     from training.errors import TrainError
     from training.loop import RunLoop
-    tiny = ["model.hidden=16", "model.layers=1"]
+    tiny = ["model.hidden=16", "model.layers=1", "warm_start.decisions=0"]
     paths = []
     for gen in range(3):
         over = tiny + ([f"init_from={paths[-1]}"] if paths else [])

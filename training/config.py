@@ -253,6 +253,9 @@ class EvalConfig:
 
     every_updates: int = 100
     """Learner updates between evaluations (0: only at the end)."""
+    every_minutes: float = 0.0
+    """Also an evaluation at the first update past every multiple of this many minutes of training wall time
+    (0: none): a curve with points in time whatever the machine's speed."""
     deals: int = 200
     """Duplicate deals per opponent in the periodic evaluation."""
     final_deals: int = 1000

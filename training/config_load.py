@@ -167,8 +167,8 @@ def validate(cfg: TrainConfig) -> None:
     need(le.queue_rollouts == 0 or le.queue_rollouts >= ro.num_workers,
          "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
     ev = cfg.eval
-    need(ev.every_updates >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
-         "eval.every_updates >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")
+    need(ev.every_updates >= 0 and ev.every_minutes >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
+         "eval.every_updates and every_minutes >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")
     for o in ev.opponents:
         need(o in ("random", "heuristic", "snapshot") or Path(o).exists() or o.endswith(".onnx"),
              f"eval.opponents: unknown opponent {o!r} (random, heuristic, snapshot or a checkpoint folder)")

@@ -50,6 +50,25 @@ from .warm_start import clone_heuristic
 from .workers import WorkerPool
 
 
+class MinutesClock:
+    """A schedule in training wall time: due at the first update past each multiple of ``minutes``
+    (``checkpoint.every_minutes``, ``eval.every_minutes``; 0: never)."""
+
+    def __init__(self, minutes: float, wall_s: float):
+        self.every = 60.0 * minutes
+        self.next = self._after(wall_s)
+
+    def _after(self, wall_s: float) -> float:
+        return (wall_s // self.every + 1) * self.every if self.every else float("inf")
+
+    def due(self, wall_s: float) -> bool:
+        """Whether a multiple was passed since the last time it was due; the next is then the one after."""
+        if wall_s < self.next:
+            return False
+        self.next = self._after(wall_s)
+        return True
+
+
 class RunLoop:
     """One training run in ``run_dir`` (new, or resumed from its newest good checkpoint).
 
@@ -134,7 +153,8 @@ class RunLoop:
         The sitting's wall time counts from here: Ray's start and the warm start are a part of training."""
         cfg = self.cfg
         self.wall0, self.t0 = self.state.c.wall_s, time.perf_counter()  # Ray's start counts as training
-        self.next_minutes_ckpt = self._next_minutes_ckpt()
+        self.checkpoint_clock = MinutesClock(cfg.checkpoint.every_minutes, self.wall())
+        self.eval_clock = MinutesClock(cfg.eval.every_minutes, self.wall())
         if cfg.checkpoint.every_minutes and self.state.resumed_from is None and self.state.c.updates == 0:
             self.save()  # minute 0: the starting weights, a time-to-strength curve's first point
         if self.scheduler.in_order:
@@ -160,7 +180,7 @@ class RunLoop:
         self.last_log = time.perf_counter()
         self.scheduler.start(actors, self.algo.learner.weights())
         self.algo.start(self)
-        if cfg.eval.every_updates and self.eval_at_start and self.state.c.updates == 0 \
+        if (cfg.eval.every_updates or cfg.eval.every_minutes) and self.eval_at_start and self.state.c.updates == 0 \
                 and self.evaluator.in_flight is None:  # (an algorithm may have launched its own)
             self.evaluate()  # the curve's first point, at step 0: the network before any update
 
@@ -187,14 +207,14 @@ class RunLoop:
         self.rate.add(time.perf_counter(), c.decisions_trained, c.updates, c.decisions)
         if c.updates % cfg.rollout.snapshot_every == 0:
             self.snapshot()
-        if cfg.eval.every_updates and c.updates % cfg.eval.every_updates == 0:
+        wall = self.wall()
+        if (cfg.eval.every_updates and c.updates % cfg.eval.every_updates == 0) or self.eval_clock.due(wall):
             if self.scheduler.in_order:  # deterministic: every due evaluation, none skipped
                 self.evaluator.finish()
             self.evaluate(if_idle=True)
-        if self.checkpoint_due():
+        if c.updates % cfg.checkpoint.every_updates == 0 or self.checkpoint_clock.due(wall):
             c.wall_s = self.wall()
             self.save()
-            self.next_minutes_ckpt = self._next_minutes_ckpt()
         if self.on_update is not None:
             self.on_update(self)
         self.algo.after_update(self)
@@ -227,17 +247,6 @@ class RunLoop:
     def wall(self) -> float:
         """Training wall time over every sitting so far."""
         return self.wall0 + time.perf_counter() - self.t0
-
-    def checkpoint_due(self) -> bool:
-        """Whether this update is one to checkpoint: every ``checkpoint.every_updates``, and the first past
-        each multiple of ``checkpoint.every_minutes`` of training wall time."""
-        every_updates = self.cfg.checkpoint.every_updates
-        return self.state.c.updates % every_updates == 0 or self.wall() >= self.next_minutes_ckpt
-
-    def _next_minutes_ckpt(self) -> float:
-        """The training wall time (s) of the next ``checkpoint.every_minutes`` checkpoint (inf: none)."""
-        every = 60 * self.cfg.checkpoint.every_minutes
-        return (self.wall() // every + 1) * every if every else float("inf")
 
     def _stop_reason(self) -> str:
         return stop_reason(self.cfg, self.state.c.decisions_trained, self.state.c.wall_s)
