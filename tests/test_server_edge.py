@@ -221,6 +221,23 @@ def test_workers_must_be_at_least_one() -> None:
     assert r.returncode == 2 and "--workers: must be 1 or more, not 0" in r.stderr
 
 
+@pytest.mark.parametrize("args,line", [
+    (["--port", "84336"], "samloc serve: argument --port: a port is 0 to 65535, not 84336"),
+    (["--port", "-1"], "samloc serve: argument --port: a port is 0 to 65535, not -1"),
+    (["--seed", "-5"], "samloc serve: argument --seed: must be 0 or more, not -5"),
+    (["--temperature", "inf"], "samloc serve: argument --temperature: must be 0 (greedy) or a finite number"
+                               " above it, not 'inf'"),
+    (["--temperature", "-0.5"], "samloc serve: argument --temperature: must be 0 (greedy) or a finite number"
+                                " above it, not '-0.5'"),
+])
+def test_out_of_range_values_are_refused_naming_the_option(args: list[str], line: str) -> None:
+    """84336 was taken modulo 65536 (it listened on 18800), a negative seed's error did not name
+    --seed, and an infinite temperature was served."""
+    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--agent", "heuristic", *args],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert (r.returncode, r.stderr, r.stdout) == (2, line + "\n", "")
+
+
 def test_connections_on_the_servers_sockets_get_tcp_nodelay() -> None:
     """samloc serve makes its own sockets (one per worker), with IPPROTO_TCP, so asyncio sets
     TCP_NODELAY; uvicorn's own --workers socket has proto 0 and left Nagle's algorithm on, so each
