@@ -51,6 +51,7 @@ from sam_env import core
 from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
+from sam_env.rules import DEFAULT_PRESET
 from sam_env.seeding import GOLDEN_U64, mix64
 
 from .base import Agent, check_seat
@@ -458,10 +459,14 @@ class SearchAgent(Agent):
         return np.concatenate(done, axis=1) if done else None
 
     def search_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
-                     masks: np.ndarray) -> SearchResult:
+                     masks: np.ndarray, until: float | None = None) -> SearchResult:
         """The search of every row with a real play choice, and the move each row plays
-        (:meth:`act_batch` is its ``acts``; expert iteration records the rest, training/distill.py)."""
-        deadline = time.perf_counter() + self.deadline_ms / 1000 if self.deadline_ms else None
+        (:meth:`act_batch` is its ``acts``; expert iteration records the rest, training/distill.py).
+        ``until``: a ``time.perf_counter()`` reading to stop at (a server counts its deadline from the
+        request's arrival, time queued included; ``inf``: none, but searched in slices); default:
+        ``deadline_ms`` from now."""
+        deadline = until if until is not None else (
+            time.perf_counter() + self.deadline_ms / 1000 if self.deadline_ms else None)
         obs = self.observations(states, ru, obs)
         logits = self.policy.logits(obs, masks).cpu().numpy()
         acts = logits.argmax(axis=1).astype(np.int64)
@@ -497,11 +502,28 @@ class SearchAgent(Agent):
                   masks: np.ndarray) -> np.ndarray:
         return self.search_batch(states, ru, obs, masks).acts
 
-    def act(self, game: Game, seat: int) -> int:
+    def act(self, game: Game, seat: int, until: float | None = None) -> int:
+        """The move for ``seat``; ``until`` as in :meth:`search_batch`."""
         check_seat(game, seat)
         st = game.state[None, :].copy()
         mask = np.asarray(game.legal_mask(), dtype=np.int8)[None, :]
-        return int(self.act_batch(st, game.rules_array, None, mask)[0])
+        return int(self.search_batch(st, game.rules_array, None, mask, until).acts[0])
+
+    def warm(self, decisions: int = 3, seed: int = 0) -> None:
+        """Search ``decisions`` real play choices of seeded deals in full, as a server's deadline
+        would (in slices): the first calls load the compiled kernels and build oneDNN's kernels for
+        the batch shapes, seconds that would otherwise fall on the first requests."""
+        tables = self.trained_tables
+        rules, players = (tables[0].rules, tables[0].players) if tables else (DEFAULT_PRESET, 4)
+        done = 0
+        while done < decisions:
+            game = Game.new(rules, players, seed=seed + done)
+            while not game.finished and done < decisions:
+                seat = game.to_act
+                real = len(game.legal_actions()) > 1 and game.state[core.O_PHASE] == core.PH_PLAY
+                move = self.act(game, seat, until=float("inf")) if real else self.policy.act(game, seat)
+                done += int(real)
+                game.apply(move)
 
 
 def _late(deadline: float | None) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from agents.serving.bots import DEADLINE_MS, Bots
+from agents.serving.bots import DEADLINE_MS, Bots, refuse_loop
 from agents.serving.edge import listening_sockets
 from agents.serving.workers import serve
 
@@ -42,7 +42,8 @@ def main(argv: list[str]) -> int:
     args = parse(_parser().parse_args, argv)
     if isinstance(args, int):
         return args
-    try:  # every model is loaded and checked here, before a port is opened or a worker started
+    try:  # every model is loaded, checked and warmed here, before a port is opened or a worker started
+        refuse_loop(args.agent, args.host, args.port)
         bots = Bots.load(args.agent, seed=args.seed, temperature=args.temperature,
                          deadline_ms=args.deadline_ms)
     except (ValueError, OSError, ImportError) as exc:
