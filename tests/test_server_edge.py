@@ -264,3 +264,61 @@ def test_connections_on_the_servers_sockets_get_tcp_nodelay() -> None:
         srv.should_exit = True
         thread.join(10)
         socks[1].close()
+
+
+# ---- an http:// upstream that fails ------------------------------------------------------------------
+def _act_body(seed: int = 3) -> str:
+    g = Game.new("hoi_quan_bai", 4, seed=seed)
+    return json.dumps({"format": "samloc/1", "rules": "hoi_quan_bai", "players": 4, "opener": g.opener,
+                       "seat": g.to_act, "hand": [card_str(c) for c in g.hand(g.to_act)], "events": []})
+
+
+def test_an_unreachable_upstream_is_a_503_naming_it() -> None:
+    """It was a 500 "internal error (AgentError)" with a traceback in the log."""
+    port = _free_port()  # nothing listens there
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(f"http://127.0.0.1:{port}")) as client:
+        r = client.post("/v1/act", content=_act_body(), headers={"content-type": "application/json"})
+    assert r.status_code == 503
+    assert r.json()["error"].startswith(f"cannot reach http://127.0.0.1:{port}/v1/act: ")
+
+
+def test_a_hung_upstream_times_out_and_blocks_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upstream that accepts and never answers: /v1/health took 9.8 s, as the call blocked the
+    event loop.  Now health is answered while the call waits, and the call ends in a 503."""
+    import agents.serving.bots as bots
+
+    monkeypatch.setattr(bots, "UPSTREAM_TIMEOUT_S", 5.0)
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(8)  # accepted by the kernel, never read or answered
+    upstream = f"http://127.0.0.1:{hung.getsockname()[1]}"
+    answer: dict[str, Any] = {}
+    try:
+        with live_server(create_app(upstream), serve_options) as url:
+            def act() -> None:
+                r = httpx.post(url + "/v1/act", content=_act_body(), timeout=60,
+                               headers={"content-type": "application/json"})
+                answer.update(status=r.status_code, body=r.json())
+            caller = threading.Thread(target=act)
+            caller.start()
+            time.sleep(0.5)  # the call is in flight
+            health = httpx.get(url + "/v1/health", timeout=60)
+            assert health.json() == {"ok": True} and not answer, "health waited for the hung upstream"
+            caller.join(60)
+    finally:
+        hung.close()
+    assert answer == {"status": 503, "body": {"error": f"{upstream}/v1/act did not answer within 5 s"}}
+
+
+@pytest.mark.parametrize("host,url", [("127.0.0.1", "http://127.0.0.1:{port}"), ("127.0.0.1", "http://localhost:{port}/"),
+                                      ("0.0.0.0", "http://127.0.0.1:{port}")])
+def test_a_loop_onto_the_server_itself_is_refused_at_start(host: str, url: str) -> None:
+    """It took 10 s per decision, then answered 500."""
+    port = _free_port()
+    spec = url.format(port=port)
+    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--agent", spec, "--host", host, "--port", str(port)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert (r.returncode, r.stderr) == (2, f"samloc serve: --agent {spec} is this server itself ({host}:{port}):"
+                                           " it would ask itself for every decision\n")
