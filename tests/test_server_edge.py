@@ -33,6 +33,7 @@ from sam_env.game import Game
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = 1.0    # the shortened header and body timeouts, in seconds
 SLACK = 8.0    # a busy machine's allowance on top
+LIMIT = 8      # the connections, and the requests in progress, of the live server
 
 
 def _free_port() -> int:
@@ -44,12 +45,14 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def live() -> Iterator[tuple[int, Any]]:
     """(port, app) of a heuristic server with one-second header and body timeouts and room for
-    eight connections at once."""
+    16 connections and eight requests in progress at once."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(edge, "BODY_TIMEOUT_S", SHORT)
+        mp.setattr(edge, "MAX_IN_FLIGHT", LIMIT)
         mp.setattr(edge.H11, "header_timeout_s", SHORT)
+        mp.setattr(edge.H11, "max_connections", 2 * LIMIT)
         app = create_app("heuristic")
-        with live_server(app, lambda host, port: {**serve_options(host, port), "limit_concurrency": 8}) as url:
+        with live_server(app, serve_options) as url:
             yield int(url.rsplit(":", 1)[1]), app
 
 
@@ -137,17 +140,94 @@ def test_headers_growing_past_the_limit_are_refused(live: tuple[int, Any]) -> No
         assert _read_all(s).startswith(b"HTTP/1.1 400")
 
 
-def test_connections_beyond_the_limit_are_answered_503(live: tuple[int, Any]) -> None:
-    held = [_connect(live[0]) for _ in range(8)]
+def _half_open(port: int) -> socket.socket:
+    """A connection that sends a request line and one header, and then nothing."""
+    s = _connect(port)
+    s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")
+    return s
+
+
+def _health(port: int) -> tuple[int, bytes, Any]:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=SHORT + SLACK)
+    c.request("GET", "/v1/health")
+    r = c.getresponse()
+    out = (r.status, r.read(), r.headers)
+    c.close()
+    return out
+
+
+def test_idle_connections_past_the_limit_make_room_for_newcomers(live: tuple[int, Any]) -> None:
+    """600 half-open connections locked everyone out (uvicorn's limit_concurrency counts them): every
+    request, health included, got a bare 503 for as long as they were held.  Now the oldest
+    connection still waiting for its headers is closed to make room, again and again."""
+    held = [_half_open(live[0]) for _ in range(4 * LIMIT)]
     try:
-        time.sleep(0.2)
-        c = http.client.HTTPConnection("127.0.0.1", live[0], timeout=SLACK)
-        c.request("GET", "/v1/health")
-        assert c.getresponse().status == 503
-        c.close()
+        for _ in range(3):
+            assert _health(live[0])[:2] == (200, b'{"ok":true}')
+            held += [_half_open(live[0]) for _ in range(2 * LIMIT)]
+        assert _read_all(held[0]) == b"", "the oldest half-open connection was not closed"
     finally:
         for s in held:
             s.close()
+
+
+def _raw(port: int, data: bytes) -> tuple[bytes, dict[str, str], Any]:
+    """Send ``data`` on a new connection; the status line, headers and JSON body of the one answer,
+    which must close the connection."""
+    with _connect(port) as s:
+        s.sendall(data)
+        answer = _read_all(s)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status, *lines = head.decode().split("\r\n")
+    headers = {k.lower(): v for k, _, v in (line.partition(": ") for line in lines)}
+    assert headers["connection"] == "close" and headers["x-frame-options"] == "DENY", answer
+    assert headers["content-security-policy"].startswith("default-src 'self'"), answer
+    return status.encode(), headers, json.loads(body)
+
+
+def test_requests_in_progress_past_the_limit_are_answered_503_in_json(live: tuple[int, Any]) -> None:
+    """Bodies that trickle in hold requests in progress; past the limit a request is refused with the
+    server's JSON and security headers (uvicorn's own 503 had neither), and health is still answered."""
+    held = []
+    try:
+        for _ in range(LIMIT):
+            held.append(_connect(live[0]))
+            held[-1].sendall(b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 100\r\n\r\n{")
+        time.sleep(0.3)  # each is in progress, waiting for the rest of its body
+        status, headers, body = _raw(live[0], b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        assert (status, headers["retry-after"], body) == (
+            b"HTTP/1.1 503 Service Unavailable", "1",
+            {"error": f"the server has {LIMIT} requests in progress; try again in a second"})
+        assert _health(live[0])[:2] == (200, b'{"ok":true}')
+    finally:
+        for s in held:
+            s.close()
+
+
+PREFIX = b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+
+
+@pytest.mark.parametrize("data,status,error", [
+    # RFC 9112 section 6.3: both framings is the shape of request smuggling; the request after it,
+    # on the same connection, was answered
+    (PREFIX + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+     b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 400 Bad Request",
+     "a request may not have both Content-Length and Transfer-Encoding (RFC 9112 section 6.3)"),
+    (PREFIX + b"Transfer-Encoding: chunked\r\n\r\n" + b"9" * 20 + b"\r\n{}", b"HTTP/1.1 413 Request Entity Too Large",
+     f"the request body is larger than {edge.MAX_BODY} bytes"),  # was answered only by the body timeout
+    (PREFIX + b"Transfer-Encoding: chunked\r\n\r\n" + b"9" * 21 + b"\r\n{}", b"HTTP/1.1 400 Bad Request",
+     "the request is not valid HTTP/1.1 (RFC 9112)"),  # was uvicorn's bare text
+    (b"GET /v1/health HTTP/1.1\r\nHost x\r\n\r\n", b"HTTP/1.1 400 Bad Request",
+     "the request is not valid HTTP/1.1 (RFC 9112)"),
+    (b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n",
+     b"HTTP/1.1 431 Request Header Fields Too Large",
+     f"the request line and headers are larger than {edge.MAX_HEADER_BYTES} bytes"),  # was answered 200
+])
+def test_bad_framing_is_refused_in_json_and_the_connection_closed(live: tuple[int, Any], data: bytes,
+                                                                   status: bytes, error: str) -> None:
+    got_status, _, body = _raw(live[0], data)
+    assert (got_status, body) == (status, {"error": error})
 
 
 def test_a_bugs_500_leaves_the_connection_open(live: tuple[int, Any]) -> None:
