@@ -24,7 +24,7 @@ no value needed).  Forced moves are left to the policy.
 
 ``deadline_ms`` bounds a call's time (0, the default: no bound).  With one,
 the worlds are rolled out in :data:`SLICES` slices and the clock is read at
-every step: out of time, the move with the best mean over the slices done is
+every step (a step the longest recent one says would end late is not begun): out of time, the move with the best mean over the slices done is
 played, or the policy's own move when none is done.  So a deadline makes an
 answer depend on the machine's speed; where it is not reached, the answer is
 the one without a deadline (every world, the same rollouts).
@@ -350,6 +350,9 @@ class SearchAgent(Agent):
         self.fast_net = _bf16_copy(policy.net) if bf16 else policy.net
         self.name = f"{policy.name}+search"
         self._obs = np.zeros((0, obs_mod.OBS_SIZE), dtype=np.float32)
+        #: the longest recent rollout step (decaying), s: under a deadline, a step that would not end
+        #: in time is not begun (the deadline is kept, rather than overrun by a step)
+        self._step_s = 0.0
         self._mask = np.zeros((0, NUM_ACTIONS), dtype=np.int8)
 
     @property
@@ -427,14 +430,16 @@ class SearchAgent(Agent):
             if live.size == 0:
                 break
             for lo in range(0, live.size, self.chunk):
-                if _late(deadline):
+                if _late(deadline, self._step_s):
                     return None
+                t0 = time.perf_counter()
                 idx = live[lo:lo + self.chunk]
                 _apply_all(sim, ru, idx, self._fast_argmax(sim, ru, idx))
+                self._step_s = max(0.9 * self._step_s, time.perf_counter() - t0)
         value = sim[np.arange(sim.shape[0]), core.O_SCORE + seats].astype(np.float64)
         rows = np.flatnonzero(stopped & (sim[:, core.O_PHASE] != core.PH_OVER))
         for lo in range(0, rows.size, self.chunk):
-            if _late(deadline):
+            if _late(deadline, self._step_s):
                 return None
             idx = rows[lo:lo + self.chunk]
             value[idx] += self._leaf_values(sim, ru, seats, idx)
@@ -481,7 +486,7 @@ class SearchAgent(Agent):
         # decisions in chunks so the rollout batch stays near self.chunk rows
         step = max(1, 4 * self.chunk // per)
         for lo in range(0, rows.size, step):
-            if _late(deadline):
+            if _late(deadline, self._step_s):
                 break
             r = rows[lo:lo + step]
             c = cands[lo:lo + step]
@@ -526,8 +531,9 @@ class SearchAgent(Agent):
                 game.apply(move)
 
 
-def _late(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
+def _late(deadline: float | None, ahead: float) -> bool:
+    """Whether ``deadline`` passes within ``ahead`` seconds (a step that long would overrun it)."""
+    return deadline is not None and time.perf_counter() + ahead >= deadline
 
 
 def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:

@@ -45,6 +45,17 @@ def positive(text: str) -> int:
     return value
 
 
+def positive_list(text: str) -> list[int]:
+    """A comma-separated list of integers of 1 or more (``1,4,16,50``)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"must be integers of 1 or more, separated by commas, not {text!r}")
+    return values
+
+
 def non_negative(text: str) -> int:
     """An integer of 0 or more (a seed; a time bound where 0 means none)."""
     value = int(text)
