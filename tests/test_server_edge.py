@@ -402,3 +402,26 @@ def test_a_loop_onto_the_server_itself_is_refused_at_start(host: str, url: str) 
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert (r.returncode, r.stderr) == (2, f"samloc serve: --agent {spec} is this server itself ({host}:{port}):"
                                            " it would ask itself for every decision\n")
+
+
+# ---- the served-latency benchmark ---------------------------------------------------------------
+def test_bench_serve_reports_each_phase() -> None:
+    r = subprocess.run([sys.executable, "-m", "samloc", "bench", "--serve", "--agent", "heuristic", "--requests", "30",
+                        "--warmup", "5", "--clients", "1,3", "--json"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.splitlines()[-1])
+    assert [(p["workers"], p["clients"], p["requests"], p["ok"], p["errors"]) for p in res["phases"]] == [
+        (1, 1, 30, 30, {}), (1, 3, 30, 30, {})]
+    assert set(res["phases"][0]["latency_ms"]) == {"p50", "p90", "p99", "max"}
+
+
+@pytest.mark.parametrize("args,line", [
+    (["--url", "http://example.com:8000"], "samloc bench: only loopback servers may be load tested"),
+    (["--clients", "0,4"], "samloc bench: argument --clients: must be integers of 1 or more, separated by commas,"
+                           " not '0,4'"),
+])
+def test_bench_serve_refuses_bad_input_in_one_line(args: list[str], line: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "samloc", "bench", "--serve", *args],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert (r.returncode, r.stderr) == (2, line + "\n")

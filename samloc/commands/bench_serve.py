@@ -1,5 +1,5 @@
 """`samloc bench --serve`: the served latency of a bot, 1 to 50 clients, with and without
-``--workers`` (:func:`agents.serving.loadtest.bench_serve`)."""
+``--workers`` (:func:`agents.serving.loadtest.bench_serve`); exit 1 when any request failed."""
 
 from __future__ import annotations
 
@@ -54,4 +54,4 @@ def main(argv: list[str]) -> int:
                   f" p50 {lat.get('p50')} ms, p99 {lat.get('p99')} ms, max {lat.get('max')} ms,"
                   f" errors {p['errors'] or 0}")
     print(json.dumps(res))
-    return 0
+    return 1 if any(p["errors"] for p in res["phases"]) else 0
