@@ -22,6 +22,8 @@ from typing import Any, Iterator
 import httpx
 import pytest
 import uvicorn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agents.serving.edge as edge
 from conftest import live_server
@@ -402,6 +404,35 @@ def test_a_loop_onto_the_server_itself_is_refused_at_start(host: str, url: str) 
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert (r.returncode, r.stderr) == (2, f"samloc serve: --agent {spec} is this server itself ({host}:{port}):"
                                            " it would ask itself for every decision\n")
+
+
+FRAMING_LINES = st.sampled_from([b"Content-Length: 2", b"Content-Length: 7", b"Content-Length: -1",
+                                  b"Content-Length: 99999999999999999999", b"Content-Length: 2, 2",
+                                  b"Transfer-Encoding: chunked", b"Transfer-Encoding: gzip, chunked",
+                                  b"Transfer-Encoding: identity", b"Transfer-Encoding:  chunked ",
+                                  b"Transfer-Encoding: chunked, chunked", b"Expect: 100-continue",
+                                  b"Connection: close", b"Host: y", b"X-A: " + b"b" * 9000])
+CHUNKS = st.lists(st.tuples(st.text("0123456789abcdefABCDEF", min_size=1, max_size=24), st.binary(max_size=12)),
+                  max_size=3)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(FRAMING_LINES, max_size=4), chunks=CHUNKS, end=st.booleans())
+def test_any_framing_gets_an_answer_that_is_not_a_5xx(live: tuple[int, Any], lines: list[bytes],
+                                                      chunks: list[tuple[str, bytes]], end: bool) -> None:
+    """Whatever the framing headers and chunks, the first answer is a 2xx or 4xx of the server's own
+    (its security headers on it), never a 5xx or a silent close (a 20-digit chunk was one)."""
+    body = b"".join(size.encode() + b"\r\n" + data + b"\r\n" for size, data in chunks) + (b"0\r\n\r\n" if end else b"")
+    with _connect(live[0]) as s:
+        s.sendall(PREFIX + b"".join(line + b"\r\n" for line in lines) + b"\r\n" + body)
+        s.settimeout(SHORT + SLACK)
+        try:
+            answer = s.recv(65536)
+        except ConnectionResetError:
+            answer = b""
+    status = answer[9:12]
+    assert answer.startswith(b"HTTP/1.1 ") and status[:1] in (b"1", b"2", b"4"), answer[:200]
+    assert b"content-security-policy: default-src 'self'" in answer.lower() or status == b"100", answer[:400]
 
 
 # ---- the served-latency benchmark ---------------------------------------------------------------
