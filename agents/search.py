@@ -353,6 +353,8 @@ class SearchAgent(Agent):
         #: the longest recent rollout step (decaying), s: under a deadline, a step that would not end
         #: in time is not begun (the deadline is kept, rather than overrun by a step)
         self._step_s = 0.0
+        #: the longest recent policy pass before the search (decaying), s: what a decision costs unsearched
+        self.policy_s = 0.0
         self._mask = np.zeros((0, NUM_ACTIONS), dtype=np.int8)
 
     @property
@@ -472,8 +474,10 @@ class SearchAgent(Agent):
         ``deadline_ms`` from now."""
         deadline = until if until is not None else (
             time.perf_counter() + self.deadline_ms / 1000 if self.deadline_ms else None)
+        t0 = time.perf_counter()
         obs = self.observations(states, ru, obs)
         logits = self.policy.logits(obs, masks).cpu().numpy()
+        self.policy_s = max(0.9 * self.policy_s, time.perf_counter() - t0)
         acts = logits.argmax(axis=1).astype(np.int64)
         legal = (masks > 0).sum(axis=1)
         rows = np.flatnonzero((legal > 1) & (states[:, core.O_PHASE] == core.PH_PLAY))

@@ -439,6 +439,22 @@ def test_a_step_that_would_end_late_is_not_begun():
     assert agent.search_batch(st, g.rules_array, None, mask, until=time.perf_counter() + 600).rows.size == 1
 
 
+def test_a_served_search_leaves_time_for_the_requests_queued_behind_it():
+    """With 16 clients on one search thread, the requests behind a search waited out its whole
+    deadline and then their own answers: the search now stops early enough for each of them to get
+    at least the policy's move by its deadline."""
+    if not (SHIPPED / "model.safetensors").is_file():
+        pytest.skip("no shipped checkpoint")
+    from agents.serving.bots import Bot
+
+    bot = Bot(f"{SHIPPED}+search:candidates=3,worlds=4,horizon=1", deadline_ms=200)
+    assert bot.agent.policy_s > 0  # measured while warming, before the first request
+    bot.agent.policy_s = 0.01
+    assert bot._until(100.0) == pytest.approx(100.2)
+    bot._waiting = 5
+    assert bot._until(100.0) == pytest.approx(100.2 - 5 * 2 * 0.01)
+
+
 def test_the_server_bounds_searched_answers_and_says_so(tmp_path: Path):
     import warnings
     with warnings.catch_warnings():

@@ -12,6 +12,7 @@ import hashlib
 import ipaddress
 import json
 import socket
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -124,12 +125,26 @@ class Bot:
                          if folder is not None and folder.is_dir() else {})
         calls = UPSTREAM_CALLS if self._parsed.kind == "http" else 1
         self._thread = ThreadPoolExecutor(calls, thread_name_prefix=f"bot-{self.name}"[:15])
+        self._waiting, self._waiting_lock = 0, threading.Lock()  # calls queued for the bot's thread
         if self.searches:  # before the first request, which would otherwise pay seconds for it
             self.agent.warm(seed=seed)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` (anything that makes this bot decide) in the bot's thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+        with self._waiting_lock:
+            self._waiting += 1
+
+        def started() -> T:
+            with self._waiting_lock:
+                self._waiting -= 1
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._thread, started)
+
+    def _until(self, arrived: float) -> float:
+        """When a searched decision of a request that arrived at ``arrived`` must stop: its deadline,
+        less the time the requests queued behind it (whose deadlines are no earlier) need to be
+        answered unsearched, at twice the policy pass each (the view and the answer as much again)."""
+        return arrived + self.agent.deadline_ms / 1000 - self._waiting * 2 * self.agent.policy_s
 
     def _load(self, spec: AgentSpec) -> None:
         """Build the agent through the registry.  A checkpoint folder with an exported model
@@ -201,7 +216,7 @@ class Bot:
         elif self.per_request:
             a = make_agent(self._parsed, seed=int(rng.integers(2**31 - 1))).act(game, seat)
         elif self.searches and arrived is not None and self.agent.deadline_ms:
-            a = self.agent.act(game, seat, until=arrived + self.agent.deadline_ms / 1000)
+            a = self.agent.act(game, seat, until=self._until(arrived))
         else:
             a = self.agent.act(game, seat)
         return int(a), info
