@@ -372,6 +372,14 @@ class SearchAgent(Agent):
                "critic": self.critic, "belief": int(self.belief is not None)}
         return out | ({"deadline_ms": self.deadline_ms} if self.deadline_ms else {})
 
+    def _out_of_time(self, deadline: float | None) -> bool:
+        """Whether ``deadline`` passes before a step as long as the longest recent one would end;
+        then the estimate halves, so that one slow step (a pause of the machine) stops no search for good."""
+        late = deadline is not None and time.perf_counter() + self._step_s >= deadline
+        if late:
+            self._step_s *= 0.5
+        return late
+
     def _buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Observation and mask buffers for ``rows`` rows, reused between steps
         (fresh multi-megabyte arrays at every step cost more than filling them)."""
@@ -432,16 +440,16 @@ class SearchAgent(Agent):
             if live.size == 0:
                 break
             for lo in range(0, live.size, self.chunk):
-                if _late(deadline, self._step_s):
+                if self._out_of_time(deadline):
                     return None
                 t0 = time.perf_counter()
                 idx = live[lo:lo + self.chunk]
                 _apply_all(sim, ru, idx, self._fast_argmax(sim, ru, idx))
-                self._step_s = max(0.9 * self._step_s, time.perf_counter() - t0)
+                self._step_s = max(0.8 * self._step_s, time.perf_counter() - t0)
         value = sim[np.arange(sim.shape[0]), core.O_SCORE + seats].astype(np.float64)
         rows = np.flatnonzero(stopped & (sim[:, core.O_PHASE] != core.PH_OVER))
         for lo in range(0, rows.size, self.chunk):
-            if _late(deadline, self._step_s):
+            if self._out_of_time(deadline):
                 return None
             idx = rows[lo:lo + self.chunk]
             value[idx] += self._leaf_values(sim, ru, seats, idx)
@@ -477,7 +485,7 @@ class SearchAgent(Agent):
         t0 = time.perf_counter()
         obs = self.observations(states, ru, obs)
         logits = self.policy.logits(obs, masks).cpu().numpy()
-        self.policy_s = max(0.9 * self.policy_s, time.perf_counter() - t0)
+        self.policy_s = max(0.8 * self.policy_s, time.perf_counter() - t0)
         acts = logits.argmax(axis=1).astype(np.int64)
         legal = (masks > 0).sum(axis=1)
         rows = np.flatnonzero((legal > 1) & (states[:, core.O_PHASE] == core.PH_PLAY))
@@ -490,7 +498,7 @@ class SearchAgent(Agent):
         # decisions in chunks so the rollout batch stays near self.chunk rows
         step = max(1, 4 * self.chunk // per)
         for lo in range(0, rows.size, step):
-            if _late(deadline, self._step_s):
+            if self._out_of_time(deadline):
                 break
             r = rows[lo:lo + step]
             c = cands[lo:lo + step]
@@ -533,11 +541,7 @@ class SearchAgent(Agent):
                 move = self.act(game, seat, until=float("inf")) if real else self.policy.act(game, seat)
                 done += int(real)
                 game.apply(move)
-
-
-def _late(deadline: float | None, ahead: float) -> bool:
-    """Whether ``deadline`` passes within ``ahead`` seconds (a step that long would overrun it)."""
-    return deadline is not None and time.perf_counter() + ahead >= deadline
+        self._step_s = self.policy_s = 0.0  # the first calls' times were loading, not steps
 
 
 def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:

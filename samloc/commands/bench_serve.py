@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 from agents.serving.bots import DEADLINE_MS
 from agents.serving.loadtest import bench_serve
-from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+from sam_env.rules import DEFAULT_PRESET, RulesError
 
-from .args import Parser, non_negative, parse, positive, positive_list
+from .args import Parser, command, fail, non_negative, positive, positive_list, table
 
 
 def _parser() -> Parser:
@@ -35,18 +35,15 @@ def _parser() -> Parser:
     return ap
 
 
-def main(argv: list[str]) -> int:
-    args = parse(_parser().parse_args, argv)
-    if isinstance(args, int):
-        return args
+@command(_parser)
+def main(args: argparse.Namespace) -> int:
     try:
-        RuleSet.parse(args.rules).check_players(args.players)
+        table(args.rules, args.players)
         res = bench_serve(args.agent, args.workers, args.clients, args.requests, url=args.url, rules=args.rules,
                           players=args.players, warmup=args.warmup, seed=args.seed,
                           serve_args=["--deadline-ms", str(args.deadline_ms)])
     except (RulesError, ValueError, RuntimeError, ImportError) as exc:
-        print(f"samloc bench: {exc}", file=sys.stderr)
-        return 2
+        return fail("samloc bench", exc)
     if not args.json:
         for p in res["phases"]:
             lat = p["latency_ms"]
