@@ -53,7 +53,7 @@ from sam_env.cards import CardError
 from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
 
 from .bots import DEADLINE_MS, Bot, Bots, decide_event
-from .edge import wrap
+from .edge import ARRIVED, wrap
 from .protocol import ActRequest, HumanMove, NewSession, RequestError, read_body
 from .sessions import PlaySession, SessionStore, deal_seed, session_file
 
@@ -105,7 +105,7 @@ def _add_protocol_routes(app: FastAPI) -> None:
     """PROTOCOL §4: ``POST /v1/act``, ``GET /v1/health``, ``GET /v1/info``."""
     @app.post("/v1/act")
     async def act(request: Request) -> JSONResponse:
-        t0 = time.perf_counter()
+        t0 = request.scope[ARRIVED]  # before its body was read
         req = await read_body(request, ActRequest)
         view, b = build_view(req, request.app.state.bots)
         event, info = await b.run(decide_event, b, view, req.seat, t0)  # a search's deadline counts from t0

@@ -35,6 +35,7 @@ MAX_IN_FLIGHT = 256           # requests in progress per process (health aside);
 #: process's file limit, which would otherwise stop accept() itself.
 MAX_CONNECTIONS = max(64, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 128))
 NO_LIMIT = frozenset({"/v1/health"})  # answered even when MAX_IN_FLIGHT are in progress
+ARRIVED = "samloc.arrived"    # the scope's key for the request's arrival at the Edge (time.perf_counter())
 #: Sent with every answer: the page runs only its own scripts and styles and is never framed.
 SECURITY_HEADERS = [
     (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; object-src 'none';"
@@ -78,6 +79,7 @@ class Edge:
                 msg = {**msg, "headers": [*msg.get("headers", []), *SECURITY_HEADERS]}
             await send(msg)
 
+        scope[ARRIVED] = time.perf_counter()  # a searched decision's deadline counts from here
         problem = _framing_problem(scope)
         if problem:
             await _refuse(send_secured, *problem)
