@@ -24,8 +24,10 @@ no value needed).  Forced moves are left to the policy.
 
 ``deadline_ms`` bounds a call's time (0, the default: no bound).  With one,
 the worlds are rolled out in :data:`SLICES` slices and the clock is read at
-every step (a step the longest recent one says would end late is not begun): out of time, the move with the best mean over the slices done is
-played, or the policy's own move when none is done.  So a deadline makes an
+every step (a step the longest recent one says would end late is not
+begun): out of time, the move with the best mean over the slices done is
+played, or the policy's own move when none is done.  A server passes
+``until`` instead: the deadline counted from the request's arrival.  So a deadline makes an
 answer depend on the machine's speed; where it is not reached, the answer is
 the one without a deadline (every world, the same rollouts).
 

@@ -330,7 +330,6 @@ def decide_event(bot: Bot, view: Game, seat: int,
     return view.copy().apply(a), info
 
 
-
 def refuse_loop(specs: list[str] | None, host: str, port: int) -> None:
     """ValueError when an ``http://`` bot is this server itself (``host``:``port``), which would
     call itself for every decision until each call timed out."""
@@ -342,7 +341,8 @@ def refuse_loop(specs: list[str] | None, host: str, port: int) -> None:
         if port == 0 or (url.port or (443 if url.scheme == "https" else 80)) != port:
             continue
         theirs = _addresses(url.hostname or "")
-        this_machine = any(a.is_loopback or a.is_unspecified for a in theirs) or theirs & _addresses(socket.gethostname())
+        this_machine = (any(a.is_loopback or a.is_unspecified for a in theirs)
+                        or theirs & _addresses(socket.gethostname()))
         if theirs & mine or (this_machine and any(a.is_unspecified for a in mine)):  # 0.0.0.0 takes them all
             raise ValueError(f"--agent {spec} is this server itself ({host}:{port}): it would ask itself"
                              " for every decision")
