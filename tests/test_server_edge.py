@@ -167,7 +167,7 @@ def test_idle_connections_past_the_limit_make_room_for_newcomers(live: tuple[int
         for _ in range(3):
             assert _health(live[0])[:2] == (200, b'{"ok":true}')
             held += [_half_open(live[0]) for _ in range(2 * LIMIT)]
-        assert _read_all(held[0]) == b"", "the oldest half-open connection was not closed"
+        assert _closed_within(held[0], SLACK) <= SLACK, "the oldest half-open connection was not closed"
     finally:
         for s in held:
             s.close()

@@ -86,9 +86,9 @@ class Bot:
     """The served agent, behind one method: ``decide(game, seat, key)``.
 
     ``key`` identifies the request; every random choice is seeded by
-    (seed, key), which is what makes answers reproducible.  Its decisions run in its own
-    thread (:meth:`run`), one at a time in arrival order (an http:// bot's calls several at
-    once), so the event loop stays free for other requests while a search or an upstream works.
+    (seed, key), which is what makes answers reproducible.  A search's or an http:// bot's
+    decisions run in its own thread (:meth:`run`), one at a time in arrival order (an upstream's
+    calls several at once), so the event loop stays free for other requests meanwhile.
     """
 
     def __init__(self, spec: str | None = None, *, seed: int = 0, temperature: float = 0.0,
@@ -124,13 +124,18 @@ class Bot:
         self.strength = (measured_strength(folder, self.name, self.searches)
                          if folder is not None and folder.is_dir() else {})
         calls = UPSTREAM_CALLS if self._parsed.kind == "http" else 1
-        self._thread = ThreadPoolExecutor(calls, thread_name_prefix=f"bot-{self.name}"[:15])
+        #: a bot that may take long (a search, an upstream) decides in its own thread; a policy pass of
+        #: a millisecond or a built-in player costs less than the hand-over, and decides inline
+        self._thread = (ThreadPoolExecutor(calls, thread_name_prefix=f"bot-{self.name}"[:15])
+                        if self.searches or self._parsed.kind == "http" else None)
         self._waiting, self._waiting_lock = 0, threading.Lock()  # calls queued for the bot's thread
         if self.searches:  # before the first request, which would otherwise pay seconds for it
             self.agent.warm(seed=seed)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` (anything that makes this bot decide) in the bot's thread."""
+        """``fn(*args)`` (anything that makes this bot decide) in the bot's thread, or inline."""
+        if self._thread is None:
+            return fn(*args)
         with self._waiting_lock:
             self._waiting += 1
 
