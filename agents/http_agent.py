@@ -16,11 +16,12 @@ from sam_env.actions import NO_SAM, PASS, SAM, action_from_counts
 from sam_env.cards import CardError, cards_str, parse_cards, rank_counts
 from sam_env.game import Game
 
-from .base import Agent, check_seat
+from .base import Agent, AgentFailure, check_seat
 
 
-class AgentError(RuntimeError):
-    """A remote bot that failed to answer, or answered something not allowed."""
+class AgentError(AgentFailure):
+    """A remote bot that failed to answer, or answered something not allowed (the bot server
+    answers 503 with it)."""
 
 
 def view_request(game: Game, seat: int) -> dict[str, Any]:
@@ -74,6 +75,7 @@ class HttpAgent(Agent):
         super().__init__(seed)
         self.base_url = url.rstrip("/")
         self.name = self.base_url
+        self.timeout = timeout
         self._client = httpx.Client(timeout=timeout, transport=transport)
 
     def act(self, game: Game, seat: int) -> int:
@@ -81,6 +83,8 @@ class HttpAgent(Agent):
         url = self.base_url + "/v1/act"
         try:
             resp = self._client.post(url, json=view_request(game, seat))
+        except httpx.TimeoutException:
+            raise AgentError(f"{url} did not answer within {self.timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise AgentError(f"cannot reach {url}: {exc}") from None
         try:

@@ -24,8 +24,10 @@ no value needed).  Forced moves are left to the policy.
 
 ``deadline_ms`` bounds a call's time (0, the default: no bound).  With one,
 the worlds are rolled out in :data:`SLICES` slices and the clock is read at
-every step: out of time, the move with the best mean over the slices done is
-played, or the policy's own move when none is done.  So a deadline makes an
+every step (a step the longest recent one says would end late is not
+begun): out of time, the move with the best mean over the slices done is
+played, or the policy's own move when none is done.  A server passes
+``until`` instead: the deadline counted from the request's arrival.  So a deadline makes an
 answer depend on the machine's speed; where it is not reached, the answer is
 the one without a deadline (every world, the same rollouts).
 
@@ -51,6 +53,7 @@ from sam_env import core
 from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
+from sam_env.rules import DEFAULT_PRESET
 from sam_env.seeding import GOLDEN_U64, mix64
 
 from .base import Agent, check_seat
@@ -349,6 +352,11 @@ class SearchAgent(Agent):
         self.fast_net = _bf16_copy(policy.net) if bf16 else policy.net
         self.name = f"{policy.name}+search"
         self._obs = np.zeros((0, obs_mod.OBS_SIZE), dtype=np.float32)
+        #: the longest recent rollout step (decaying), s: under a deadline, a step that would not end
+        #: in time is not begun (the deadline is kept, rather than overrun by a step)
+        self._step_s = 0.0
+        #: the longest recent policy pass before the search (decaying), s: what a decision costs unsearched
+        self.policy_s = 0.0
         self._mask = np.zeros((0, NUM_ACTIONS), dtype=np.int8)
 
     @property
@@ -365,6 +373,14 @@ class SearchAgent(Agent):
         out = {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon,
                "critic": self.critic, "belief": int(self.belief is not None)}
         return out | ({"deadline_ms": self.deadline_ms} if self.deadline_ms else {})
+
+    def _out_of_time(self, deadline: float | None) -> bool:
+        """Whether ``deadline`` passes before a step as long as the longest recent one would end;
+        then the estimate halves, so that one slow step (a pause of the machine) stops no search for good."""
+        late = deadline is not None and time.perf_counter() + self._step_s >= deadline
+        if late:
+            self._step_s *= 0.5
+        return late
 
     def _buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Observation and mask buffers for ``rows`` rows, reused between steps
@@ -426,14 +442,16 @@ class SearchAgent(Agent):
             if live.size == 0:
                 break
             for lo in range(0, live.size, self.chunk):
-                if _late(deadline):
+                if self._out_of_time(deadline):
                     return None
+                t0 = time.perf_counter()
                 idx = live[lo:lo + self.chunk]
                 _apply_all(sim, ru, idx, self._fast_argmax(sim, ru, idx))
+                self._step_s = max(0.8 * self._step_s, time.perf_counter() - t0)
         value = sim[np.arange(sim.shape[0]), core.O_SCORE + seats].astype(np.float64)
         rows = np.flatnonzero(stopped & (sim[:, core.O_PHASE] != core.PH_OVER))
         for lo in range(0, rows.size, self.chunk):
-            if _late(deadline):
+            if self._out_of_time(deadline):
                 return None
             idx = rows[lo:lo + self.chunk]
             value[idx] += self._leaf_values(sim, ru, seats, idx)
@@ -458,12 +476,18 @@ class SearchAgent(Agent):
         return np.concatenate(done, axis=1) if done else None
 
     def search_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
-                     masks: np.ndarray) -> SearchResult:
+                     masks: np.ndarray, until: float | None = None) -> SearchResult:
         """The search of every row with a real play choice, and the move each row plays
-        (:meth:`act_batch` is its ``acts``; expert iteration records the rest, training/distill.py)."""
-        deadline = time.perf_counter() + self.deadline_ms / 1000 if self.deadline_ms else None
+        (:meth:`act_batch` is its ``acts``; expert iteration records the rest, training/distill.py).
+        ``until``: a ``time.perf_counter()`` reading to stop at (a server counts its deadline from the
+        request's arrival, time queued included; ``inf``: none, but searched in slices); default:
+        ``deadline_ms`` from now."""
+        deadline = until if until is not None else (
+            time.perf_counter() + self.deadline_ms / 1000 if self.deadline_ms else None)
+        t0 = time.perf_counter()
         obs = self.observations(states, ru, obs)
         logits = self.policy.logits(obs, masks).cpu().numpy()
+        self.policy_s = max(0.8 * self.policy_s, time.perf_counter() - t0)
         acts = logits.argmax(axis=1).astype(np.int64)
         legal = (masks > 0).sum(axis=1)
         rows = np.flatnonzero((legal > 1) & (states[:, core.O_PHASE] == core.PH_PLAY))
@@ -476,7 +500,7 @@ class SearchAgent(Agent):
         # decisions in chunks so the rollout batch stays near self.chunk rows
         step = max(1, 4 * self.chunk // per)
         for lo in range(0, rows.size, step):
-            if _late(deadline):
+            if self._out_of_time(deadline):
                 break
             r = rows[lo:lo + step]
             c = cands[lo:lo + step]
@@ -497,15 +521,29 @@ class SearchAgent(Agent):
                   masks: np.ndarray) -> np.ndarray:
         return self.search_batch(states, ru, obs, masks).acts
 
-    def act(self, game: Game, seat: int) -> int:
+    def act(self, game: Game, seat: int, until: float | None = None) -> int:
+        """The move for ``seat``; ``until`` as in :meth:`search_batch`."""
         check_seat(game, seat)
         st = game.state[None, :].copy()
         mask = np.asarray(game.legal_mask(), dtype=np.int8)[None, :]
-        return int(self.act_batch(st, game.rules_array, None, mask)[0])
+        return int(self.search_batch(st, game.rules_array, None, mask, until).acts[0])
 
-
-def _late(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
+    def warm(self, decisions: int = 3, seed: int = 0) -> None:
+        """Search ``decisions`` real play choices of seeded deals in full, as a server's deadline
+        would (in slices): the first calls load the compiled kernels and build oneDNN's kernels for
+        the batch shapes, seconds that would otherwise fall on the first requests."""
+        tables = self.trained_tables
+        rules, players = (tables[0].rules, tables[0].players) if tables else (DEFAULT_PRESET, 4)
+        done = 0
+        while done < decisions:
+            game = Game.new(rules, players, seed=seed + done)
+            while not game.finished and done < decisions:
+                seat = game.to_act
+                real = len(game.legal_actions()) > 1 and game.state[core.O_PHASE] == core.PH_PLAY
+                move = self.act(game, seat, until=float("inf")) if real else self.policy.act(game, seat)
+                done += int(real)
+                game.apply(move)
+        self._step_s = self.policy_s = 0.0  # the first calls' times were loading, not steps
 
 
 def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:

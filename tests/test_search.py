@@ -409,6 +409,53 @@ def test_a_deadline_not_reached_changes_no_answer():
         assert [fast.act(g, s) for g, s in pos] == [exact.act(g, s) for g, s in pos]
 
 
+def test_a_deadline_counts_from_the_requests_arrival():
+    """A request that waited its whole deadline behind others gets the policy's move at once: its
+    search runs to ``until`` (the arrival plus the deadline), not a full deadline from now."""
+    torch.manual_seed(2)
+    policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
+    agent = SearchAgent(policy, 4, 7, 2, bf16=False, deadline_ms=600_000)
+    for g, seat in _positions(10, seed=9):
+        if g.state[core.O_PHASE] != core.PH_PLAY:
+            continue
+        st, mask = g.state[None, :].copy(), np.asarray(g.legal_mask(), dtype=np.int8)[None, :]
+        late = agent.search_batch(st, g.rules_array, None, mask, until=time.perf_counter() - 1.0)
+        assert late.rows.size == 0 and late.acts[0] == policy.act(g, seat)
+        assert agent.act(g, seat, until=time.perf_counter() - 1.0) == policy.act(g, seat)
+        assert agent.search_batch(st, g.rules_array, None, mask).rows.size == 1  # a real choice, searched
+
+
+def test_a_step_that_would_end_late_is_not_begun():
+    """The search knows its longest recent rollout step: with less time left than that, it stops
+    (a deadline kept, not overrun by one step on a slow machine)."""
+    torch.manual_seed(3)
+    policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
+    agent = SearchAgent(policy, 4, 7, 2, bf16=False)
+    g = next(g for g, _ in _positions(20, seed=10) if g.state[core.O_PHASE] == core.PH_PLAY)
+    st, mask = g.state[None, :].copy(), np.asarray(g.legal_mask(), dtype=np.int8)[None, :]
+    agent._step_s = 3600.0  # as if a step took an hour
+    assert agent.search_batch(st, g.rules_array, None, mask, until=time.perf_counter() + 60).rows.size == 0
+    assert agent._step_s == 1800.0  # a step not begun halves the estimate: one slow step stops no search for good
+    agent._step_s = 0.0
+    assert agent.search_batch(st, g.rules_array, None, mask, until=time.perf_counter() + 600).rows.size == 1
+
+
+def test_a_served_search_leaves_time_for_the_requests_queued_behind_it():
+    """With 16 clients on one search thread, the requests behind a search waited out its whole
+    deadline and then their own answers: the search now stops early enough for each of them to get
+    at least the policy's move by its deadline."""
+    if not (SHIPPED / "model.safetensors").is_file():
+        pytest.skip("no shipped checkpoint")
+    from agents.serving.bots import Bot
+
+    bot = Bot(f"{SHIPPED}+search:candidates=3,worlds=4,horizon=1", deadline_ms=200)
+    assert bot.agent.policy_s == bot.agent._step_s == 0.0  # warmed: the loading times are not kept
+    bot.agent.policy_s = 0.01
+    assert bot._until(100.0) == pytest.approx(100.2)
+    bot._waiting = 5
+    assert bot._until(100.0) == pytest.approx(100.2 - 5 * 2 * 0.01)
+
+
 def test_the_server_bounds_searched_answers_and_says_so(tmp_path: Path):
     import warnings
     with warnings.catch_warnings():

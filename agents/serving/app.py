@@ -53,7 +53,7 @@ from sam_env.cards import CardError
 from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
 
 from .bots import DEADLINE_MS, Bot, Bots, decide_event
-from .edge import wrap
+from .edge import ARRIVED, wrap
 from .protocol import ActRequest, HumanMove, NewSession, RequestError, read_body
 from .sessions import PlaySession, SessionStore, deal_seed, session_file
 
@@ -105,10 +105,10 @@ def _add_protocol_routes(app: FastAPI) -> None:
     """PROTOCOL §4: ``POST /v1/act``, ``GET /v1/health``, ``GET /v1/info``."""
     @app.post("/v1/act")
     async def act(request: Request) -> JSONResponse:
-        t0 = time.perf_counter()
+        t0 = request.scope[ARRIVED]  # before its body was read
         req = await read_body(request, ActRequest)
         view, b = build_view(req, request.app.state.bots)
-        event, info = decide_event(b, view, req.seat)
+        event, info = await b.run(decide_event, b, view, req.seat, t0)  # a search's deadline counts from t0
         out: dict[str, Any] = {"event": event}
         if info:
             out["info"] = info
@@ -173,7 +173,8 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
         b, stand_in = _play_bot(request, rules, body.players)
         if not 0 <= body.seat < body.players:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
-        s = PlaySession(b, rules, body.players, body.seat, deal_seed(body.seed, allow_client_seed), stand_in)
+        s = await b.run(PlaySession, b, rules, body.players, body.seat, deal_seed(body.seed, allow_client_seed),
+                        stand_in)
         request.app.state.sessions.add(s.id, request.client.host if request.client else "", s.to_json())
         return s.state()
 
@@ -185,7 +186,7 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
     async def move(sid: str, request: Request) -> dict[str, Any]:
         body = await read_body(request, HumanMove)
         s, version = stored(request, sid)
-        s.human(body)
+        await s.bot.run(s.human, body)
         return store(request, s, version)
 
     @app.post("/play/api/{sid}/again")
@@ -193,7 +194,7 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
         s, version = stored(request, sid)
         if not s.game.finished:
             raise RequestError("finish this game first")
-        s.new_game()
+        await s.bot.run(s.new_game)
         return store(request, s, version)
 
 

@@ -7,10 +7,16 @@ shipped in the checkpoint folders (:func:`measured_strength`).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import ipaddress
 import json
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -28,6 +34,9 @@ from .shipped import shipped_models
 #: A rule set a bot plays, as the protocol shows it (a preset's name or the rules record), and its player counts.
 Supported = tuple[RuleSet, Any, list[int]]
 DEADLINE_MS = 200             # a searched decision's time bound (agents.search: the best move found by then)
+UPSTREAM_TIMEOUT_S = 5.0      # an http:// bot's answer, connection included; then 503
+UPSTREAM_CALLS = 8            # calls in flight to one http:// bot; more wait their turn
+T = TypeVar("T")
 
 
 def measured_strength(folder: Path, name: str, searches: bool = False) -> dict[tuple[str, int], float]:
@@ -77,7 +86,9 @@ class Bot:
     """The served agent, behind one method: ``decide(game, seat, key)``.
 
     ``key`` identifies the request; every random choice is seeded by
-    (seed, key), which is what makes answers reproducible.
+    (seed, key), which is what makes answers reproducible.  A search's or an http:// bot's
+    decisions run in its own thread (:meth:`run`), one at a time in arrival order (an upstream's
+    calls several at once), so the event loop stays free for other requests meanwhile.
     """
 
     def __init__(self, spec: str | None = None, *, seed: int = 0, temperature: float = 0.0,
@@ -113,6 +124,33 @@ class Bot:
             folder = folder.parent
         self.strength = (measured_strength(folder, self.name, self.searches)
                          if folder is not None and folder.is_dir() else {})
+        calls = UPSTREAM_CALLS if self._parsed.kind == "http" else 1
+        #: a bot that may take long (a search, an upstream) decides in its own thread; a policy pass of
+        #: a millisecond or a built-in player costs less than the hand-over, and decides inline
+        self._thread = (ThreadPoolExecutor(calls, thread_name_prefix=f"bot-{self.name}"[:15])
+                        if self.searches or self._parsed.kind == "http" else None)
+        self._waiting, self._waiting_lock = 0, threading.Lock()  # calls queued for the bot's thread
+        if self.searches:  # before the first request, which would otherwise pay seconds for it
+            self.agent.warm(seed=seed)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` (anything that makes this bot decide) in the bot's thread, or inline."""
+        if self._thread is None:
+            return fn(*args)
+        with self._waiting_lock:
+            self._waiting += 1
+
+        def started() -> T:
+            with self._waiting_lock:
+                self._waiting -= 1
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._thread, started)
+
+    def _until(self, arrived: float) -> float:
+        """When a searched decision of a request that arrived at ``arrived`` must stop: its deadline,
+        less the time the requests queued behind it (whose deadlines are no earlier) need to be
+        answered unsearched, at twice the policy pass each (the view and the answer as much again)."""
+        return arrived + self.agent.deadline_ms / 1000 - self._waiting * 2 * self.agent.policy_s
 
     def _load(self, spec: AgentSpec) -> None:
         """Build the agent through the registry.  A checkpoint folder with an exported model
@@ -139,7 +177,7 @@ class Bot:
             self.agent = make_agent(spec, seed=self.seed, deadline_ms=self.deadline_ms)
             self.checkpoint = spec.target
         elif spec.kind == "http":
-            self.agent = make_agent(spec, seed=self.seed)
+            self.agent = make_agent(spec, seed=self.seed, timeout=UPSTREAM_TIMEOUT_S)
         else:
             make_agent(spec, seed=self.seed)  # checks it builds now, not at the first request
             self.per_request = True
@@ -168,7 +206,10 @@ class Bot:
                 "settings": getattr(self.agent, "settings", {}) if self.agent is not None else {}}
 
     # ---- one decision ------------------------------------------------------------------
-    def decide(self, game: Game, seat: int, key: int) -> tuple[int, dict[str, Any] | None]:
+    def decide(self, game: Game, seat: int, key: int,
+               arrived: float | None = None) -> tuple[int, dict[str, Any] | None]:
+        """The action and its ``info``; ``arrived``: the request's ``time.perf_counter()`` reading, from
+        which a searched decision's deadline counts (default: from now)."""
         rng = np.random.default_rng([self.seed & 0xFFFFFFFF, key])
         info: dict[str, Any] | None = None
         if self.onnx is not None:
@@ -180,6 +221,8 @@ class Bot:
                     "top": [{"move": ACTION_NAMES[int(b)], "p": round(float(probs[b]), 4)} for b in best]}
         elif self.per_request:
             a = make_agent(self._parsed, seed=int(rng.integers(2**31 - 1))).act(game, seat)
+        elif self.searches and arrived is not None and self.agent.deadline_ms:
+            a = self.agent.act(game, seat, until=self._until(arrived))
         else:
             a = self.agent.act(game, seat)
         return int(a), info
@@ -294,11 +337,38 @@ def view_key(game: Game, seat: int) -> int:
     return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:8], "little") >> 1
 
 
-def decide_event(bot: Bot, view: Game, seat: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The bot's decision on a seat's view, as a record event (checked legal by the engine)."""
-    a, info = bot.decide(view, seat, view_key(view, seat))
+def decide_event(bot: Bot, view: Game, seat: int,
+                 arrived: float | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The bot's decision on a seat's view, as a record event (checked legal by the engine);
+    ``arrived`` as in :meth:`Bot.decide`."""
+    a, info = bot.decide(view, seat, view_key(view, seat), arrived)
     if a not in view.legal_actions():  # a bug in an agent: refuse to answer rather than guess
         raise AgentFailure(f"agent {bot.name} chose {ACTION_NAMES[a] if 0 <= a < len(ACTION_NAMES) else a},"
                            " which is not legal here")
     return view.copy().apply(a), info
 
+
+def refuse_loop(specs: list[str] | None, host: str, port: int) -> None:
+    """ValueError when an ``http://`` bot is this server itself (``host``:``port``), which would
+    call itself for every decision until each call timed out."""
+    mine = _addresses(host)
+    for spec in specs or []:
+        if parse_spec(spec).kind != "http":
+            continue
+        url = urlsplit(spec)
+        if port == 0 or (url.port or (443 if url.scheme == "https" else 80)) != port:
+            continue
+        theirs = _addresses(url.hostname or "")
+        this_machine = (any(a.is_loopback or a.is_unspecified for a in theirs)
+                        or theirs & _addresses(socket.gethostname()))
+        if theirs & mine or (this_machine and any(a.is_unspecified for a in mine)):  # 0.0.0.0 takes them all
+            raise ValueError(f"--agent {spec} is this server itself ({host}:{port}): it would ask itself"
+                             " for every decision")
+
+
+def _addresses(host: str) -> set[Any]:
+    """The IP addresses ``host`` names (none where it does not resolve)."""
+    try:
+        return {ipaddress.ip_address(a[4][0].split("%")[0]) for a in socket.getaddrinfo(host, None)}
+    except (OSError, ValueError):
+        return set()

@@ -45,11 +45,41 @@ def positive(text: str) -> int:
     return value
 
 
+def positive_list(text: str) -> list[int]:
+    """A comma-separated list of integers of 1 or more (``1,4,16,50``)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"must be integers of 1 or more, separated by commas, not {text!r}")
+    return values
+
+
 def non_negative(text: str) -> int:
-    """An integer of 0 or more (a time bound where 0 means none)."""
+    """An integer of 0 or more (a seed; a time bound where 0 means none)."""
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port: 0 (any free one) to 65535."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {value}")
+    return value
+
+
+def temperature(text: str) -> float:
+    """A sampling temperature: 0 (greedy) or a finite number above it."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 (greedy) or a finite number above it, not {text!r}")
     return value
 
 

@@ -20,11 +20,15 @@ from .args import Parser, command, fail, table
 #: ``samloc bench`` options measured by the layer above the engine's (this module takes the rest).
 BENCH_BY_OPTION = {"--learner": "samloc.commands.bench_training", "--rollout": "samloc.commands.bench_training",
                    "--search": "samloc.commands.bench_training",
-                   "--agent": "samloc.commands.bench_agent", "--to-strength": "samloc.commands.bench_strength"}
+                   "--agent": "samloc.commands.bench_agent", "--to-strength": "samloc.commands.bench_strength",
+                   "--serve": "samloc.commands.bench_serve"}
 
 
 def module_for(argv: list[str]) -> str:
-    """The module that measures what ``argv`` asks for: the first option that names a layer decides."""
+    """The module that measures what ``argv`` asks for: ``--serve`` (whose ``--agent`` is the served
+    bot), else the first option that names a layer."""
+    if "--serve" in argv:
+        return BENCH_BY_OPTION["--serve"]
     for a in argv:
         if a.split("=", 1)[0] in BENCH_BY_OPTION:
             return BENCH_BY_OPTION[a.split("=", 1)[0]]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from agents.serving.bots import DEADLINE_MS, Bots
+from agents.serving.bots import DEADLINE_MS, Bots, refuse_loop
 from agents.serving.edge import listening_sockets
 from agents.serving.workers import serve
 
-from .args import Parser, non_negative, parse, positive
+from .args import Parser, non_negative, parse, port, positive, temperature
 
 
 def _parser() -> Parser:
@@ -19,10 +19,10 @@ def _parser() -> Parser:
                         " the one measured strongest there; default: every shipped bot ($SAMLOC_CHECKPOINTS,"
                         " else ./checkpoints, else the checkout's; their .onnx), else heuristic")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--temperature", type=float, default=0.0,
+    p.add_argument("--port", type=port, default=8000, help="0: any free port (default 8000)")
+    p.add_argument("--temperature", type=temperature, default=0.0,
                    help="0 = greedy (default); T > 0 samples from p^(1/T), still reproducible per request")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of every random choice (default 0)")
     p.add_argument("--deadline-ms", type=non_negative, default=DEADLINE_MS,
                    help="time bound of a searched decision (DIR+search) where its spec gives none: the best"
                         f" move found by then is played (default {DEADLINE_MS}; 0: none, answers then"
@@ -42,7 +42,8 @@ def main(argv: list[str]) -> int:
     args = parse(_parser().parse_args, argv)
     if isinstance(args, int):
         return args
-    try:  # every model is loaded and checked here, before a port is opened or a worker started
+    try:  # every model is loaded, checked and warmed here, before a port is opened or a worker started
+        refuse_loop(args.agent, args.host, args.port)
         bots = Bots.load(args.agent, seed=args.seed, temperature=args.temperature,
                          deadline_ms=args.deadline_ms)
     except (ValueError, OSError, ImportError) as exc:
