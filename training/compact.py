@@ -136,7 +136,7 @@ def to_device(packed: dict[str, np.ndarray], device: torch.device) -> dict[str, 
     """The packed arrays on ``device``: through pinned memory with asynchronous copies on CUDA."""
     out = {}
     for k, v in packed.items():
-        t = torch.from_numpy(np.ascontiguousarray(v))
+        t = torch.from_numpy(np.ascontiguousarray(v) if v.flags.writeable else np.array(v))  # Ray's are read-only
         if device.type == "cuda":
             t = t.pin_memory().to(device, non_blocking=True)
         out[k] = t
