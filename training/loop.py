@@ -229,6 +229,7 @@ class RunLoop:
         """Launch the periodic evaluation of the learner's weights now (``if_idle``: unless one is in flight)."""
         if if_idle and self.evaluator.in_flight is not None:
             return
+        self.state.c.wall_s = self.wall()  # the point's time (the step-0 one comes after Ray and a warm start)
         self.evaluator.launch(self.algo.learner.weights(), self.net.hparams(), self.cfg.eval.deals)
 
     def log_progress(self) -> None:
