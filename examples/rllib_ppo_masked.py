@@ -5,9 +5,9 @@
 
 The learner plays one seat (a random seat each game) of ``SamLoc-v0`` games
 through ``sam_env.integrations.rllib.SamLocMultiAgentEnv``; the other seats are
-the heuristic, inside the env.  The module is RLlib's
-``ActionMaskingTorchRLModule`` (``ray/rllib/examples/rl_modules/classes``),
-which reads the observation keys ``observations`` and ``action_mask``.  Each
+the heuristic, inside the env.  The module is
+``sam_env.integrations.rllib.MaskedPPOTorchModule``: RLlib's default PPO networks
+over the observation vector (key ``observations``), logits masked by ``action_mask``.  Each
 iteration prints ``learner_la_per_game``: the learner's mean lá over the games
 that ended in it.
 

@@ -22,7 +22,7 @@ FORBIDDEN = {
                 {"sam_env/gym_env.py": {"gymnasium"}, "sam_env/pettingzoo_env.py": {"gymnasium", "pettingzoo"},
                  "sam_env/envs.py": {"gymnasium"},
                  "sam_env/integrations/sb3.py": {"stable_baselines3"},
-                 "sam_env/integrations/rllib.py": {"ray", "gymnasium"},
+                 "sam_env/integrations/rllib.py": {"ray", "gymnasium", "torch"},
                  "sam_env/bench.py": {"gymnasium"}}),  # `samloc bench --env --num-envs 1` times one SamLoc-v0
     "agents": ({"ray", "gymnasium", "pettingzoo"}, {}),
 }

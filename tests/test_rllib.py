@@ -152,3 +152,32 @@ def test_the_example_trains_without_env_runners_and_scores_before_and_after(loca
     for when in ("before", "after"):
         s = out[when]
         assert s["games"] == 15 and s["ci95"][0] <= s["mean_la"] <= s["ci95"][1]
+
+
+def test_the_masking_module_masks_and_imports_no_deprecated_class() -> None:
+    """Illegal moves' logits are the lowest float, legal ones as the network gives them; values come from the
+    vector alone; and importing it warns of no deprecated module (RLlib's example masking module builds on
+    PPOTorchRLModule, whose import warns)."""
+    import subprocess
+    import sys
+
+    import torch
+    from gymnasium import spaces
+    from ray.rllib.core.columns import Columns
+
+    from sam_env.integrations.rllib import MaskedPPOTorchModule, rllib_observation_space
+
+    r = subprocess.run([sys.executable, "-c", "import sam_env.integrations.rllib"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0 and "PPOTorchRLModule" not in r.stderr + r.stdout, r.stderr[-2000:]
+    module = MaskedPPOTorchModule(observation_space=rllib_observation_space(), action_space=spaces.Discrete(201),
+                                  model_config={"fcnet_hiddens": [16], "head_fcnet_hiddens": []})
+    obs = torch.rand(3, module.observation_space["observations"].shape[0])
+    legal = torch.zeros(3, 201, dtype=torch.int8)
+    legal[:, [0, 5, 7]] = 1
+    batch = {Columns.OBS: {"observations": obs, "action_mask": legal}}
+    for out in (module.forward_inference(batch), module.forward_train(batch)):
+        logits = out[Columns.ACTION_DIST_INPUTS]
+        assert torch.isfinite(logits[:, [0, 5, 7]]).all()
+        assert (logits[legal == 0] == torch.finfo(logits.dtype).min).all()
+    assert module.compute_values(batch).shape == (3,) and isinstance(batch[Columns.OBS], dict)  # batch untouched

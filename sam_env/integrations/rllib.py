@@ -18,7 +18,9 @@ thin adapter over :class:`sam_env.gym_env.SamLocEnv` and plays exactly its
 games for the same seed and actions.
 
 Observations are ``{"observations": float32[OBS_SIZE], "action_mask":
-int8[201]}``, the keys RLlib's ``ActionMaskingTorchRLModule`` reads.  An
+int8[201]}``, the keys :class:`MaskedPPOTorchModule` reads: RLlib's default PPO
+network over the vector, its logits masked to the legal moves (RLlib's own example
+module of this builds on a deprecated class and warns).  An
 illegal action is replaced by a random legal one by default
 (``illegal_action="random"``), so RLlib's env checker, which samples an
 unmasked action, passes.
@@ -40,13 +42,15 @@ from typing import Any, Mapping
 
 import numpy as np
 import ray
+import torch
 from gymnasium import spaces
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.callbacks.callbacks import RLlibCallback
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
-from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaskingTorchRLModule
 
 from ..actions import NUM_ACTIONS
 from ..gym_env import SamLocEnv, observation_space
@@ -150,13 +154,45 @@ class LaPerGame(RLlibCallback):
         runners[LA_PER_GAME] = float(runners.get(LA_SUM, 0.0)) / games if games else float("nan")
 
 
+class MaskedPPOTorchModule(DefaultPPOTorchRLModule):
+    """RLlib's default PPO networks, built for the observation vector; the logits of illegal moves are set
+    to the lowest float, so they are never sampled and carry no gradient."""
+
+    def __init__(self, *, observation_space: spaces.Dict, **kwargs: Any):
+        super().__init__(observation_space=observation_space["observations"], **kwargs)
+        self.observation_space = observation_space  # what the env runners give it: the vector and the mask
+
+    @staticmethod
+    def _split(batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """(the legal moves, the batch with the observation vector alone); the batch itself is unchanged."""
+        obs = batch[Columns.OBS]
+        return obs["action_mask"], {**batch, Columns.OBS: obs["observations"]}
+
+    @staticmethod
+    def _masked(out: dict[str, Any], legal: Any) -> dict[str, Any]:
+        logits = out[Columns.ACTION_DIST_INPUTS]
+        out[Columns.ACTION_DIST_INPUTS] = logits.masked_fill(legal <= 0, torch.finfo(logits.dtype).min)
+        return out
+
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        legal, vector = self._split(batch)
+        return self._masked(super()._forward(vector, **kwargs), legal)
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        legal, vector = self._split(batch)
+        return self._masked(super()._forward_train(vector, **kwargs), legal)
+
+    def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> Any:
+        return super().compute_values(self._split(batch)[1], embeddings)
+
+
 def masked_ppo_config(env_config: Mapping[str, Any] | None = None, *,
                       hidden: tuple[int, ...] = (256, 256)) -> PPOConfig:
-    """PPO on :class:`SamLocMultiAgentEnv` with RLlib's action-masking module and :class:`LaPerGame`.
+    """PPO on :class:`SamLocMultiAgentEnv` with :class:`MaskedPPOTorchModule` and :class:`LaPerGame`.
 
     Add ``.env_runners(...)``, ``.training(...)``, ``.debugging(seed=...)`` as usual.
     """
-    spec = RLModuleSpec(module_class=ActionMaskingTorchRLModule,
+    spec = RLModuleSpec(module_class=MaskedPPOTorchModule,
                         model_config={"fcnet_hiddens": list(hidden), "head_fcnet_hiddens": []})
     return (PPOConfig()
             .environment(SamLocMultiAgentEnv, env_config=dict(env_config or {}))
