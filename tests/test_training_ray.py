@@ -91,7 +91,7 @@ def _points(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def test_a_run_and_its_resume_log_cleanly_and_leave_the_served_bot_and_its_curve(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Two sittings: each ends with ONNX in the final checkpoint (and in export_to), curve.png and the final
     evaluation in TensorBoard; the second appends to the first's scalars without losing or reordering any."""
     from agents.onnx_agent import OnnxAgent
@@ -130,8 +130,15 @@ def test_a_run_and_its_resume_log_cleanly_and_leave_the_served_bot_and_its_curve
     lags = [v for _, v in first["losses/policy_lag_max"]]
     assert lags[0] == 0 and max(lags) <= 2
 
+    import training.pipeline
+    drawn: list[list[dict]] = []
+    real_plot = training.pipeline.plot_curve
+    monkeypatch.setattr(training.pipeline, "plot_curve", lambda history, *a: drawn.append(history) or real_plot(
+        history, *a))
     assert main(["--resume", str(run), "--more-decisions", "1500"]) == 0
     capsys.readouterr()
+    drawn_updates = [e["updates"] for e in drawn[0]]  # the resumed sitting's curve: both sittings' points
+    assert min(drawn_updates) == 0 and max(drawn_updates) > summary["updates"], drawn_updates
     second = _points(run)
     again = json.loads((run / "summary.json").read_text())
     assert again["decisions_trained"] >= final_step + 1500
