@@ -28,15 +28,22 @@ def test_a_move_with_tens_reads_as_its_cards_do() -> None:
     """The centre label read "Seat 2 · TT" beside cards reading "10"."""
     source = PLAY_JS.read_text(encoding="utf-8")
     names = ["TT", "9TJ", "TTTT", "5555TTTT", "345", "2", "pass", "sam", "no_sam"]
-    script = "\n".join([_function(source, "rankText"), _function(source, "moveText"),
-                        f"console.log(JSON.stringify({json.dumps(names)}.map(moveText)));"])
+    script = "\n".join([_function(source, "rankText"), _function(source, "moveName"),
+                        f"console.log(JSON.stringify({json.dumps(names)}.map(moveName)));"])
     out = subprocess.run([NODE, "-e", script], capture_output=True, text=True, timeout=120, check=True).stdout
     assert json.loads(out) == ["10 10", "9 10 J", "10 10 10 10", "5 5 5 5 10 10 10 10", "3 4 5", "2",
                                "pass", "sam", "no_sam"]
 
 
-def test_every_move_name_shown_goes_through_movetext() -> None:
+def test_every_move_name_shown_goes_through_movename() -> None:
     source = PLAY_JS.read_text(encoding="utf-8")
     shown = re.findall(r"\$\{([^}]*\.move)\}", source)
     assert shown == [], f"move names shown raw (a ten reads T): {shown}"
-    assert len(re.findall(r"moveText\([^)]*\.move\)", source)) == 2
+    assert len(re.findall(r"moveName\([^)]*\.move\)", source)) == 2
+
+
+def test_no_function_of_the_page_is_declared_twice() -> None:
+    """A second ``function moveText`` once replaced the first for every caller (the later declaration wins in
+    JavaScript), and the page stopped at its first move."""
+    names = re.findall(r"^(?:async )?function (\w+)\(", PLAY_JS.read_text(encoding="utf-8"), re.M)
+    assert names and len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

@@ -22,7 +22,7 @@ function seatName(s) { return ui.state && s === ui.state.seat ? "You" : `Seat ${
 // the engine writes the ten as "T"; the table shows "10" everywhere: on cards, in moves, in messages
 function rankText(r) { return r === "T" ? "10" : r; }
 // a move's engine name ("TT", "9TJ", "pass") as the cards read: "10 10", "9 10 J", "pass"
-function moveText(name) { return /^[2-9TJQKA]+$/.test(name) ? [...name].map(rankText).join(" ") : name; }
+function moveName(name) { return /^[2-9TJQKA]+$/.test(name) ? [...name].map(rankText).join(" ") : name; }
 
 function cardEl(code) {
   const el = document.createElement("div");
@@ -112,7 +112,7 @@ function renderTable(v) {
   trick.innerHTML = "";
   if (v.top) {
     v.top.cards.forEach((c) => trick.appendChild(cardEl(c)));
-    $("trick-who").textContent = `${seatName(v.top.seat)} · ${moveText(v.top.move)}`;
+    $("trick-who").textContent = `${seatName(v.top.seat)} · ${moveName(v.top.move)}`;
   } else {
     $("trick-who").textContent = v.over || st.phase === "sam" ? "" : "new round: a lead is due";
   }
@@ -219,7 +219,7 @@ function statusText(st) {
   if (st.result) return "Game over";
   if (st.your_turn) {
     if (st.phase === "sam") return "Your turn: Sâm or not?";
-    return st.top ? `Your turn: beat ${moveText(st.top.move)} or pass` : "Your turn: lead any combination";
+    return st.top ? `Your turn: beat ${moveName(st.top.move)} or pass` : "Your turn: lead any combination";
   }
   return `Seat ${st.to_act} to play…`;
 }
