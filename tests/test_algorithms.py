@@ -18,7 +18,7 @@ from training.config import ConfigError
 from training.config_load import load_config
 from training.loop import RunLoop
 
-TINY = ["warm_start.decisions=0", "rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
         "rollout.steps_per_rollout=8", "ppo.batch_decisions=100", "eval.every_updates=0", "eval.final_deals=0",
         "checkpoint.every_updates=1000", "display=none", "log_every_s=1", "max_minutes=0"]
 

@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 #: a stage small enough for CI: a tiny network and a search of 3 candidates in 2 worlds, 1 move deep
-TINY = ["warm_start.decisions=0", "model.hidden=32", "model.layers=1", "distill.enabled=true", "distill.envs_per_worker=24",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1", "distill.enabled=true", "distill.envs_per_worker=24",
         "distill.decisions_per_request=96", "distill.candidates=3", "distill.worlds=2",
         "distill.horizon=1",
         "distill.minibatch=64", "distill.batch_decisions=96", "rollout.num_workers=1",

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 # Two workers on the embedded Ray's two CPUs, nets of 16, a batch of about two rollouts, a snapshot every
 # two updates in a pool of two (so the pool drops one), stale rows corrected from a lag of 1.
-TINY = ["warm_start.decisions=0", "rollout.deterministic=true", "rollout.num_workers=2", "rollout.cpus_per_worker=0.5",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.deterministic=true", "rollout.num_workers=2", "rollout.cpus_per_worker=0.5",
         "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
         "rollout.opponent_fraction=0.5", "rollout.snapshot_every=2", "rollout.pool_size=2",
         "ppo.batch_decisions=60", "ppo.minibatch=32", "ppo.epochs=1", "learner.correct_from_lag=1",
@@ -61,7 +61,8 @@ def test_a_rollout_is_a_function_of_its_lane_state_and_seed() -> None:
     """An engine given another engine's games and a seed plays the very rollout that engine plays next,
     against the heuristic and a snapshot too; a state of another config is refused in one line."""
     cfg = load_config("quick", ["model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
-                                "rollout.steps_per_rollout=24", "rollout.opponent_fraction=0.7"])
+                                "rollout.steps_per_rollout=24", "rollout.opponent_fraction=0.7",
+                                "rollout.heuristic_share=0.5"])
     torch.manual_seed(0)
     a = RolloutEngine(cfg, 0, seed=1)
     weights = weights_to_numpy(a.net)

@@ -21,7 +21,7 @@ from training.config_load import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 # One worker of half a CPU, a net of 16, updates of about 60 decisions, no periodic evaluation.
-TINY = ["warm_start.decisions=0", "rollout.num_workers=1", "rollout.cpus_per_worker=0.5", "model.hidden=16", "model.layers=1",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "rollout.cpus_per_worker=0.5", "model.hidden=16", "model.layers=1",
         "rollout.envs_per_worker=8", "rollout.steps_per_rollout=8", "ppo.batch_decisions=60",
         "ppo.minibatch=32", "ppo.epochs=1", "learner.device=cpu", "eval.every_updates=0", "display=none"]
 

@@ -20,7 +20,7 @@ from training.config_load import load_config
 from training.launch import run_name
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = ["warm_start.decisions=0", "model.hidden=32", "model.layers=1", "display=none", "total_decisions=10000", "max_minutes=2"]
+SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1", "display=none", "total_decisions=10000", "max_minutes=2"]
 
 
 def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:

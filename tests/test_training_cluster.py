@@ -29,7 +29,7 @@ from agents.nets import format as ckfmt
 
 REPO = Path(__file__).resolve().parent.parent
 RAY = Path(sys.executable).with_name("ray")
-SMALL = ["warm_start.decisions=0", "model.hidden=64", "model.layers=1", "rollout.envs_per_worker=64", "rollout.steps_per_rollout=16",
+SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=64", "model.layers=1", "rollout.envs_per_worker=64", "rollout.steps_per_rollout=16",
          "ppo.batch_decisions=800", "ppo.minibatch=256", "ppo.epochs=1", "eval.every_updates=1000",
          "eval.final_deals=0", "belief.deals=0", "checkpoint.every_updates=10", "display=plain",
          "log_every_s=2", "rollout.num_workers=2", "rollout.cpus_per_worker=1"]

@@ -24,7 +24,7 @@ from training.errors import TrainError
 from training.loop import RunLoop as Trainer
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = ["warm_start.decisions=0", "rollout.num_workers=1", "model.hidden=32", "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=32", "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
         "ppo.batch_decisions=200", "ppo.minibatch=128", "ppo.epochs=1", "rollout.snapshot_every=20",
         "rollout.pool_size=3", "eval.every_updates=100", "eval.deals=16", "eval.final_deals=0",
         "checkpoint.every_updates=50", "display=none", "log_every_s=1", "max_minutes=0"]
@@ -45,7 +45,7 @@ def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
 
     run = tmp_path / "run"
     rc = main(["--config", "quick", "--run-dir", str(run), *TINY, "total_decisions=75000",
-               "eval.final_deals=16", f"checkpoint.export_to={tmp_path / 'bot'}",
+               "eval.opponents=[random,heuristic,snapshot]", "eval.final_deals=16", f"checkpoint.export_to={tmp_path / 'bot'}",
                "belief.deals=40", "belief.hidden=16", "belief.epochs=1"])
     assert rc == 0
     summary = json.loads((run / "summary.json").read_text())

@@ -91,7 +91,7 @@ def test_rules_demo_replay_and_bench_run_from_any_directory(installed) -> None:
 def test_train_dry_run_finds_a_config_by_name(installed) -> None:
     bin_dir, work, env = installed
     out = _run([str(bin_dir / "samloc"), "train", "--config", "quick", "--dry-run"], work, env, timeout=600)
-    assert "total_decisions 5,000,000" in out.stdout
+    assert "total_decisions 1,000,000,000" in out.stdout
 
 
 def test_gymnasium_makes_the_environment(installed) -> None:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 
 from .config import TrainConfig
 from .errors import TrainError
@@ -275,7 +275,7 @@ class AsyncScheduler(Scheduler):
             w, req = self.pending.pop(ref)
             try:
                 out = ray.get(ref)
-            except (RayActorError, RayTaskError) as exc:
+            except (RayActorError, RayTaskError, ObjectLostError) as exc:  # a lost node loses its results too
                 self._failed(w, req, exc, "dropped and asked again")
                 continue
             self.health.ok(w)
@@ -341,7 +341,7 @@ class DeterministicScheduler(Scheduler):
             return
         try:
             out = ray.get(req.ref)
-        except (RayActorError, RayTaskError) as exc:
+        except (RayActorError, RayTaskError, ObjectLostError) as exc:  # a lost node loses its results too
             req.ref = None
             self._failed(req.lane, req.id, exc, "asked again as it was")
             return
