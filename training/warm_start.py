@@ -25,7 +25,7 @@ import torch
 from sam_env.seeding import mix
 
 from . import compact
-from .algorithms.dmc import MonteCarloEngine
+from .algorithms.dmc import MonteCarloEngine, value_regression
 from .config import TrainConfig, to_dict
 from .learner import Learner
 from .rollout import _Stream, rollout_actor_class
@@ -87,9 +87,7 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
             logits, value, base = net.train_forward(data["obs"][i], data["mask"][i], data["hid"][i])
             ce = torch.nn.functional.cross_entropy(logits.float(), data["act"][i])
             ret = data["ret"][i].float()
-            v_loss = (value.float() - ret).pow(2).mean()
-            if getattr(net, "has_critic", False):
-                v_loss = v_loss + (base.float() - ret).pow(2).mean()
+            v_loss = value_regression(net, value, base, ret)
             opt.zero_grad(set_to_none=True)
             (ce + ws.value_coef * v_loss).backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.ppo.max_grad_norm)

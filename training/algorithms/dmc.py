@@ -126,6 +126,13 @@ class MonteCarloEngine(RolloutEngine):
             st.carry = {k: np.asarray(state[f"{i}.carry.{k}"]).copy() for k in st.carry}
 
 
+def value_regression(net: torch.nn.Module, value: torch.Tensor, base: torch.Tensor,
+                     ret: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of the value head, and of the critic when the network has one, on returns."""
+    loss = (value.float() - ret).pow(2).mean()
+    return loss + (base.float() - ret).pow(2).mean() if getattr(net, "has_critic", False) else loss
+
+
 def q_update(net: torch.nn.Module, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: DMCConfig,
              gen: torch.Generator, bf16: bool, between_steps: Callable[[], None] | None = None) -> dict[str, float]:
     """``cfg.epochs`` passes of minibatch regression of Q(s, a) (and the value head, and the critic) on the
@@ -143,9 +150,7 @@ def q_update(net: torch.nn.Module, opt: torch.optim.Optimizer, data: dict[str, t
                 q_all, value, base = net.train_forward(data["obs"][i], data["mask"][i], data["hid"][i])
             q = q_all.float().gather(1, data["act"][i][:, None]).squeeze(-1)
             q_loss = (q - ret).pow(2).mean()
-            v_loss = (value.float() - ret).pow(2).mean()
-            if getattr(net, "has_critic", False):
-                v_loss = v_loss + (base.float() - ret).pow(2).mean()
+            v_loss = value_regression(net, value, base, ret)
             loss = q_loss + cfg.value_coef * v_loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
