@@ -21,6 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ("examples/sb3_maskable_ppo.py", "examples/cleanrl_ppo_masked.py")
 
 
+@pytest.fixture(autouse=True)
+def _sb3_logs_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SB3 makes a log folder on every learn() (``/tmp/SB3-<time>`` unless ``SB3_LOGDIR`` says where):
+    the tests' stay with their temporary files."""
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3_logs")))
+
+
 def load(rel: str) -> ModuleType:
     """The file as a module (registered, as dataclasses need) without putting its folder on sys.path."""
     name = "example_" + Path(rel).stem

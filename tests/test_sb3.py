@@ -27,6 +27,14 @@ from sam_env.batch import IllegalActionError  # noqa: E402
 from sam_env.integrations.sb3 import SamLocVecEnv  # noqa: E402
 from sam_env.obs import OBS_SIZE  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _sb3_logs_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SB3 makes a log folder on every learn() (``/tmp/SB3-<time>`` unless ``SB3_LOGDIR`` says where):
+    the tests' stay with their temporary files."""
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3_logs")))
+
+
 TINY = {"n_steps": 32, "batch_size": 64, "n_epochs": 1, "policy_kwargs": {"net_arch": [16]}, "device": "cpu"}
 
 

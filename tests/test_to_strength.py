@@ -62,6 +62,41 @@ def test_a_tiny_benchmark_writes_its_report_and_plot(tmp_path: Path) -> None:
         assert "every_minutes: 0.1" in (Path(run["run_dir"]) / "config.yaml").read_text()
     assert (out / "to_strength.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
+    # --score: the same runs scored again, as runs trained before, give the same figures on the same deals
+    again = tmp_path / "again"
+    runs = [r["run_dir"] for r in doc["seeds"]]
+    proc = subprocess.run([sys.executable, "-m", "samloc", "bench", "--to-strength", "--score", *runs,
+                           "--deals", "20", "--allow-few-deals", "--workers", "2", "--out", str(again)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scored = json.loads((again / "to_strength.json").read_text())
+    assert scored["config"] == "(runs trained before)" and scored["machine"]["quiet"] is None
+    assert [r["label"] for r in scored["seeds"]] == ["quick ppo seed 0", "quick ppo seed 1"]
+    assert {r["group"] for r in scored["seeds"]} == {"quick ppo"}
+    figures = ("minutes", "games", "checkpoint", "la", "ci_low", "ci_high", "win_rate", "deals", "eval_seed")
+    assert [[{k: p[k] for k in figures} for p in r["points"]] for r in scored["seeds"]] == \
+        [[{k: p[k] for k in figures} for p in r["points"]] for r in doc["seeds"]]
+    assert proc.stdout.strip().splitlines()[-2].startswith(
+        "verdict: NOT every run beats the heuristic at its last point (CI low > 0): quick ppo seed 0 ")
+    assert (again / "to_strength.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_score_refuses_training_options_and_folders_that_are_not_runs(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = str(tmp_path / "b")
+    assert bench.main(["--to-strength", "--score", str(tmp_path), "--minutes", "3", "--out", out]) == 2
+    assert capsys.readouterr().err == "samloc bench: --score scores runs trained before: --minutes is for training\n"
+    assert bench.main(["--to-strength", "--score", str(tmp_path), "algorithm=dmc", "--out", out]) == 2
+    assert capsys.readouterr().err == "samloc bench: --score scores runs trained before: algorithm=dmc is for training\n"
+    assert bench.main(["--to-strength", "--score", str(tmp_path), "--out", out]) == 2
+    assert capsys.readouterr().err == f"samloc bench: {tmp_path} is not a run folder (no config.yaml)\n"
+    (tmp_path / "config.yaml").write_text("name: x\n")
+    assert bench.main(["--to-strength", "--score", str(tmp_path), "--out", out]) == 2
+    assert capsys.readouterr().err == f"samloc bench: {tmp_path}: no checkpoints in this run folder\n"
+    assert bench.main(["--to-strength", "--score", "--out", out]) == 2
+    assert capsys.readouterr().err == "samloc bench: --score needs the run folders to score (RUN ...)\n"
+    assert not (tmp_path / "b").exists()
+
 
 @pytest.mark.parametrize("argv, message", [
     (["--deals", "20"], "--deals 20 is under 500 (add --allow-few-deals to mean it)"),

@@ -36,7 +36,7 @@ def expanded(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 # ---- config -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["quick", "standard", "cluster", "all_tables", "expert"])
+@pytest.mark.parametrize("name", ["quick", "standard", "cluster", "all_tables", "expert", "compare"])
 def test_shipped_configs_load(name: str) -> None:
     cfg = load_config(REPO / "configs" / f"{name}.yaml")
     assert isinstance(cfg, TrainConfig) and cfg.name == name
@@ -520,3 +520,26 @@ def test_the_board_writes_cleanrls_tags_beside_the_trainers_own(tmp_path: Path) 
     assert got["losses/policy_loss"] == got["losses/policy"] == [-0.5]
     assert got["losses/value_loss"] == got["losses/value"] == [2.0]
     assert got["charts/episodic_return"] == [-1.5] and got["charts/episodic_length"] == [40.0]
+
+
+def test_weights_no_longer_finite_are_not_checkpointed_and_the_last_good_one_stays(tmp_path: Path) -> None:
+    """A diverged network stops the run at its next checkpoint, in one line naming the last good one
+    (a NaN checkpoint would be the newest, and --resume would take it)."""
+    from training.errors import TrainError
+    from training.learner import Learner
+    from training.runstate import RunState
+
+    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=16", "model.layers=1"])
+    state = RunState(cfg, tmp_path / "run", "test", print)
+    learner = Learner(cfg)
+    state.c.updates = 3
+    first = state.save(learner, state.metadata(), {}, {})
+    with torch.no_grad():
+        next(learner.net.parameters()).view(-1)[5] = float("nan")
+    state.c.updates = 1234
+    with pytest.raises(TrainError) as err:
+        state.save(learner, state.metadata(), {}, {})
+    assert str(err.value) == ("update 1,234: the network's weights are no longer finite (training diverged);"
+                              f" checkpoint ckpt_00001234 not written, the last good one stays: {first}"
+                              " (resume from it with a lower learning rate)")
+    assert ckfmt.list_checkpoints(tmp_path / "run") == [first]

@@ -172,6 +172,11 @@ class RunState:
         tensors |= extra_tensors
         state |= extra_state
         name = f"ckpt_{self.c.updates:08d}"
+        if not all(bool(torch.isfinite(p).all()) for p in learner.net.parameters()):
+            good = list_checkpoints(self.run_dir)
+            raise TrainError(f"update {self.c.updates:,}: the network's weights are no longer finite (training"
+                             f" diverged); checkpoint {name} not written, the last good one stays:"
+                             f" {good[-1] if good else 'none yet'} (resume from it with a lower learning rate)")
         try:
             path = ckpt.save_checkpoint(self.run_dir / "checkpoints" / name, learner.net, meta, tensors, state)
         except OSError as exc:

@@ -6,6 +6,10 @@ minute 0 (``checkpoint.every_minutes``), none pruned.  Only after every seed has
 checkpoint scored against the heuristic, on one set of duplicate deals for all (``agents.evaluate``, its
 95% CI), so the scoring takes no time from the training it measures.  The machine's load average is
 sampled before, during and after training, and the report says whether the machine was quiet.
+
+``--score RUN ...`` scores runs trained before instead (``samloc train``, in any number of sittings, or a
+benchmark's seed folders) the same way, one line per run labelled by its config and algorithm: how runs
+too long for one sitting, and two algorithms, are put on one plot and one set of deals.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from sam_env.atomic import write_json_atomic, write_with
 from sam_env.rules import RuleSet
 
 from .config import ConfigError, TrainConfig, eval_players, eval_rules, to_dict
+from .config_load import load_config
 from .launch import new_run_folder, resolve_launch
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
 
@@ -125,6 +130,12 @@ class SeedRun:
     load: dict[str, Any]
     seconds: float
     points: list[dict[str, Any]] = field(default_factory=list)
+    label: str = ""  # its line in the plot and the table (default: "seed S")
+    group: str = ""  # runs of one group share a colour (default: the label)
+
+    def __post_init__(self) -> None:
+        self.label = self.label or f"seed {self.seed}"
+        self.group = self.group or self.label
 
 
 def train_seeds(plan: Plan, say: Callable[[str], None]) -> list[SeedRun]:
@@ -202,10 +213,22 @@ def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in before],
                     "quiet": quiet(before),
                     "quiet_rule": f"1-minute load average before training < {QUIET_LOAD}"},
-        "seeds": [{"seed": r.seed, "run_dir": str(r.run_dir), "stop_reason": r.stop_reason, "load": r.load,
-                   "seconds": r.seconds, "points": r.points} for r in runs],
+        "seeds": [_run_doc(r) for r in runs],
         "all_beat_heuristic": len(lasts) == plan.seeds and all(p["ci_low"] > 0 for p in lasts),
     }
+
+
+def _run_doc(r: SeedRun) -> dict[str, Any]:
+    return {"seed": r.seed, "label": r.label, "group": r.group, "run_dir": str(r.run_dir),
+            "stop_reason": r.stop_reason, "load": r.load, "seconds": r.seconds, "points": r.points}
+
+
+def _machine(doc: dict[str, Any]) -> str:
+    """The machine's state while the runs trained, in words."""
+    m = doc["machine"]
+    if m["quiet"] is None:
+        return f"load while training not recorded here (runs trained before; {m['cpus']} CPUs)"
+    return f"machine {'quiet' if m['quiet'] else 'busy'} (1-min load {m['load_before'][0]:.2f} before, {m['cpus']} CPUs)"
 
 
 def plot(doc: dict[str, Any], path: Path) -> Path:
@@ -215,20 +238,22 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for i, run in enumerate(doc["seeds"]):
+    groups: dict[str, list[int]] = {}
+    for run in doc["seeds"]:
+        colour, styles = groups.setdefault(run.get("group", ""), [len(groups), 0])
+        groups[run.get("group", "")][1] += 1
         pts = run["points"]
         xs = [p["minutes"] for p in pts]
-        ax.plot(xs, [p["la"] for p in pts], marker="o", ms=3, color=f"C{i}", label=f"seed {run['seed']}")
-        ax.fill_between(xs, [p["ci_low"] for p in pts], [p["ci_high"] for p in pts], color=f"C{i}", alpha=0.2,
-                        lw=0)
+        ax.plot(xs, [p["la"] for p in pts], marker="o", ms=3, color=f"C{colour}",
+                ls=("-", "--", ":", "-.")[styles % 4], label=run.get("label") or f"seed {run['seed']}")
+        ax.fill_between(xs, [p["ci_low"] for p in pts], [p["ci_high"] for p in pts], color=f"C{colour}",
+                        alpha=0.15, lw=0)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("training wall time (minutes, Ray's start included)")
     ax.set_ylabel(f"mean lá per game vs {OPPONENT} (95% CI)")
-    m = doc["machine"]
     what = " ".join([doc["config"], *doc["overrides"]])
-    ax.set_title(f"{what[:90] + ('…' if len(what) > 90 else '')}: {doc['deals']} duplicate deals per point;"
-                 f" machine {'quiet' if m['quiet'] else 'busy'} (load {m['load_before'][0]:.2f},"
-                 f" {m['cpus']} CPUs)", fontsize=9)
+    ax.set_title(f"{what[:90] + ('…' if len(what) > 90 else '')}: {doc['deals']} duplicate deals per point;\n"
+                 f"{_machine(doc)}", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -243,18 +268,17 @@ def _la(p: dict[str, Any]) -> str:
 
 def table_lines(doc: dict[str, Any]) -> list[str]:
     """The short table (every seed's points) and the verdict line, last."""
-    lines = ["seed  minutes      games    decisions  lá/game [95% CI]          win rate"]
+    width = max([len(r.get("label") or "") for r in doc["seeds"]] + [4])
+    lines = [f"{'run':<{width}}  minutes      games    decisions  lá/game [95% CI]          win rate"]
     for run in doc["seeds"]:
         for p in run["points"]:
-            lines.append(f"{run['seed']:>4}  {p['minutes']:7.2f}  {p['games']:>9,}  {p['decisions']:>11,}"
-                         f"  {_la(p):<24}  {100 * p['win_rate']:6.1f}%")
-    lasts = ", ".join(f"seed {r['seed']} {_la(r['points'][-1])} at {r['points'][-1]['minutes']:.1f} min"
-                      for r in doc["seeds"] if r["points"])
-    m = doc["machine"]
-    verdict = "every seed beats" if doc["all_beat_heuristic"] else "NOT every seed beats"
-    lines.append(f"verdict: {verdict} the {OPPONENT} at its last point (CI low > 0): {lasts};"
-                 f" machine {'quiet' if m['quiet'] else 'busy'} (1-min load {m['load_before'][0]:.2f}"
-                 f" before, {m['cpus']} CPUs)")
+            lines.append(f"{run.get('label') or run['seed']:<{width}}  {p['minutes']:7.2f}  {p['games']:>9,}"
+                         f"  {p['decisions']:>11,}  {_la(p):<24}  {100 * p['win_rate']:6.1f}%")
+    lasts = ", ".join(f"{r.get('label') or 'seed ' + str(r['seed'])} {_la(r['points'][-1])}"
+                      f" at {r['points'][-1]['minutes']:.1f} min" for r in doc["seeds"] if r["points"])
+    what = "seed" if doc["config"] != SCORED else "run"
+    verdict = f"every {what} beats" if doc["all_beat_heuristic"] else f"NOT every {what} beats"
+    lines.append(f"verdict: {verdict} the {OPPONENT} at its last point (CI low > 0): {lasts}; {_machine(doc)}")
     return lines
 
 
@@ -269,4 +293,50 @@ def run_benchmark(plan: Plan, say: Callable[[str], None], few_deals_ok: bool = F
     doc = report(plan, runs, cfg, before)
     write_json_atomic(plan.out / "to_strength.json", doc)
     plot(doc, plan.out / "to_strength.png")
+    return doc
+
+
+SCORED = "(runs trained before)"
+
+
+def run_config(run_dir: Path) -> TrainConfig:
+    """A run folder's own config (``config.yaml``); ConfigError when it is not a run folder with snapshots."""
+    f = run_dir / "config.yaml"
+    if not f.is_file():
+        raise ConfigError(f"{run_dir} is not a run folder (no config.yaml)")
+    if not list_checkpoints(run_dir):
+        raise ConfigError(f"{run_dir}: no checkpoints in this run folder")
+    return load_config(f)
+
+
+def score_trained(dirs: list[Path], out: Path, deals: int, eval_seed: int, workers: int, command: str,
+                  say: Callable[[str], None], few_deals_ok: bool = False) -> dict[str, Any]:
+    """Every snapshot of runs trained before, scored as the benchmark scores its own (one set of duplicate
+    deals for all); ``to_strength.json`` and ``to_strength.png`` in ``out``, one line per run labelled
+    ``<config> <algorithm> seed <S>``.  The runs must evaluate on one table.  ConfigError before scoring."""
+    if deals < MIN_DEALS and not few_deals_ok:
+        raise ConfigError(f"--deals {deals} is under {MIN_DEALS} (add --allow-few-deals to mean it)")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"--out {out} is not a new or empty folder")
+    cfgs = [run_config(d) for d in dirs]
+    tables = [(eval_rules(c).name, eval_players(c)) for c in cfgs]
+    for d, t in zip(dirs, tables):
+        if t != tables[0]:
+            raise ConfigError(f"{d} is evaluated on {t[0]}/{t[1]}, {dirs[0]} on {tables[0][0]}/{tables[0][1]}:"
+                              " the runs scored together must share a table")
+    runs = []
+    for d, c in zip(dirs, cfgs):
+        last = read_metadata(list_checkpoints(d)[-1])
+        runs.append(SeedRun(c.seed, d, "trained before", {}, round(last.wall_time_s, 1),
+                            label=f"{c.name} {c.algorithm} seed {c.seed}", group=f"{c.name} {c.algorithm}"))
+    plan = Plan(SCORED, [], max(r.seconds for r in runs) / 60, len(runs), out, 0.0, deals, eval_seed, workers,
+                command)
+    score_runs(plan, runs, cfgs[0], say)
+    doc = report(plan, runs, cfgs[0], [0.0, 0.0, 0.0])
+    doc["resolved_config"] = None  # each run's own is in its folder
+    doc["machine"] |= {"load_before": None, "quiet": None,
+                       "quiet_rule": "not recorded: the runs were trained before (see each run's notes)"}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "to_strength.json", doc)
+    plot(doc, out / "to_strength.png")
     return doc

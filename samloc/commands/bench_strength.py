@@ -2,6 +2,7 @@
 ``--help``.
 
     samloc bench --to-strength --config quick --minutes 10 --seeds 3 [--out DIR] [key=value ...]
+    samloc bench --to-strength --score RUN [RUN ...] [--deals N] [--out DIR]
 
 Exit 2 on a bad command line or config, 1 when training fails, 130 on a second Ctrl-C.
 """
@@ -20,7 +21,7 @@ from training import to_strength
 from training.config import ConfigError
 from training.errors import TrainError
 from training.pipeline import FINAL_EVAL_SEED
-from training.to_strength import MIN_DEALS, Plan, run_benchmark, table_lines
+from training.to_strength import MIN_DEALS, Plan, run_benchmark, score_trained, table_lines
 
 from .args import Parser, count_arg, fail, minutes_arg, parse, positive
 
@@ -30,11 +31,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--to-strength", action="store_true", required=True,
                     help="train from scratch per seed, then score its snapshots against the heuristic")
-    ap.add_argument("--config", default="quick",
-                    help="training config, a name or a YAML file (default quick)")
-    ap.add_argument("--minutes", type=minutes_arg, default=10.0,
+    ap.add_argument("--score", action="store_true",
+                    help="score the snapshots of the run folders given (RUN ...), trained before, instead of"
+                         " training (samloc train's, in any number of sittings, or a benchmark's seed_S folders)")
+    ap.add_argument("--config", help="training config, a name or a YAML file (default quick)")
+    ap.add_argument("--minutes", type=minutes_arg,
                     help="training wall time per seed, Ray's start included (default 10)")
-    ap.add_argument("--seeds", type=positive, default=3, help="seeds 0 .. K-1, trained in turn (default 3)")
+    ap.add_argument("--seeds", type=positive, help="seeds 0 .. K-1, trained in turn (default 3)")
     ap.add_argument("--every-minutes", type=minutes_arg, default=None,
                     help="a snapshot every this many minutes of training, and one at minute 0"
                          " (default minutes/10)")
@@ -47,8 +50,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                     help="snapshots scored side by side, after training (default: the CPU count)")
     ap.add_argument("--out", help="the benchmark's folder, new or empty"
                                   " (default runs/to_strength__CONFIG__TIME)")
-    ap.add_argument("overrides", nargs="*", metavar="key=value",
-                    help="config overrides, as samloc train takes them")
+    ap.add_argument("overrides", nargs="*", metavar="key=value | RUN",
+                    help="config overrides, as samloc train takes them; with --score, the run folders")
     return ap.parse_intermixed_args(argv)
 
 
@@ -56,6 +59,9 @@ def main(argv: list[str]) -> int:
     args = parse(_parse, argv)
     if isinstance(args, int):
         return args
+    if args.score:
+        return _score(args, argv)
+    args.config, args.minutes, args.seeds = args.config or "quick", args.minutes or 10.0, args.seeds or 3
     name = Path(args.config).stem
     out = Path(args.out or f"runs/to_strength__{name}__{time.strftime('%Y%m%d-%H%M%S')}")
     plan = Plan(args.config, args.overrides, args.minutes, args.seeds, out, args.every_minutes or 0.0,
@@ -71,6 +77,30 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C (the first ends a seed's training as samloc train's does)
         print(f"samloc bench: interrupted; the runs trained so far stay in {out}", file=sys.stderr)
         return 130
+    print("\n".join(table_lines(doc)))
+    print(f"report: {out / 'to_strength.json'}, plot: {out / 'to_strength.png'}")
+    return 0
+
+
+def _score(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--score RUN ...``: the runs' snapshots scored; nothing trained."""
+    given = [flag for flag, v in (("--config", args.config), ("--minutes", args.minutes), ("--seeds", args.seeds),
+                                  ("--every-minutes", args.every_minutes)) if v is not None]
+    given += [a for a in args.overrides if "=" in a and not Path(a).exists()]
+    if given:
+        return fail("samloc bench", f"--score scores runs trained before: {given[0]} is for training")
+    if not args.overrides:
+        return fail("samloc bench", "--score needs the run folders to score (RUN ...)")
+    out = Path(args.out or f"runs/to_strength__scored__{time.strftime('%Y%m%d-%H%M%S')}")
+    command = "samloc bench " + " ".join(shlex.quote(a) for a in argv)
+    try:
+        doc = score_trained([Path(a) for a in args.overrides], out, args.deals, args.eval_seed, args.workers, command,
+                            lambda line: print(line, flush=True), args.allow_few_deals)
+    except ConfigError as exc:
+        return fail("samloc bench", exc)
+    except (CheckpointError, OSError) as exc:
+        print(f"samloc bench: {exc}", file=sys.stderr)
+        return 1
     print("\n".join(table_lines(doc)))
     print(f"report: {out / 'to_strength.json'}, plot: {out / 'to_strength.png'}")
     return 0
