@@ -101,16 +101,21 @@ def resolve_launch(config: str | None, resume: str | None, overrides: list[str],
             raise ConfigError(f"give --{flag.replace('_', '-')} (more than so far) or {key}= (in all),"
                               " not both")
     run_dir = Path(resume)
-    cfg_file = run_dir / "config.yaml"
-    if not cfg_file.is_file():
-        raise ConfigError(f"{run_dir} is not a run folder (no config.yaml)")
-    cfg = load_config(cfg_file, overrides)
+    cfg = read_run_config(run_dir, overrides)
     ckpt, counters = _progress(run_dir)
     if more_minutes is not None:
         cfg.max_minutes = round(float(counters.get("wall_s", 0.0)) / 60 + more_minutes, 3)
     if more_decisions is not None:
         cfg.total_decisions = int(counters.get("decisions_trained", 0)) + more_decisions
     return Launch(cfg, run_dir, ckpt, counters)
+
+
+def read_run_config(run_dir: Path, overrides: list[str] | None = None) -> TrainConfig:
+    """A run folder's own config (its ``config.yaml``) with ``overrides``; ConfigError when it is not one."""
+    cfg_file = run_dir / "config.yaml"
+    if not cfg_file.is_file():
+        raise ConfigError(f"{run_dir} is not a run folder (no config.yaml)")
+    return load_config(cfg_file, overrides)
 
 
 def nothing_left(launch: Launch) -> str:

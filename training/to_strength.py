@@ -31,8 +31,7 @@ from sam_env.atomic import write_json_atomic, write_with
 from sam_env.rules import RuleSet
 
 from .config import ConfigError, TrainConfig, eval_players, eval_rules, to_dict
-from .config_load import load_config
-from .launch import new_run_folder, resolve_launch
+from .launch import new_run_folder, read_run_config, resolve_launch
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
 
 OPPONENT = "heuristic"
@@ -71,13 +70,21 @@ def check_plan(plan: Plan, few_deals_ok: bool = False) -> TrainConfig:
         key = o.split("=", 1)[0].strip()
         if key in OWN_KEYS:
             raise ConfigError(f"{key}= is the benchmark's own: give {OWN_KEYS[key]}")
-    if plan.deals < MIN_DEALS and not few_deals_ok:
-        raise ConfigError(f"--deals {plan.deals} is under {MIN_DEALS} (add --allow-few-deals to mean it)")
+    check_scoring(plan.deals, few_deals_ok)
     if plan.every_minutes > plan.minutes:
         raise ConfigError(f"--every-minutes {plan.every_minutes:g} is more than --minutes {plan.minutes:g}")
-    if plan.out.exists() and (not plan.out.is_dir() or any(plan.out.iterdir())):
-        raise ConfigError(f"--out {plan.out} is not a new or empty folder")
+    check_out(plan.out)
     return seed_config(plan, 0)
+
+
+def check_scoring(deals: int, few_deals_ok: bool) -> None:
+    if deals < MIN_DEALS and not few_deals_ok:
+        raise ConfigError(f"--deals {deals} is under {MIN_DEALS} (add --allow-few-deals to mean it)")
+
+
+def check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"--out {out} is not a new or empty folder")
 
 
 def seed_config(plan: Plan, seed: int) -> TrainConfig:
@@ -300,13 +307,11 @@ SCORED = "(runs trained before)"
 
 
 def run_config(run_dir: Path) -> TrainConfig:
-    """A run folder's own config (``config.yaml``); ConfigError when it is not a run folder with snapshots."""
-    f = run_dir / "config.yaml"
-    if not f.is_file():
-        raise ConfigError(f"{run_dir} is not a run folder (no config.yaml)")
+    """A run folder's own config; ConfigError when it is not a run folder with snapshots."""
+    cfg = read_run_config(run_dir)
     if not list_checkpoints(run_dir):
         raise ConfigError(f"{run_dir}: no checkpoints in this run folder")
-    return load_config(f)
+    return cfg
 
 
 def score_trained(dirs: list[Path], out: Path, deals: int, eval_seed: int, workers: int, command: str,
@@ -314,10 +319,8 @@ def score_trained(dirs: list[Path], out: Path, deals: int, eval_seed: int, worke
     """Every snapshot of runs trained before, scored as the benchmark scores its own (one set of duplicate
     deals for all); ``to_strength.json`` and ``to_strength.png`` in ``out``, one line per run labelled
     ``<config> <algorithm> seed <S>``.  The runs must evaluate on one table.  ConfigError before scoring."""
-    if deals < MIN_DEALS and not few_deals_ok:
-        raise ConfigError(f"--deals {deals} is under {MIN_DEALS} (add --allow-few-deals to mean it)")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"--out {out} is not a new or empty folder")
+    check_scoring(deals, few_deals_ok)
+    check_out(out)
     cfgs = [run_config(d) for d in dirs]
     tables = [(eval_rules(c).name, eval_players(c)) for c in cfgs]
     for d, t in zip(dirs, tables):
