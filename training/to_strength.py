@@ -258,8 +258,9 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("training wall time (minutes, Ray's start included)")
     ax.set_ylabel(f"mean lá per game vs {OPPONENT} (95% CI)")
-    what = " ".join([doc["config"], *doc["overrides"]])
-    ax.set_title(f"{what[:90] + ('…' if len(what) > 90 else '')}: {doc['deals']} duplicate deals per point;\n"
+    what = "runs trained before, scored" if doc["config"] == SCORED else " ".join([doc["config"], *doc["overrides"]])
+    ax.set_title(f"{what[:90] + ('…' if len(what) > 90 else '')}: {doc['deals']} duplicate deals per point "
+                 f"(seed {doc['eval_seed']});\n"
                  f"{_machine(doc)}", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
