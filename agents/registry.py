@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from .base import Agent
 from .heuristic import HeuristicAgent
 from .heuristic_params import VARIANTS
 from .random_agent import RandomAgent
+from .search_settings import parse_search_spec
 
 SPEC_HELP = ("random, random:uniform, heuristic, heuristic:" + "|".join(v for v in VARIANTS if v)
              + ", a checkpoint directory (DIR+search for play-time search), a .onnx file, or http://host:port")
@@ -43,7 +45,7 @@ def parse_spec(spec: str) -> AgentSpec:
     s = spec.strip()
     low = s.lower()
     if low.startswith(("http://", "https://")):
-        return AgentSpec("http", s)
+        return AgentSpec("http", _checked_url(s))
     if low.endswith(".onnx"):
         if not os.path.isfile(s):
             raise ValueError(f"no such ONNX file: {s}")
@@ -52,6 +54,7 @@ def parse_spec(spec: str) -> AgentSpec:
         path, _, settings = s.partition("+search")
         if not os.path.isdir(path):
             raise ValueError(f"no such checkpoint directory: {path} (in {s!r})")
+        parse_search_spec(settings)  # bounded before anything is loaded
         return AgentSpec("search", path, settings)
     name, _, variant = s.partition(":")
     if name == "random":
@@ -68,6 +71,22 @@ def parse_spec(spec: str) -> AgentSpec:
     if os.sep in s or "/" in s or s.startswith("."):
         raise ValueError(f"no such checkpoint directory: {s}")
     raise ValueError(f"unknown agent spec {spec!r} (expected {SPEC_HELP})")
+
+
+def _checked_url(url: str) -> str:
+    """``url`` if it names a bot: ``http(s)://host[:port][/path]``, without query, fragment or
+    spaces; else ValueError naming what is wrong (an ``http://`` without a host once served 503s)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError: not a number, or not 0 to 65535
+    except ValueError as exc:
+        raise ValueError(f"bad agent URL {url[:80]!r}: {exc}") from None
+    if not parts.hostname:
+        raise ValueError(f"the agent URL {url[:80]!r} has no host (expected http://host:port)")
+    if any(c.isspace() or not c.isprintable() for c in url) or parts.query or parts.fragment or port == 0:
+        raise ValueError(f"bad agent URL {url[:80]!r} (expected http://host:port[/path], without spaces,"
+                         " a query or a fragment, and a port from 1 to 65535)")
+    return url
 
 
 def make_agent(spec: "str | AgentSpec | Agent", *, seed: int = 0, **kw: Any) -> Agent:

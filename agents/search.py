@@ -61,13 +61,10 @@ from .nets.belief import BeliefNet, load_belief
 from .nets.format import Table, resolve
 from .nets.interface import PolicyNetwork, param_dtype
 from .policy_agent import PolicyAgent, load_policy_agent
+from .search_settings import DEFAULTS, check_search_settings, parse_search_spec
 
 
 NR = core.NR
-#: The shipped settings: chosen on 1,000 deals against the heuristic (docs/agents.md, "Tuning").
-DEFAULTS = {"candidates": 10, "worlds": 64, "horizon": 2, "critic": 50, "belief": 1}
-#: Settings a spec may give besides the tuned ones: the time bound of a call (0: none).
-EXTRA = {"deadline_ms": 0}
 SLICES = 4  # world slices under a deadline: the answer so far is known after each
 PAD_ROWS = 256  # rollout batches are padded to a multiple of this (SearchAgent._fast_argmax)
 
@@ -326,12 +323,8 @@ class SearchAgent(Agent):
                  critic: int = DEFAULTS["critic"], *, belief: BeliefNet | None = None,
                  reward_scale: float = obs_mod.LA_SCALE, seed: int = 0, chunk: int = 8192,
                  bf16: bool | None = None, deadline_ms: int = 0) -> None:
-        for key, val, low in (("candidates", candidates, 2), ("worlds", worlds, 1), ("horizon", horizon, -1),
-                              ("critic", critic, 0), ("deadline_ms", deadline_ms, 0)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < low:
-                raise ValueError(f"search {key} must be an integer >= {low}, not {val!r}")
-        if critic > 100:
-            raise ValueError(f"search critic is a percentage (0 to 100), not {critic!r}")
+        check_search_settings({"candidates": candidates, "worlds": worlds, "horizon": horizon, "critic": critic,
+                               "deadline_ms": deadline_ms})
         if not reward_scale > 0:
             raise ValueError(f"reward_scale must be positive, not {reward_scale!r}")
         super().__init__(seed)
@@ -544,29 +537,6 @@ class SearchAgent(Agent):
                 done += int(real)
                 game.apply(move)
         self._step_s = self.policy_s = 0.0  # the first calls' times were loading, not steps
-
-
-def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:
-    """Settings from the part after ``+search``: ``""`` or ``":worlds=64,horizon=3"``
-    (with ``defaults=False``, only the settings the text gives)."""
-    out = dict(DEFAULTS) if defaults else {}
-    body = text[1:] if text.startswith(":") else text
-    if text and not text.startswith(":"):
-        raise ValueError(f"expected DIR+search or DIR+search:key=value,..., not '+search{text}'")
-    for item in filter(None, (p.strip() for p in body.split(","))):
-        key, eq, val = item.partition("=")
-        key = key.strip()
-        if key not in DEFAULTS | EXTRA or not eq:
-            raise ValueError(f"unknown search setting {item!r} (known: "
-                             + ", ".join(f"{k}=N" for k in DEFAULTS | EXTRA) + ")")
-        try:
-            out[key] = int(val)
-        except ValueError:
-            raise ValueError(f"search setting {key} must be an integer, not {val.strip()!r}") from None
-    if out.get("belief", 0) not in (0, 1):
-        raise ValueError(f"search setting belief is 1 (the checkpoint's belief) or 0 (uniform worlds), "
-                         f"not {out['belief']}")
-    return out
 
 
 def load_search_agent(path: str | Path, settings: str = "", seed: int = 0,

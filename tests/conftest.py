@@ -108,15 +108,23 @@ def shuffle_hidden(state: np.ndarray, seat: int, seed: int = 0) -> np.ndarray:
     return st
 
 
-@contextmanager
-def live_server(app: Any, options: Callable[[str, int], dict[str, Any]] | None = None) -> Iterator[str]:
-    """``app`` under a real uvicorn on a free loopback port (a thread); yields its base URL.
-    ``options(host, port)``: the uvicorn settings (default: just those two, quiet logs)."""
-    import uvicorn
-
+def free_port() -> int:
+    """A loopback port free now (for a server that must know its own or another's port first)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+@contextmanager
+def live_server(app: Any, options: Callable[[str, int], dict[str, Any]] | None = None,
+                port: int = 0) -> Iterator[str]:
+    """``app`` under a real uvicorn on a loopback port (a thread); yields its base URL.
+    ``options(host, port)``: the uvicorn settings (default: just those two, quiet logs);
+    ``port``: the port (default: a free one)."""
+    import uvicorn
+
+    if not port:
+        port = free_port()
     settings = options("127.0.0.1", port) if options else {"host": "127.0.0.1", "port": port,
                                                              "log_level": "warning"}
     server = uvicorn.Server(uvicorn.Config(app, **settings))

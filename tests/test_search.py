@@ -4,7 +4,9 @@ no peeking, legal and reproducible choices, specs and their errors."""
 from __future__ import annotations
 
 import random
+import re
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ from agents.evaluate import evaluate
 from agents.policy_agent import PolicyAgent, load_policy_agent
 from agents.search import (DEFAULTS, PAD_ROWS, SearchAgent, _apply_all, _expand, _legal_argmax,
                            parse_search_spec, search_targets)
+from agents.search_settings import MAX_SEARCH_BYTES, ROW_BYTES
 from conftest import play_positions
 from sam_env import core
 from sam_env import obs as obs_mod
@@ -324,11 +327,11 @@ def test_search_specs_and_their_errors(tmp_path: Path):
     with pytest.raises(ValueError, match="no such checkpoint directory"):
         make_agent(str(tmp_path / "nothing") + "+search")
     if (SHIPPED / "model.safetensors").is_file():
-        for spec, words in ((f"{SHIPPED}+search:worlds=0", "worlds must be an integer >= 1"),
-                            (f"{SHIPPED}+search:candidates=1", "candidates must be an integer >= 2"),
-                            (f"{SHIPPED}+search:critic=101", "critic is a percentage"),
-                            (f"{SHIPPED}+search:critic=-1", "critic must be an integer >= 0"),
-                            (f"{SHIPPED}+search:deadline_ms=-1", "deadline_ms must be an integer >= 0")):
+        for spec, words in ((f"{SHIPPED}+search:worlds=0", "worlds must be an integer of at least 1, not 0"),
+                            (f"{SHIPPED}+search:candidates=1", "candidates must be an integer from 2 to 201,"),
+                            (f"{SHIPPED}+search:critic=101", "critic must be an integer from 0 to 100,"),
+                            (f"{SHIPPED}+search:critic=-1", "critic must be an integer from 0 to 100,"),
+                            (f"{SHIPPED}+search:deadline_ms=-1", "deadline_ms must be an integer from 0 to ")):
             with pytest.raises(ValueError, match=words) as info:
                 make_agent(spec)
             assert "\n" not in str(info.value)
@@ -336,6 +339,47 @@ def test_search_specs_and_their_errors(tmp_path: Path):
         assert agent.settings == {**DEFAULTS, "belief": int((SHIPPED / "belief.safetensors").is_file())}
         assert agent.name == "standard+search" and agent.reward_scale == 20.0
         assert isinstance(load_policy_agent(SHIPPED), PolicyAgent)
+
+
+def test_search_settings_are_bounded_by_the_memory_they_take(tmp_path: Path):
+    """``worlds=100000000`` died in a MemoryError: a searched decision holds worlds × candidates rollout
+    positions at once, and they may take at most 1 GiB (as a network's parameters may)."""
+    for cands in (2, 10, 57, NUM_ACTIONS):
+        most = MAX_SEARCH_BYTES // (cands * ROW_BYTES)
+        assert most * cands * ROW_BYTES <= 1 << 30 < (most + 1) * cands * ROW_BYTES
+        assert parse_search_spec(f":candidates={cands},worlds={most}")["worlds"] == most
+        with pytest.raises(ValueError, match=f"at most worlds={most:,} with candidates={cands}$"):
+            parse_search_spec(f":candidates={cands},worlds={most + 1}")
+    for text, words in ((":worlds=100000000", "would hold 1,000,000,000 rollout positions at once (976.0 GiB)"),
+                        (":candidates=202", "candidates must be an integer from 2 to 201, not 202"),
+                        (":horizon=1001", "horizon must be an integer from -1 to 1,000, not 1001"),
+                        (":deadline_ms=3600001", "deadline_ms must be an integer from 0 to 3,600,000"),
+                        (":belief=2", "belief must be an integer from 0 to 1, not 2"),
+                        (":worlds=" + "9" * 5000, "worlds must be an integer of at least 1, not '9999"),
+                        (":worlds=4,worlds=5", "worlds is given twice")):
+        with pytest.raises(ValueError, match=re.escape(words)) as info:
+            make_agent(f"{tmp_path}+search{text}")  # refused before anything is loaded (no checkpoint here)
+        assert "\n" not in str(info.value) and len(str(info.value)) < 300
+    with pytest.raises(ValueError, match="would hold"):
+        SearchAgent(PolicyAgent(build_net(32, 2, "full"), name="tiny"), 10, 10**8, bf16=False)
+
+
+def test_a_rollout_position_takes_no_more_than_the_bound_counts():
+    """What a searched decision allocates grows by at most ROW_BYTES per rollout position (measured
+    with tracemalloc, which sees numpy's buffers): the bound is honest."""
+    torch.manual_seed(0)
+    agent = SearchAgent(PolicyAgent(build_net(32, 2, "full"), name="tiny"), 10, 1000, 2, 50, bf16=False)
+    g = play_positions(1, 7, play_only=True)[0]
+    peaks = {}
+    for worlds in (1000, 3000):
+        agent.worlds = worlds
+        agent.act(g, g.to_act)  # the buffers reused between calls are there before the measurement
+        tracemalloc.start()
+        agent.act(g, g.to_act)
+        peaks[worlds] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    per_row = (peaks[3000] - peaks[1000]) / (2000 * 10)
+    assert 0.9 * 4 * core.STATE_SIZE < per_row <= ROW_BYTES, per_row
 
 
 def test_evaluation_reports_say_how_the_search_played(tmp_path: Path):

@@ -8,8 +8,9 @@ Whatever comes in: never a 5xx, a refusal is ``422 {"error": <text>}`` (or
 413), and a 200 answer is a legal decision for the request's own view.  Also:
 bodies that are empty, deep, huge-numbered or sent with another content type
 get a message naming that; events with a null field their kind lacks are
-refused; and the play API's bodies (a client seed, where the server deals,
-and seeds out of range where it allows them) never get a 5xx either.
+refused; so is a hop count (X-Samloc-Hops) that is not one whole number; and
+the play API's bodies (a client seed, where the server deals, and seeds out of
+range where it allows them) never get a 5xx either.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
+from agents.http_agent import HOPS_HEADER
 from agents.serving.app import create_app
 from sam_env.actions import NO_SAM
 from sam_env.cards import card_str
@@ -143,6 +145,26 @@ def test_the_body_must_be_sent_as_json(client: TestClient, media: str) -> None:
         assert r.status_code == 200, r.text
     else:
         assert r.status_code == 422 and "Content-Type: application/json" in refusal(r)
+
+
+HOP_VALUES = (st.integers(0, 10**12).map(str) | st.sampled_from(["", "-1", "+1", "1.0", "0x4", " 3", "1e3", "٣",
+                                                                   "4, 4", "9" * 40, "NaN"])
+              | st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=12))
+
+
+@FUZZ
+@given(values=st.lists(HOP_VALUES, min_size=1, max_size=2))
+def test_hop_headers(client: TestClient, values: list[str]) -> None:
+    """The bot servers a request has passed through (X-Samloc-Hops): one whole number, of any size
+    for a bot that asks no other (its own count is not passed on); anything else is a 422 naming it."""
+    req, _ = valid_request(3, 20)
+    headers = [(b"content-type", b"application/json")] + [(HOPS_HEADER.encode(), v.encode()) for v in values]
+    r = client.post("/v1/act", content=json.dumps(req).encode(), headers=headers)
+    v = values[0].strip(" \t")
+    if len(values) == 1 and v.isascii() and v.isdigit() and len(v) <= 9:
+        assert r.status_code == 200, r.text
+    else:
+        assert r.status_code == 422 and refusal(r).startswith(f"the {HOPS_HEADER} header must be one whole number")
 
 
 @FUZZ

@@ -48,13 +48,14 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agents.base import AgentFailure
+from agents.http_agent import LOOP_STATUS, UpstreamLoop
 from sam_env.game import Game, GameError
 from sam_env.cards import CardError
 from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
 
 from .bots import DEADLINE_MS, Bot, Bots, decide_event
 from .edge import ARRIVED, wrap
-from .protocol import ActRequest, HumanMove, NewSession, RequestError, read_body
+from .protocol import ActRequest, HumanMove, NewSession, RequestError, read_body, read_hops
 from .sessions import PlaySession, SessionStore, deal_seed, session_file
 
 STATIC = Path(__file__).resolve().parent / "static"  # package data: the play page
@@ -106,9 +107,10 @@ def _add_protocol_routes(app: FastAPI) -> None:
     @app.post("/v1/act")
     async def act(request: Request) -> JSONResponse:
         t0 = request.scope[ARRIVED]  # before its body was read
+        hops = read_hops(request)
         req = await read_body(request, ActRequest)
         view, b = build_view(req, request.app.state.bots)
-        event, info = await b.run(decide_event, b, view, req.seat, t0)  # a search's deadline counts from t0
+        event, info = await b.run(decide_event, b, view, req.seat, t0, hops)  # a search's deadline counts from t0
         out: dict[str, Any] = {"event": event}
         if info:
             out["info"] = info
@@ -200,7 +202,8 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
 
 def _add_error_handlers(app: FastAPI) -> None:
     """Every refusal and failure answers ``{"error": "..."}``: 422 for a request we refuse, 503 for
-    a bot that cannot answer it soundly (a damaged model), the status itself otherwise, 500 for a bug."""
+    a bot that cannot answer it soundly (a damaged model, an upstream that failed), 508 for bots that
+    ask each other in a loop, the status itself otherwise, 500 for a bug."""
     @app.exception_handler(RequestError)
     async def _refused(_: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=422)
@@ -208,6 +211,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AgentFailure)
     async def _unanswerable(_: Request, exc: AgentFailure) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=503)
+
+    @app.exception_handler(UpstreamLoop)
+    async def _loop(_: Request, exc: UpstreamLoop) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=LOOP_STATUS)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

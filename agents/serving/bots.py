@@ -206,10 +206,11 @@ class Bot:
                 "settings": getattr(self.agent, "settings", {}) if self.agent is not None else {}}
 
     # ---- one decision ------------------------------------------------------------------
-    def decide(self, game: Game, seat: int, key: int,
-               arrived: float | None = None) -> tuple[int, dict[str, Any] | None]:
+    def decide(self, game: Game, seat: int, key: int, arrived: float | None = None,
+               hops: int = 0) -> tuple[int, dict[str, Any] | None]:
         """The action and its ``info``; ``arrived``: the request's ``time.perf_counter()`` reading, from
-        which a searched decision's deadline counts (default: from now)."""
+        which a searched decision's deadline counts (default: from now); ``hops``: the bot servers the
+        request passed through before this one (an http:// bot is told one more)."""
         rng = np.random.default_rng([self.seed & 0xFFFFFFFF, key])
         info: dict[str, Any] | None = None
         if self.onnx is not None:
@@ -221,6 +222,8 @@ class Bot:
                     "top": [{"move": ACTION_NAMES[int(b)], "p": round(float(probs[b]), 4)} for b in best]}
         elif self.per_request:
             a = make_agent(self._parsed, seed=int(rng.integers(2**31 - 1))).act(game, seat)
+        elif self._parsed.kind == "http":
+            a = self.agent.act(game, seat, hops=hops + 1)
         elif self.searches and arrived is not None and self.agent.deadline_ms:
             a = self.agent.act(game, seat, until=self._until(arrived))
         else:
@@ -337,11 +340,11 @@ def view_key(game: Game, seat: int) -> int:
     return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:8], "little") >> 1
 
 
-def decide_event(bot: Bot, view: Game, seat: int,
-                 arrived: float | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def decide_event(bot: Bot, view: Game, seat: int, arrived: float | None = None,
+                 hops: int = 0) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The bot's decision on a seat's view, as a record event (checked legal by the engine);
-    ``arrived`` as in :meth:`Bot.decide`."""
-    a, info = bot.decide(view, seat, view_key(view, seat), arrived)
+    ``arrived`` and ``hops`` as in :meth:`Bot.decide`."""
+    a, info = bot.decide(view, seat, view_key(view, seat), arrived, hops)
     if a not in view.legal_actions():  # a bug in an agent: refuse to answer rather than guess
         raise AgentFailure(f"agent {bot.name} chose {ACTION_NAMES[a] if 0 <= a < len(ACTION_NAMES) else a},"
                            " which is not legal here")

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agents.http_agent import HOPS_HEADER
 from sam_env.rules import DEFAULT_PRESET
 
 FORMAT = "samloc/1"
@@ -116,6 +117,19 @@ async def read_body(request: Request, model: type[BodyModel]) -> BodyModel:
         return model.model_validate(value)
     except ValidationError as exc:
         raise RequestError(_validation_message(exc.errors())) from None
+
+
+def read_hops(request: Request) -> int:
+    """The bot servers a request has passed through (:data:`HOPS_HEADER`; a client that does not
+    send it: 0), or RequestError for a value that is not one whole number."""
+    values = [v.strip(" \t") for v in request.headers.getlist(HOPS_HEADER)]  # RFC 9110 5.5: around, not in
+    if not values:
+        return 0
+    if len(values) > 1 or not (values[0].isascii() and values[0].isdigit() and len(values[0]) <= 9):
+        shown = values[0] if len(values) == 1 else ", ".join(values)
+        raise RequestError(f"the {HOPS_HEADER} header must be one whole number (the bot servers this request"
+                           f" has passed through), not {shown[:40]!r}")
+    return int(values[0])
 
 
 class NewSession(Strict):
