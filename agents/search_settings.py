@@ -76,6 +76,8 @@ def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:
 
 
 def _range(key: str) -> str:
+    if key == "belief":
+        return "1 (the checkpoint's belief) or 0 (uniform worlds)"
     low, high = BOUNDS[key]
     return f"an integer from {low} to {high:,}" if high is not None else f"an integer of at least {low}"
 

@@ -153,7 +153,7 @@ def test_a_broken_or_missing_belief_is_refused_with_a_clear_error(trained: tuple
     assert make_agent(f"{bare}+search:candidates=2,worlds=3").belief is None
     with pytest.raises(ValueError, match="has no belief network"):
         make_agent(f"{bare}+search:belief=1")
-    with pytest.raises(ValueError, match="belief is 1 .* or 0"):
+    with pytest.raises(ValueError, match="belief must be 1 .* or 0"):
         make_agent(f"{ckpt}+search:belief=2")
     import shutil
     for name, damage in ((NB.BELIEF_FILE, lambda p: p.write_bytes(p.read_bytes()[:100])),

@@ -354,7 +354,7 @@ def test_search_settings_are_bounded_by_the_memory_they_take(tmp_path: Path):
                         (":candidates=202", "candidates must be an integer from 2 to 201, not 202"),
                         (":horizon=1001", "horizon must be an integer from -1 to 1,000, not 1001"),
                         (":deadline_ms=3600001", "deadline_ms must be an integer from 0 to 3,600,000"),
-                        (":belief=2", "belief must be an integer from 0 to 1, not 2"),
+                        (":belief=2", "belief must be 1 (the checkpoint's belief) or 0 (uniform worlds), not 2"),
                         (":worlds=" + "9" * 5000, "worlds must be an integer of at least 1, not '9999"),
                         (":worlds=4,worlds=5", "worlds is given twice")):
         with pytest.raises(ValueError, match=re.escape(words)) as info:
