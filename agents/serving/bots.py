@@ -34,7 +34,7 @@ from .shipped import shipped_models
 #: A rule set a bot plays, as the protocol shows it (a preset's name or the rules record), and its player counts.
 Supported = tuple[RuleSet, Any, list[int]]
 DEADLINE_MS = 200             # a searched decision's time bound (agents.search: the best move found by then)
-UPSTREAM_TIMEOUT_S = 5.0      # an http:// bot's answer, connection included; then 503
+UPSTREAM_TIMEOUT_S = 5.0      # an http:// bot's whole answer (connecting, head, body); then 503
 UPSTREAM_CALLS = 8            # calls in flight to one http:// bot; more wait their turn
 T = TypeVar("T")
 
