@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from agents.nets.factory import NetworkError
 from agents.nets.format import CheckpointError
 from training import to_strength
 from training.config import ConfigError
@@ -71,7 +72,7 @@ def main(argv: list[str]) -> int:
         doc = run_benchmark(plan, lambda line: print(line, flush=True), args.allow_few_deals)
     except ConfigError as exc:
         return fail("samloc bench", exc)
-    except (TrainError, CheckpointError, OSError) as exc:
+    except (TrainError, CheckpointError, NetworkError, OSError) as exc:
         print(f"samloc bench: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # a second Ctrl-C (the first ends a seed's training as samloc train's does)
