@@ -101,7 +101,7 @@ def make_agent(spec: "str | AgentSpec | Agent", *, seed: int = 0, **kw: Any) -> 
             raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
         return load_search_agent(p.target, p.option, seed=seed, **kw)
     try:
-        from .nets.factory import NetworkError, network_class
+        from .nets.factory import NetworkError, network_class  # torch (the train extra)
         from .policy_agent import load_policy_agent  # torch (the train extra)
     except ImportError as exc:
         raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
