@@ -84,6 +84,7 @@ def test_the_trials_are_the_grid_times_the_draws_and_the_same_each_time(tmp_path
     (["--samples", "3"], "--samples draws the --random keys: give --random KEY=LO:HI"),
     (["--deals", "20", "--out", "X"], "--deals 20 is under 500 (add --allow-few-deals to mean it)"),
     (["nonsense=1"], "Key 'nonsense' not in 'TrainConfig'"),
+    (["--grid", "learner.device=cpu,cuda"], "learner.device=cuda: a sweep's trials train their learners on the CPU"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2_before_anything_trains(tmp_path: Path, capsys, args: list[str],
                                                                         message: str) -> None:

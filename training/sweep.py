@@ -199,6 +199,9 @@ def check_plan(plan: SweepPlan, few_deals_ok: bool = False) -> list[Trial]:
         except ConfigError as exc:  # the trial's settings: say which
             raise ConfigError(f"{' '.join(settings)}: {exc}") from None
         trials.append(Trial(name, settings, seed, run_dir, cfg))
+    if any(t.cfg.learner.device.startswith("cuda") for t in trials):
+        raise ConfigError("learner.device=cuda: a sweep's trials train their learners on the CPU (their Tune actors"
+                          " hold no GPU); use learner.device=cpu")
     tables = {(eval_rules(t.cfg).name, eval_players(t.cfg)) for t in trials}
     if len(tables) > 1:
         raise ConfigError(f"the trials are evaluated at {len(tables)} tables ({', '.join(f'{r}/{p}' for r, p in sorted(tables))}):"

@@ -11,23 +11,18 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from rich.console import Console
 from rich.table import Table
 
-from agents.nets.factory import NetworkError
-from agents.nets.format import CheckpointError
 from training import sweep
 from training.config import ConfigError
-from training.errors import TrainError
-from training.pipeline import FINAL_EVAL_SEED
 from training.sweep import TABLE_HEAD, SweepPlan, parse_grid, parse_random, run_sweep, table_rows
-from training.to_strength import MIN_DEALS
 
 from .args import Parser, count_arg, fail, minutes_arg, non_negative, parse, positive, seed_list
+from .bench_strength import add_scoring_args, trained
 
 
 def _typed(parse_one: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -60,11 +55,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--every-minutes", type=minutes_arg, default=None,
                     help="with --asha: an evaluation against the heuristic (eval.deals deals) and a checkpoint"
                          " every this many minutes; the first rung (default minutes/4)")
-    ap.add_argument("--deals", type=count_arg, default=MIN_DEALS,
-                    help=f"duplicate deals each trial is scored on, the same for all (default and least {MIN_DEALS})")
-    ap.add_argument("--allow-few-deals", action="store_true", help=f"allow --deals under {MIN_DEALS} (tests)")
-    ap.add_argument("--eval-seed", type=int, default=FINAL_EVAL_SEED,
-                    help=f"seed of the scoring's deals (default {FINAL_EVAL_SEED}, the final evaluation's)")
+    add_scoring_args(ap, "trial")
     ap.add_argument("--workers", type=positive, default=1, help="trials scored side by side, after training")
     ap.add_argument("--ray-address", metavar="HOST:PORT", help="run the trials on this Ray cluster")
     ap.add_argument("--out", required=True, type=Path, help="the sweep's folder, new or empty")
@@ -91,16 +82,10 @@ def main(argv: list[str]) -> int:
                      args.minutes or 0.0, args.decisions or 0, args.deals, args.eval_seed, args.asha,
                      args.every_minutes or 0.0, args.sample_seed, args.workers, args.ray_address,
                      "samloc sweep " + " ".join(shlex.quote(a) for a in argv))
-    try:
-        doc = run_sweep(plan, lambda line: print(line, flush=True), args.allow_few_deals)
-    except ConfigError as exc:
-        return fail("samloc sweep", exc)
-    except (TrainError, CheckpointError, NetworkError, OSError) as exc:
-        print(f"samloc sweep: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"samloc sweep: interrupted; the trials' runs stay in {args.out / 'trials'}", file=sys.stderr)
-        return 130
+    doc = trained("samloc sweep", lambda: run_sweep(plan, lambda line: print(line, flush=True), args.allow_few_deals),
+                  f"the trials' runs stay in {args.out / 'trials'}")
+    if isinstance(doc, int):
+        return doc
     _print_table(doc)
     print(f"report: {args.out / 'sweep.json'}, table: {args.out / 'sweep.md'}, plot: {args.out / 'sweep.png'}")
     return 0
