@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,6 +17,7 @@ from agents.evaluate import evaluate
 from agents.nets.format import read_metadata
 from sam_env.rules import RuleSet
 from samloc.commands import sweep as command
+from training import sweep as sweep_lib
 from training.sweep import SweepPlan, trial_settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,3 +98,25 @@ def test_bad_arguments_are_one_line_and_exit_2_before_anything_trains(tmp_path: 
     err = capsys.readouterr().err
     assert err.startswith("samloc sweep: ") and message in err and err.count("\n") == 1, err
     assert not out.exists()
+
+
+def test_asha_hears_each_periodic_evaluation_once_in_order(monkeypatch) -> None:
+    """The trial's reporter (the run loop's on_update): every evaluation recorded goes to tune.report once,
+    as lá with its CI at the minutes and decisions it was measured at, the last one after the loop ends."""
+    heard: list[dict] = []
+    monkeypatch.setattr(sweep_lib.tune, "report", heard.append)
+    history: list[dict] = []
+    loop = SimpleNamespace(state=SimpleNamespace(eval_history=history))
+    point = lambda u, la: {"updates": u, "wall_s": 6.0 * u, "decisions_trained": 100 * u,  # noqa: E731
+                           "results": {"heuristic": {"mean_score": la, "ci95": [la - 1, la + 1]}}}
+    reporter = sweep_lib._Reporter()
+    reporter(loop)
+    history.append(point(0, -16.0))
+    reporter(loop)
+    reporter(loop)  # no new evaluation: nothing said
+    history += [point(10, -5.0), point(20, -3.0)]
+    reporter(loop)
+    history.append(point(25, -2.5))  # recorded after the last update
+    reporter.flush()
+    assert heard == [{"la": la, "ci_low": la - 1, "ci_high": la + 1, "minutes": u / 10, "decisions_trained": 100 * u,
+                      "updates": u} for u, la in ((0, -16.0), (10, -5.0), (20, -3.0), (25, -2.5))]

@@ -218,33 +218,38 @@ def _metrics(point: dict[str, Any]) -> dict[str, Any]:
             "updates": point["updates"]}
 
 
+class _Reporter:
+    """A trial's periodic evaluations, each told to ``tune.report`` once as it is recorded (ASHA ranks by them)."""
+
+    def __init__(self) -> None:
+        self.loop: RunLoop | None = None
+        self.done = 0
+
+    def __call__(self, loop: RunLoop) -> None:  # the run loop's on_update
+        self.loop = loop
+        self.flush()
+
+    def flush(self) -> None:
+        history = self.loop.state.eval_history if self.loop is not None else []
+        for point in history[self.done:]:
+            tune.report(_metrics(point))
+        self.done = len(history)
+
+
 def run_trial(config: dict[str, Any]) -> None:
     """Tune's function for one trial: the pipeline on the trial's config; with ASHA, each periodic
-    evaluation (the heuristic on the sweep's deals) reported as it is recorded, which ASHA ranks by."""
+    evaluation (the heuristic on the sweep's deals) reported as it is recorded."""
     spec = config["trial"]
     cfg = resolve_launch(spec["config"], None, spec["overrides"], None, None).cfg
     run_dir = new_run_folder(cfg, spec["run_dir"])
-    done = 0
-
-    def report(loop: RunLoop) -> None:
-        nonlocal done
-        for point in loop.state.eval_history[done:]:
-            tune.report(_metrics(point))
-        done = len(loop.state.eval_history)
-
     asha = spec["asha_deals_seed"] is not None
+    reporter = _Reporter() if asha else None
     target = OpponentsEval(cfg, [OPPONENT], spec["asha_deals_seed"]) if asha else None
-    loops: list[RunLoop] = []
-
-    def keep(loop: RunLoop) -> None:
-        loops[:] = [loop]
-        report(loop)
-
-    res = run_pipeline(cfg, run_dir, False, spec["command"], lambda line: None,
-                       on_update=keep if asha else None, evaluation=target)
-    if asha and loops:
-        report(loops[0])  # the evaluation recorded after the last update
-    elif not asha:
+    res = run_pipeline(cfg, run_dir, False, spec["command"], lambda line: None, on_update=reporter,
+                       evaluation=target)
+    if reporter is not None:
+        reporter.flush()  # the evaluation recorded after the last update
+    else:
         s = res.summary
         tune.report({"minutes": s["wall_s"] / 60, "decisions_trained": s["decisions_trained"],
                      "updates": s["updates"]})
