@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from .base import Agent
 from .heuristic import HeuristicAgent
 from .heuristic_params import VARIANTS
+from .nets.format import DEFAULT_KIND, read_metadata, resolve
 from .random_agent import RandomAgent
 from .search_settings import parse_search_spec
 
@@ -118,7 +120,28 @@ def make_agent(spec: "str | AgentSpec | Agent", *, seed: int = 0, **kw: Any) -> 
             raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
         return load_search_agent(p.target, p.option, seed=seed, **kw)
     try:
+        from .nets.factory import NetworkError, network_class  # torch (the train extra)
         from .policy_agent import load_policy_agent  # torch (the train extra)
     except ImportError as exc:
         raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
-    return load_policy_agent(p.target, seed=seed, **kw)
+    folder = resolve(p.target)  # a run folder: its newest good checkpoint
+    try:
+        network_class(str(read_metadata(folder).model.get("kind", DEFAULT_KIND)))
+    except NetworkError:  # a user's network whose module is not importable here: its export stands in
+        stand_in = exported_agent(folder, seed=seed, **kw)
+        if stand_in is not None:
+            return stand_in
+    return load_policy_agent(folder, seed=seed, **kw)
+
+
+def exported_agent(folder: str | Path, *, seed: int = 0, **kw: Any) -> Agent | None:
+    """A checkpoint folder's exported ONNX model (``samloc export``, a run's last step) as its player,
+    refused when it was not exported from the folder's weights; None when the folder holds none.
+    ``samloc serve`` plays a folder so (no PyTorch), and ``make_agent`` one whose network's module is not
+    importable here (a user's ``model.kind`` without its PYTHONPATH)."""
+    models = sorted(Path(folder).glob("*.onnx"))
+    if not models:
+        return None
+    agent = make_agent(AgentSpec("onnx", str(models[0])), seed=seed, **kw)
+    agent.check_exported_from(Path(folder))  # type: ignore[attr-defined]
+    return agent

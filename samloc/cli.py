@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
     "export": "export a checkpoint's policy to ONNX",
     "serve": "serve a bot over HTTP (PROTOCOL §4) with a page to play it",
     "seeds": "a config's runs over several seeds: mean and spread of their evaluations",
+    "sweep": "a grid or random search of config values over seeds, on Ray Tune, scored on the same deals",
 }
 
 #: One thread per process unless the user says otherwise: several torch/numba processes on few cores

@@ -44,3 +44,17 @@ class TinyNet(PolicyNetwork):
 
 class NotANetwork(nn.Module):
     """A module that does not follow the interface: a config naming it is refused."""
+
+
+class PeekingNet(TinyNet):
+    """A network whose ``train_forward`` feeds every hand into its policy: refused before it trains."""
+
+    def __init__(self, obs_size: int, num_actions: int, critic_size: int = 0, width: int = 16):
+        super().__init__(obs_size, num_actions, critic_size, width)
+        self.peek = nn.Linear(max(critic_size, 1), num_actions)
+
+    def train_forward(self, obs: torch.Tensor, mask: torch.Tensor,
+                      hidden_hands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        masked, value, critic = super().train_forward(obs, mask, hidden_hands)
+        seen = masked + self.peek(hidden_hands.to(obs.dtype))
+        return torch.where(mask > 0, seen, masked), value, critic

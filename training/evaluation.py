@@ -78,10 +78,11 @@ class EvalTarget(Protocol):
 
 class OpponentsEval:
     """The configured opponents (``eval.opponents``, ``snapshot`` the pool's oldest) at the evaluation
-    table, on the duplicate deals of a seed of the run and the update."""
+    table, on the duplicate deals of a seed of the run and the update; or ``opponents`` on the same deals
+    (``deals_seed``) at every point, as ``samloc sweep`` compares its trials."""
 
-    def __init__(self, cfg: TrainConfig):
-        self.cfg = cfg
+    def __init__(self, cfg: TrainConfig, opponents: list[str] | None = None, deals_seed: int | None = None):
+        self.cfg, self.opponents, self.deals_seed = cfg, opponents or list(cfg.eval.opponents), deals_seed
 
     def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], state: RunState,
                deals: int) -> tuple[Any, dict[str, Any]]:
@@ -89,8 +90,9 @@ class OpponentsEval:
         snap = pool[0][1] if pool else None
         at = {"updates": c.updates, "decisions_trained": c.decisions_trained, "games": c.games,
               "wall_s": round(c.wall_s, 1), "snapshot": pool[0][0] if pool else None}
-        ref = _evaluate_remote.remote(weights, hp, list(cfg.eval.opponents), snap, eval_rules(cfg),
-                                      eval_players(cfg), deals, mix(cfg.seed, 7, c.updates))
+        seed = mix(cfg.seed, 7, c.updates) if self.deals_seed is None else self.deals_seed
+        ref = _evaluate_remote.remote(weights, hp, self.opponents, snap, eval_rules(cfg), eval_players(cfg),
+                                      deals, seed)
         return ref, at
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from agents.nets.guards import check_blind_policy
 from agents.nets.interface import PolicyNetwork
 
 from . import compact
@@ -55,6 +56,7 @@ class Learner:
         self.cfg = cfg
         self.device = torch.device("cpu")
         self.net: PolicyNetwork = cfg.model.build().eval()
+        check_blind_policy(self.net)  # only the critic may read the hidden hands: refused in one line
         self.opt = self.fresh_optimizer()
         #: search targets whose KL term rides on each PPO step (expert iteration sets it; None: plain PPO)
         self.distill: DistillSampler | None = None

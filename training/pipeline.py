@@ -23,7 +23,7 @@ from sam_env.atomic import write_json_atomic
 from .belief import train_belief
 from .config import TrainConfig, eval_players, eval_rules
 from .curve import plot_curve
-from .evaluation import evaluate_weights
+from .evaluation import EvalTarget, evaluate_weights
 from .launch import check_memory
 from .loop import RunLoop
 from .rollout import weights_to_numpy
@@ -109,13 +109,17 @@ def _export_step(ckpt_dir: Path, res: TrainResult) -> None:
 
 
 def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, say: Callable[[str], None],
-                 ray_address: str | None = None, dashboard: bool = False) -> TrainResult:
+                 ray_address: str | None = None, dashboard: bool = False,
+                 on_update: Callable[[RunLoop], None] | None = None,
+                 evaluation: EvalTarget | None = None) -> TrainResult:
     """Train (a new run in ``run_dir``, or a resume of it), then the steps after training (see the module
-    docstring).  Raises TrainError, CheckpointError, ConfigError or OSError when training fails."""
+    docstring); ``on_update`` and ``evaluation`` are the run loop's (``samloc sweep`` reports each periodic
+    evaluation to Ray Tune).  Raises TrainError, CheckpointError, ConfigError or OSError when training fails."""
     t0 = time.time()
     torch.set_num_threads(1)
     check_memory(cfg, embedded=not ray_address)
-    loop = RunLoop(cfg, run_dir, resume=resume, ray_address=ray_address, command=command, dashboard=dashboard)
+    loop = RunLoop(cfg, run_dir, resume=resume, ray_address=ray_address, command=command, dashboard=dashboard,
+                   on_update=on_update, evaluation=evaluation)
     say(f"samloc train: run folder {run_dir}  (tensorboard --logdir {run_dir.parent})")
     res = TrainResult(run_dir, loop.run())                                   # train
     summary, ckpt_dir, report = res.summary, Path(res.summary["checkpoint"]), None

@@ -2,10 +2,18 @@
 how seeds differ.
 
 Reads each run folder's periodic evaluations (``eval.jsonl``) and final one (``eval_report.json``),
-lines them up by update (the runs share a config, so their evaluations fall on the same updates),
-and prints a Markdown table: per evaluation the mean over seeds of the wall minutes and decisions
-trained, and per opponent the mean lá over seeds with the lowest and highest seed.  ``--png``
-draws every seed's curve and their mean over wall minutes.
+lines them up (:func:`align`) by wall minutes (the default), decisions trained or update, and prints a
+Markdown table: per row the mean over seeds of the updates, wall minutes and decisions trained, the
+seeds in it, and per opponent the mean lá over seeds with the lowest and highest seed.  ``--png``
+draws every seed's curve over the same axis.
+
+Every evaluation of every run is in a row.  Runs evaluated by minutes (``eval.every_minutes``) reach
+different updates, and no run evaluates at exactly the same second or decision count as another: by
+minutes or decisions, evaluations of different runs within half the runs' typical spacing (the smallest
+median gap between a run's evaluations) are one row; by update, equal updates are.  A run's figures in a
+row are its own evaluation there; a run with none there (it evaluated at other points) is interpolated
+linearly between its evaluations on either side, and a run whose evaluations do not reach the row on
+both sides is left out of it.
 """
 
 from __future__ import annotations
@@ -14,10 +22,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sam_env.atomic import write_with
 
+Run = tuple[list[dict[str, Any]], dict[str, Any] | None, float]
+#: what each alignment reads from an evaluation, the plot's unit of it, and its label
+AXES = {"minutes": ("wall_s", 60.0, "wall minutes"),
+        "decisions": ("decisions_trained", 1e6, "decisions trained (millions)"),
+        "update": ("updates", 1.0, "update")}
 
-def load_run(run: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, float]:
+
+def load_run(run: Path) -> Run:
     """(periodic evaluations, final report or None, wall seconds of the run) of a run folder."""
     hist = run / "eval.jsonl"
     if not hist.is_file() and (run / "config.yaml").is_file():
@@ -36,47 +52,99 @@ def _spread(values: list[float]) -> str:
     return f"{mean:+.2f} ({min(values):+.2f} … {max(values):+.2f})"
 
 
-def table(runs: list[tuple[list[dict[str, Any]], dict[str, Any] | None, float]], opponents: list[str]) -> str:
-    """The Markdown table: one row per evaluation update all runs reached, then the final evaluations."""
-    by_update = [{e["updates"]: e for e in evals} for evals, _, _ in runs]
-    common = sorted(set.intersection(*(set(d) for d in by_update)))
-    head = "| updates | wall min | decisions trained | " + " | ".join(
+def _x(e: dict[str, Any], by: str) -> float:
+    return float(e[AXES[by][0]])
+
+
+def _tolerance(runs: list[Run], by: str) -> float:
+    """How far apart two runs' evaluations may be and still share a row (see the module docstring)."""
+    if by == "update":
+        return 0.0
+    gaps = [float(np.median(np.diff([_x(e, by) for e in evals]))) for evals, _, _ in runs if len(evals) > 1]
+    return min(gaps) / 2 if gaps else 0.0
+
+
+def _groups(runs: list[Run], by: str) -> list[dict[int, dict[str, Any]]]:
+    """The rows: evaluations of different runs within the tolerance of the row's first, at most one a run."""
+    tol = _tolerance(runs, by)
+    points = sorted(((_x(e, by), i, e) for i, (evals, _, _) in enumerate(runs) for e in evals),
+                    key=lambda p: (p[0], p[1]))
+    rows: list[dict[int, dict[str, Any]]] = []
+    start = -np.inf
+    for x, i, e in points:
+        if not rows or x - start > tol or i in rows[-1]:
+            rows.append({})
+            start = x
+        rows[-1][i] = e
+    return rows
+
+
+def _figures(e: dict[str, Any], opponents: list[str]) -> list[float]:
+    return [e["updates"], e["wall_s"], e["decisions_trained"], *(e["results"][o]["mean_score"] for o in opponents)]
+
+
+def align(runs: list[Run], opponents: list[str], by: str = "minutes") -> list[tuple[list[list[float]], int]]:
+    """Per row (see the module docstring), each run's figures there (updates, wall seconds, decisions
+    trained, then lá per opponent) and how many of them were interpolated."""
+    out = []
+    for group in _groups(runs, by):
+        x = float(np.mean([_x(e, by) for e in group.values()]))
+        figs, interpolated = [], 0
+        for i, (evals, _, _) in enumerate(runs):
+            if i in group:
+                figs.append(_figures(group[i], opponents))
+                continue
+            xs = [_x(e, by) for e in evals]
+            if not xs or not xs[0] < x < xs[-1]:
+                continue  # the run's evaluations do not reach this row on both sides
+            table = np.array([_figures(e, opponents) for e in evals])
+            figs.append([float(np.interp(x, xs, table[:, k])) for k in range(table.shape[1])])
+            interpolated += 1
+        out.append((figs, interpolated))
+    return out
+
+
+def table(runs: list[Run], opponents: list[str], by: str = "minutes") -> str:
+    """The Markdown table: a row per evaluation point (:func:`align`), then the final evaluations."""
+    head = "| updates | wall min | decisions trained | seeds | " + " | ".join(
         f"vs {o}: mean (lowest … highest seed)" for o in opponents) + " |"
-    lines = [head, "|" + "---|" * (3 + len(opponents))]
-    for u in common:
-        es = [d[u] for d in by_update]
-        cells = [_spread([e["results"][o]["mean_score"] for e in es]) for o in opponents]
-        lines.append(f"| {u} | {sum(e['wall_s'] for e in es) / len(es) / 60:.1f} | "
-                     f"{sum(e['decisions_trained'] for e in es) / len(es) / 1e6:.2f} M | " + " | ".join(cells) + " |")
+    lines = [head, "|" + "---|" * (4 + len(opponents))]
+    for figs, interpolated in align(runs, opponents, by):
+        mean = np.mean(np.array(figs), axis=0)
+        seeds = f"{len(figs)}" + (f" ({interpolated} interpolated)" if interpolated else "")
+        cells = [_spread([f[3 + k] for f in figs]) for k in range(len(opponents))]
+        lines.append(f"| {mean[0]:.0f} | {mean[1] / 60:.1f} | {mean[2] / 1e6:.2f} M | {seeds} | " + " | ".join(cells) + " |")
     finals = [(f, wall) for _, f, wall in runs if f is not None]
     if len(finals) == len(runs):
         cells = [_spread([f["results"][o]["mean_score"] for f, _ in finals]) for o in opponents]
         deals = finals[0][0].get("deals", "?")
         lines.append(f"| final ({deals} deals) | {sum(w for _, w in finals) / len(finals) / 60:.1f} | "
-                     f"{sum(f['decisions_trained'] for f, _ in finals) / len(finals) / 1e6:.2f} M | "
+                     f"{sum(f['decisions_trained'] for f, _ in finals) / len(finals) / 1e6:.2f} M | {len(finals)} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def plot(runs: list[tuple[list[dict[str, Any]], dict[str, Any] | None, float]], names: list[str],
-         opponents: list[str], path: Path) -> None:
-    """One panel per opponent: every seed's evaluations (and final point) over wall minutes."""
+def plot(runs: list[Run], names: list[str], opponents: list[str], path: Path, by: str = "minutes") -> None:
+    """One panel per opponent: every seed's evaluations (and final point) over wall minutes, decisions
+    trained or updates."""
     import matplotlib  # only when a plot is asked for
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    key, scale, label = AXES[by]
     fig, axes = plt.subplots(1, len(opponents), figsize=(5 * len(opponents), 4), squeeze=False)
     for ax, opp in zip(axes[0], opponents):
         for i, ((evals, final, wall), name) in enumerate(zip(runs, names)):
-            ax.plot([e["wall_s"] / 60 for e in evals], [e["results"][opp]["mean_score"] for e in evals],
+            ax.plot([_x(e, by) / scale for e in evals], [e["results"][opp]["mean_score"] for e in evals],
                     marker="o", ms=3, color=f"C{i}", label=name)
-            if final is not None:
+            end = wall if by == "minutes" else (final or {}).get(key)
+            if final is not None and end is not None:
                 r = final["results"][opp]
-                ax.errorbar([wall / 60], [r["mean_score"]], fmt="D", color=f"C{i}", capsize=3,
+                ax.errorbar([end / scale], [r["mean_score"]], fmt="D", color=f"C{i}", capsize=3,
                             yerr=[[r["mean_score"] - r["ci95"][0]], [r["ci95"][1] - r["mean_score"]]])
         ax.axhline(0, color="black", lw=0.8)
         ax.set_title(f"vs 3 x {opp}", fontsize=10)
-        ax.set_xlabel("wall minutes (2 cores)")
+        ax.set_xlabel(label)
         ax.set_ylabel("mean lá per game")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -85,8 +153,7 @@ def plot(runs: list[tuple[list[dict[str, Any]], dict[str, Any] | None, float]], 
     plt.close(fig)
 
 
-def check_opponents(runs: list[tuple[list[dict[str, Any]], dict[str, Any] | None, float]], names: list[str],
-                     opponents: list[str]) -> None:
+def check_opponents(runs: list[Run], names: list[str], opponents: list[str]) -> None:
     """ValueError naming the run whose evaluations lack one of ``opponents``."""
     for (evals, final, _), name in zip(runs, names):
         for o in opponents:

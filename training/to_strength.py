@@ -173,7 +173,7 @@ def _score(ckpt: str, rules: RuleSet, players: int, deals: int, seed: int) -> di
             "eval_seed": seed}
 
 
-def _point(ckpt: Path) -> dict[str, Any]:
+def snapshot_point(ckpt: Path) -> dict[str, Any]:
     """What a snapshot's metadata says of when it was saved."""
     m = read_metadata(ckpt)
     return {"minutes": round(m.wall_time_s / 60, 3), "games": m.games, "decisions": m.decisions,
@@ -185,7 +185,7 @@ def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[
     side; the points go into each run, in order of minutes."""
     rules, players = eval_rules(cfg), eval_players(cfg)
     for run in runs:
-        run.points = sorted((_point(p) for p in list_checkpoints(run.run_dir)), key=lambda p: p["minutes"])
+        run.points = sorted((snapshot_point(p) for p in list_checkpoints(run.run_dir)), key=lambda p: p["minutes"])
         if run.points and run.points[0]["updates"] == 0 and run.points[0]["minutes"] > 0:
             # no update before the end (a busy machine): the final checkpoint replaced minute 0's, whose
             # weights it holds
@@ -193,14 +193,21 @@ def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[
     todo = [p for run in runs for p in run.points]
     say(f"scoring {len(todo)} snapshots against the {OPPONENT}, {plan.deals} duplicate deals each"
         f" (seed {plan.eval_seed}), {plan.workers} at a time")
-    args = [(p["checkpoint"], rules, players, plan.deals, plan.eval_seed) for p in todo]
-    if plan.workers > 1 and len(args) > 1:
-        with ProcessPoolExecutor(min(plan.workers, len(args)), mp_context=get_context("spawn")) as ex:
-            scores = list(ex.map(_score, *zip(*args)))
-    else:
-        scores = [_score(*a) for a in args]
+    scores = score_snapshots([p["checkpoint"] for p in todo], rules, players, plan.deals, plan.eval_seed,
+                             plan.workers)
     for p, s in zip(todo, scores):
         p.update(s)
+
+
+def score_snapshots(ckpts: list[str], rules: RuleSet, players: int, deals: int, seed: int,
+                    workers: int) -> list[dict[str, Any]]:
+    """Each snapshot against the heuristic on the same duplicate deals (``seed``), ``workers`` side by side:
+    lá per game, its 95% CI, the win rate."""
+    args = [(c, rules, players, deals, seed) for c in ckpts]
+    if workers > 1 and len(args) > 1:
+        with ProcessPoolExecutor(min(workers, len(args)), mp_context=get_context("spawn")) as ex:
+            return list(ex.map(_score, *zip(*args)))
+    return [_score(*a) for a in args]
 
 
 def quiet(load_before: list[float]) -> bool:

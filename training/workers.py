@@ -209,9 +209,10 @@ class WorkerPool:
         self.groups: list[list[Any]] = []   # every group of actors placed, killed at the end
         self.group_cpus: list[float] = []   # the CPUs each actor of that group asks for
 
-    def start(self) -> None:
+    def start(self, extra_cpus: int = 0) -> None:
         """Join the cluster at ``ray_address`` (:func:`join_ray`), or start an embedded Ray that listens on
-        127.0.0.1 only, so nobody else on the network reaches it."""
+        127.0.0.1 only, so nobody else on the network reaches it; ``extra_cpus`` beyond the machine's (the
+        learners of ``samloc sweep``'s trials, which run as Ray actors; ``samloc train``'s is outside Ray)."""
         if ray.is_initialized():
             return
         if self.ray_address:
@@ -222,7 +223,7 @@ class WorkerPool:
         # that waits for them, and any other load on the machine would starve them (RAY_worker_niceness wins)
         system = {} if "RAY_worker_niceness" in os.environ else {"worker_niceness": 0}
         with _loopback_only():
-            ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=embedded_cpus(),
+            ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=embedded_cpus() + extra_cpus,
                      include_dashboard=self.dashboard, runtime_env=WORKER_ENV, log_to_driver=False,
                      logging_level="error", _system_config=system)
         self.started_ray = True

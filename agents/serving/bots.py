@@ -23,7 +23,7 @@ import numpy as np
 from agents.base import AgentFailure
 from agents.nets.format import read_json_file, resolve
 from agents.onnx_agent import choose_action
-from agents.registry import AgentSpec, make_agent, parse_spec
+from agents.registry import AgentSpec, exported_agent, make_agent, parse_spec
 from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION
 from sam_env.game import Game
 from sam_env.rules import DEFAULT_PRESET, PRESET_NAMES, RuleSet
@@ -157,17 +157,15 @@ class Bot:
         is served from its ONNX file (no PyTorch); a built-in player is only checked here."""
         t = self.temperature
         if spec.kind == "checkpoint":
-            folder = Path(spec.target)
-            models = sorted(folder.glob("*.onnx"))
-            if models:
-                spec = parse_spec(str(models[0]))
-            elif not self.note:
-                self.note = f"no ONNX file in {folder}: serving it with PyTorch (samloc export {folder})"
+            self.onnx = exported_agent(spec.target, seed=self.seed, temperature=t)
+            if self.onnx is not None:
+                self.checkpoint = str(self.onnx.path)
+                return
+            if not self.note:
+                self.note = f"no ONNX file in {spec.target}: serving it with PyTorch (samloc export {spec.target})"
         if spec.kind == "onnx":
             self.onnx = make_agent(spec, seed=self.seed, temperature=t)
             self.checkpoint = str(Path(spec.target))
-            if self._parsed.kind == "checkpoint":  # standing in for the folder: exported from its weights
-                self.onnx.check_exported_from(Path(self._parsed.target))
         elif spec.kind == "checkpoint":
             self.agent = make_agent(spec, seed=self.seed, **({"temperature": t} if t else {}))
             self.checkpoint = str(Path(spec.target))

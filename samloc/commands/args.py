@@ -64,6 +64,17 @@ def non_negative(text: str) -> int:
     return value
 
 
+def seed_list(text: str) -> list[int]:
+    """Seeds for --seeds: distinct integers of 0 or more, comma-separated."""
+    try:
+        seeds = [non_negative(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seeds like 0,1,2, not {text!r}") from None
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"a seed given twice in {text!r}")
+    return seeds
+
+
 def port(text: str) -> int:
     """A TCP port: 0 (any free one) to 65535."""
     value = int(text)

@@ -15,7 +15,9 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
+from agents.nets.factory import NetworkError
 from agents.nets.format import CheckpointError
 from training import to_strength
 from training.config import ConfigError
@@ -24,6 +26,32 @@ from training.pipeline import FINAL_EVAL_SEED
 from training.to_strength import MIN_DEALS, Plan, run_benchmark, score_trained, table_lines
 
 from .args import Parser, count_arg, fail, minutes_arg, parse, positive
+
+
+def add_scoring_args(ap: argparse.ArgumentParser, what: str) -> None:
+    """--deals, --allow-few-deals, --eval-seed: how each ``what`` is scored against the heuristic (the time to
+    strength benchmark's, and samloc sweep's)."""
+    ap.add_argument("--deals", type=count_arg, default=MIN_DEALS,
+                    help=f"duplicate deals per {what}, the same for all (default and least {MIN_DEALS})")
+    ap.add_argument("--allow-few-deals", action="store_true", help=f"allow --deals under {MIN_DEALS} (tests)")
+    ap.add_argument("--eval-seed", type=int, default=FINAL_EVAL_SEED,
+                    help=f"seed of the scoring's deals (default {FINAL_EVAL_SEED}, the final evaluation's)")
+
+
+def trained(prog: str, run: Callable[[], dict[str, Any]], kept: str) -> dict[str, Any] | int:
+    """``run()``'s report, or the exit status its failure ends the command with, said in one line: 2 for a
+    bad config, 1 when training fails, 130 on a second Ctrl-C (the first ends a run's training as samloc
+    train's does; ``kept`` says what stays)."""
+    try:
+        return run()
+    except ConfigError as exc:
+        return fail(prog, exc)
+    except (TrainError, CheckpointError, NetworkError, OSError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; {kept}", file=sys.stderr)
+        return 130
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -41,11 +69,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--every-minutes", type=minutes_arg, default=None,
                     help="a snapshot every this many minutes of training, and one at minute 0"
                          " (default minutes/10)")
-    ap.add_argument("--deals", type=count_arg, default=MIN_DEALS,
-                    help=f"duplicate deals per snapshot, the same for all (default and least {MIN_DEALS})")
-    ap.add_argument("--allow-few-deals", action="store_true", help=f"allow --deals under {MIN_DEALS} (tests)")
-    ap.add_argument("--eval-seed", type=int, default=FINAL_EVAL_SEED,
-                    help=f"seed of the scoring's deals (default {FINAL_EVAL_SEED}, the final evaluation's)")
+    add_scoring_args(ap, "snapshot")
     ap.add_argument("--workers", type=positive, default=os.cpu_count() or 1,
                     help="snapshots scored side by side, after training (default: the CPU count)")
     ap.add_argument("--out", help="the benchmark's folder, new or empty"
@@ -67,16 +91,10 @@ def main(argv: list[str]) -> int:
     plan = Plan(args.config, args.overrides, args.minutes, args.seeds, out, args.every_minutes or 0.0,
                 args.deals, args.eval_seed, args.workers,
                 "samloc bench " + " ".join(shlex.quote(a) for a in argv))
-    try:
-        doc = run_benchmark(plan, lambda line: print(line, flush=True), args.allow_few_deals)
-    except ConfigError as exc:
-        return fail("samloc bench", exc)
-    except (TrainError, CheckpointError, OSError) as exc:
-        print(f"samloc bench: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # a second Ctrl-C (the first ends a seed's training as samloc train's does)
-        print(f"samloc bench: interrupted; the runs trained so far stay in {out}", file=sys.stderr)
-        return 130
+    doc = trained("samloc bench", lambda: run_benchmark(plan, lambda line: print(line, flush=True),
+                                                         args.allow_few_deals), f"the runs trained so far stay in {out}")
+    if isinstance(doc, int):
+        return doc
     print("\n".join(table_lines(doc)))
     print(f"report: {out / 'to_strength.json'}, plot: {out / 'to_strength.png'}")
     return 0

@@ -1,11 +1,12 @@
 """``samloc seeds RUN RUN ...``: a config's runs over several seeds side by side (training/seed_curve.py).
 
-    samloc seeds runs/seeds/quick_s0 runs/seeds/quick_s1 runs/seeds/quick_s2 [--opponents heuristic random]
-                 [--png curve.png]
+    samloc seeds runs/seeds/quick_s0 runs/seeds/quick_s1 runs/seeds/quick_s2 [--by minutes|decisions|update]
+                 [--opponents heuristic random] [--png curve.png]
 
-A Markdown table: per evaluation every run reached, the mean over seeds of the wall minutes and decisions
-trained and, per opponent, the mean lá with the lowest and highest seed; then the final evaluations.
-``--png`` draws every seed's curve.  Exit 2 on a folder that is not a run, or a run with no evaluation.
+A Markdown table: per evaluation point, the runs lined up by wall minutes (default), decisions trained or
+update, the mean over seeds of the updates, wall minutes and decisions trained and, per opponent, the mean
+lá with the lowest and highest seed; then the final evaluations.  ``--png`` draws every seed's curve.
+Exit 2 on a folder that is not a run, or a run with no evaluation.
 """
 
 from __future__ import annotations
@@ -14,15 +15,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from training.seed_curve import check_opponents, load_run, plot, table
+from training import seed_curve
+from training.seed_curve import AXES, check_opponents, load_run, plot, table
 
 from .args import Parser, parse
 
 
 def _parser() -> Parser:
-    p = Parser(prog="samloc seeds", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="samloc seeds", description=__doc__ + "\n" + (seed_curve.__doc__ or ""),
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", type=Path, help="run folders of one config, different seeds")
     p.add_argument("--opponents", nargs="+", default=["heuristic", "random"], help="the opponents' columns")
+    p.add_argument("--by", choices=list(AXES), default="minutes",
+                   help="line the runs up by wall minutes (default), decisions trained or update")
     p.add_argument("--png", type=Path, help="also draw the curves here")
     return p
 
@@ -37,8 +42,8 @@ def main(argv: list[str]) -> int:
     except (ValueError, OSError, KeyError) as exc:  # json's errors are ValueErrors
         print(f"samloc seeds: {exc}", file=sys.stderr)
         return 2
-    print(table(runs, args.opponents))
+    print(table(runs, args.opponents, args.by))
     if args.png:
-        plot(runs, [r.name for r in args.runs], args.opponents, args.png)
+        plot(runs, [r.name for r in args.runs], args.opponents, args.png, args.by)
         print(f"curves: {args.png}")
     return 0

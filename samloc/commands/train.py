@@ -26,6 +26,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from agents.nets.factory import NetworkError
 from agents.nets.format import CheckpointError
 from training.config import ConfigError
 from training.config_docs import config_text, keys_help
@@ -34,7 +35,7 @@ from training.errors import TrainError
 from training.launch import Launch, dry_run, new_run_folder, nothing_left, resolve_launch
 from training.pipeline import TrainResult, run_pipeline
 
-from .args import Parser, parse, count_arg, minutes_arg, non_negative
+from .args import Parser, count_arg, minutes_arg, parse, seed_list
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -66,23 +67,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                     help="start Ray's dashboard with the embedded Ray (on 127.0.0.1:8265)")
     ap.add_argument("--run-dir", help="write the run here instead of runs/<name>__<seed>__<time>/ (with --seeds:"
                                       " DIR/s<seed>/ for each seed)")
-    ap.add_argument("--seeds", type=_seed_list, metavar="S,S,...",
+    ap.add_argument("--seeds", type=seed_list, metavar="S,S,...",
                     help="a new run per seed (seed=S), one after another, each with every core; then"
                          " `samloc seeds` over their folders gives the mean and spread")
     ap.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. ppo.lr=1e-4")
     return ap.parse_intermixed_args(argv)
 
-
-
-def _seed_list(text: str) -> list[int]:
-    """Seeds for --seeds: distinct integers of 0 or more, comma-separated."""
-    try:
-        seeds = [non_negative(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seeds like 0,1,2, not {text!r}") from None
-    if len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"a seed given twice in {text!r}")
-    return seeds
 
 
 def _train_seeds(args: argparse.Namespace, launch: Launch, argv: list[str]) -> int:
@@ -149,7 +139,7 @@ def _train(args: argparse.Namespace, launch: Launch, command: str, where: str | 
 def _run(args: argparse.Namespace, launch: Launch, command: str, run_dir: Path, resume: bool) -> int:
     try:
         res = run_pipeline(launch.cfg, run_dir, resume, command, _say, args.ray_address, args.dashboard)
-    except (TrainError, CheckpointError, ConfigError) as exc:
+    except (TrainError, CheckpointError, ConfigError, NetworkError) as exc:
         print(f"samloc train: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # a folder that cannot be written, a full disk: the reason, not a traceback
