@@ -28,6 +28,12 @@ SUBCOMMANDS: dict[str, str] = {
     "sweep": "a grid or random search of config values over seeds, on Ray Tune, scored on the same deals",
 }
 
+#: The extra of pyproject.toml that installs each optional module a command imports (safetensors, in both
+#: train and serve, is :func:`missing_extra`'s to choose).
+EXTRA_OF = {"torch": "train", "ray": "train", "omegaconf": "train", "tensorboard": "train", "matplotlib": "train",
+            "fastapi": "serve", "uvicorn": "serve", "pydantic": "serve", "h11": "serve", "onnx": "serve",
+            "onnxruntime": "serve", "httpx": "serve", "gymnasium": "rl", "pettingzoo": "rl",
+            "stable_baselines3": "sb3", "sb3_contrib": "sb3"}
 #: One thread per process unless the user says otherwise: several torch/numba processes on few cores
 #: starve each other otherwise.  Set here, once, before any command imports torch or numba; child
 #: processes (Ray workers, evaluation pools) inherit it.
@@ -38,6 +44,19 @@ def _usage() -> str:
     lines = ["usage: samloc COMMAND [options]   (samloc COMMAND --help for its options)", "", "commands:"]
     lines += [f"  {name:<8} {text}" for name, text in SUBCOMMANDS.items()]
     return "\n".join(lines)
+
+
+def missing_extra(command: str, exc: ModuleNotFoundError) -> str:
+    """The one line for a command whose optional dependency is not installed: the module, and the pip
+    command that installs the extra holding it."""
+    module = (exc.name or "").split(".")[0]
+    if module == "safetensors":
+        extra = "serve" if command == "serve" else "train"
+    else:
+        extra = EXTRA_OF.get(module, "")
+    if not extra:
+        return f"samloc {command}: not available ({exc})"
+    return f"samloc {command}: needs {module}, which is not installed: pip install 'samloc[{extra}]'"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(f"samloc.commands.{name}")
     except ModuleNotFoundError as exc:   # an optional extra that is not installed (torch, ray, fastapi …)
-        print(f"samloc {name}: not available ({exc})", file=sys.stderr)
+        print(missing_extra(name, exc), file=sys.stderr)
         return 2
     try:
         return int(module.main(args[1:]) or 0)

@@ -202,7 +202,7 @@ def test_the_belief_command_refuses_bad_arguments(tmp_path: Path, capsys: pytest
     assert "not a checkpoint folder" in capsys.readouterr().err
     ckpt = _tiny_checkpoint(tmp_path / "c")
     assert belief_main([str(ckpt), "--deals", "0"]) == 2
-    assert "--deals must be at least 1" in capsys.readouterr().err
+    assert "--deals: must be from 1 to 10,000,000, not 0" in capsys.readouterr().err
     assert not (ckpt / NB.BELIEF_FILE).exists()
 
 

@@ -141,7 +141,7 @@ def test_cli_writes_report_and_json(tmp_path, capsys):
     (["--rules", "nope"], "unknown preset"),
     (["--agent", "randm"], "unknown agent spec"),
     (["--players", "6"], "players must be an integer"),
-    (["--deals", "0"], "--deals must be at least 1"),
+    (["--deals", "0"], "--deals: must be 1 or more, not 0"),
     (["--tables", "hoi_quan_bai"], "is not RULES/PLAYERS"),
     (["--tables", "mien_bac/5"], "players must be an integer from 2 to 4"),
     (["--tables", "all", "--rules", "online"], "not both"),
@@ -354,7 +354,7 @@ def test_worker_processes_are_refused_what_they_cannot_replay(tmp_path, capsys):
                  "--out", str(tmp_path / "r")]) == 2
     assert "--workers plays the chunks apart, which this run cannot: random plays" in capsys.readouterr().err
     assert main(["--agent", "heuristic", "--deals", "8", "--workers", "0", "--out", str(tmp_path / "r")]) == 2
-    assert "--workers must be at least 1" in capsys.readouterr().err
+    assert "--workers: must be 1 or more, not 0" in capsys.readouterr().err
 
 
 def test_cli_workers_report_the_one_process_figures(tmp_path, capsys):
@@ -372,7 +372,8 @@ def test_a_usage_error_is_one_line_and_help_exits_0(capsys):
     """The commands' parser (samloc/commands/args.py): one line naming the problem, exit 2."""
     from samloc.commands.bench_agent import main as bench_main
     assert main(["--deals", "many"]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == ["samloc eval: argument --deals: invalid int value: 'many'"]
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "samloc eval: argument --deals: must be a whole number, not 'many'"]
     assert main(["--help"]) == 0 and "--opponents" in capsys.readouterr().out
     assert bench_main(["--agent", "heuristic", "--rules", "nope", "--json"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1

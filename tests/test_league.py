@@ -177,8 +177,8 @@ def test_a_run_folder_stands_for_its_checkpoints_in_training_order(tmp_path, cap
     (["random", "heuristic", "--rules", "nope"], "unknown preset"),
     (["random", "heuristic", "--players", "6"], "players must be an integer"),
     (["random", "heuristic", "--rules", "hoi_quan_bai,s666pg"], "a league plays one table"),
-    (["random", "heuristic", "--deals", "1"], "--deals must be at least 2"),
-    (["random", "heuristic", "--bootstrap", "10"], "--bootstrap must be at least 100"),
+    (["random", "heuristic", "--deals", "1"], "--deals: must be 2 or more, not 1"),
+    (["random", "heuristic", "--bootstrap", "10"], "--bootstrap: must be from 100 to 1,000,000, not 10"),
     (["random", "checkpoints/nope"], "no such checkpoint directory")])
 def test_cli_usage_errors(argv, words, capsys):
     from samloc.cli import main as samloc_main

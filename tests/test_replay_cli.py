@@ -310,7 +310,7 @@ def _pretty(rec: dict, indent: int) -> bytes:
 
 
 def test_the_protocol_example_pretty_printed_replays():
-    text = (SPEC / "PROTOCOL.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "spec" / "PROTOCOL.md").read_text(encoding="utf-8")
     start = text.index('```json\n{\n  "format"') + len("```json\n")
     doc = text[start:text.index("```", start)].encode()
     assert answers(doc) == [replay_report(json.loads(doc))]

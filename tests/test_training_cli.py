@@ -150,7 +150,7 @@ def test_more_minutes_and_decisions_count_from_what_the_run_has_done(
     assert cli.main(["--resume", str(run), "--more-minutes", "1", "--dry-run"]) == 0
     assert "resume from ckpt_00000040: update 40, 5,000 decisions, 1.5 minutes" in capsys.readouterr().out
     for args, words in ((["--more-minutes", "5", "max_minutes=9"], "not both"),
-                        (["--more-decisions", "0"], "positive whole number")):
+                        (["--more-decisions", "0"], "a whole number from 1")):
         assert cli.main(["--resume", str(run), *args]) == 2
         assert words in capsys.readouterr().err.strip().splitlines()[-1]  # argparse: usage, then the error
 
@@ -250,7 +250,8 @@ def test_seeds_start_one_run_per_seed_each_recording_its_own_command(
     assert calls[1][2] == f"samloc train --config quick --run-dir {tmp_path / 'sw'} ppo.lr=1e-4 seed=2"
     out = capsys.readouterr().out
     assert f"seeds side by side: samloc seeds {tmp_path / 'sw' / 's0'} {tmp_path / 'sw' / 's2'}" in out
-    for bad, words in (("0,0", "a seed given twice"), ("1,x", "expected seeds like 0,1,2")):
+    for bad, words in (("0,0", "a seed given twice"),
+                       ("1,x", "seeds like 0,1,2: each must be a whole number, not 'x'")):
         assert cli.main(["--config", "quick", "--seeds", bad]) == 2
         assert words in capsys.readouterr().err
     assert cli.main(["--resume", str(tmp_path), "--seeds", "1,2"]) == 2

@@ -5,7 +5,9 @@ mistake is one :class:`~training.config.ConfigError` line."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import os
 import re
 import typing
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from agents.registry import parse_spec
+from agents.registry import make_agent, parse_spec
 from sam_env.rules import RuleSet, RulesError
 
 from .config import CONFIG_DIR, ConfigError, TrainConfig, eval_players, to_dict, training_tables
@@ -23,7 +25,8 @@ from .config import CONFIG_DIR, ConfigError, TrainConfig, eval_players, to_dict,
 def _as_lists(node: Any, cls: type, where: str = "") -> Any:
     """A layer of settings (plain containers) in which a scalar given for a list field becomes a
     one-element list (``env.players=3`` means ``[3]``), and one table given for ``env.tables`` a list of
-    one; a scalar for ``env.tables`` is refused in plain words."""
+    one; a scalar for ``env.tables``, and a value of the wrong shape or type anywhere
+    (:func:`_check_value`), is refused in plain words."""
     if not isinstance(node, dict):
         return node
     hints = typing.get_type_hints(cls)
@@ -31,6 +34,7 @@ def _as_lists(node: Any, cls: type, where: str = "") -> Any:
     for key, value in node.items():
         hint = hints.get(key) if isinstance(key, str) else None
         name = f"{where}{key}"
+        _check_value(name, hint, value)
         if hint is not None and dataclasses.is_dataclass(hint):
             value = _as_lists(value, hint, name + ".")
         elif typing.get_origin(hint) is list and value is not None:
@@ -48,6 +52,57 @@ def _as_lists(node: Any, cls: type, where: str = "") -> Any:
     return out
 
 
+def _check_value(name: str, hint: Any, value: Any) -> None:
+    """A value whose shape or type its field cannot take, refused naming the key: a mapping or a list where
+    neither goes, lists or mappings inside a list of values, a boolean that is not true or false (OmegaConf
+    takes 2 and -1 as true), true or false for a number, an integer past 64 bits.  ``${...}`` is OmegaConf's."""
+    if value is None or hint is None or hint is Any or isinstance(value, str) and value.startswith("${"):
+        return
+    origin = typing.get_origin(hint)
+    item = typing.get_args(hint)[0] if origin is list else None
+    table_list = item is not None and dataclasses.is_dataclass(item)
+    if isinstance(value, dict) and not (dataclasses.is_dataclass(hint) or origin is dict or table_list):
+        raise ConfigError(f"{name} takes {_shape(hint)}, not a mapping ({_shown(value)})")
+    if isinstance(value, list) and origin is not list:
+        raise ConfigError(f"{name} takes {_shape(hint)}, not a list ({_shown(value)})")
+    if isinstance(value, list) and not table_list and any(isinstance(v, (list, dict)) for v in value):
+        raise ConfigError(f"{name} takes a list of {item.__name__} values, not {_shown(value)}")
+    if hint is bool and not isinstance(value, bool):
+        raise ConfigError(f"{name} takes true or false, not {_shown(value)}")
+    if hint in (int, float) and isinstance(value, bool):
+        raise ConfigError(f"{name} takes a number, not {_shown(value)}")
+    if hint is int and isinstance(value, int) and not -2**63 <= value < 2**63:
+        raise ConfigError(f"{name} takes a 64-bit integer (at most 2**63 - 1 either way), not {_shown(value)}")
+
+
+def _hint(key: str) -> Any:
+    """The type of the config field a dotted key names (None if it names none)."""
+    hint: Any = TrainConfig
+    for part in key.strip().split("."):
+        if not dataclasses.is_dataclass(hint):
+            return None
+        hint = typing.get_type_hints(hint).get(part)
+    return hint
+
+
+def _shape(hint: Any) -> str:
+    """What a field takes, in words."""
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return "a section of settings (key: value)"
+    if origin is dict:
+        return "a mapping (key: value)"
+    if origin is list:
+        return "a list"
+    return f"a {getattr(hint, '__name__', 'value')}"
+
+
+def _shown(value: Any) -> str:
+    """A value as a message quotes it: at most 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _layer(conf: Any) -> Any:
     """A YAML or key=value layer with scalars for list fields made lists (:func:`_as_lists`)."""
     return OmegaConf.create(_as_lists(OmegaConf.to_container(conf, resolve=False), TrainConfig))
@@ -55,34 +110,66 @@ def _layer(conf: Any) -> Any:
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """Defaults ← YAML file ← ``key=value`` overrides, validated.  Raises ConfigError."""
-    base = OmegaConf.structured(TrainConfig)
-    layers = [base]
-    if path is not None:
-        p = Path(path)
-        if not p.exists() and not p.suffix and (CONFIG_DIR / f"{p}.yaml").exists():
-            p = CONFIG_DIR / f"{p}.yaml"
-        if not p.is_file():
-            raise ConfigError(f"config file {str(path)!r} not found")
+    layers = [] if path is None else [_file_layer(path)]
+    layers += [(item.partition("=")[0], _override(item)) for item in overrides or []]
+    merged = _defaults()
+    for where, layer in layers:  # one at a time, so that an error names the key or file that made it
         try:
-            loaded = OmegaConf.load(p)
-        except Exception as exc:  # yaml errors carry several lines
-            raise ConfigError(f"cannot read config {p}: {str(exc).splitlines()[0]}") from None
-        if not OmegaConf.is_dict(loaded):
-            raise ConfigError(f"config {p} must be a mapping of settings (name: ..., ppo: {{...}}), "
-                              f"not a {type(OmegaConf.to_container(loaded)).__name__}")
-        layers.append(_layer(loaded))
-    for item in overrides or []:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.lr=1e-4)")
+            merged = OmegaConf.merge(merged, layer)
+        except Exception as exc:  # OmegaConf's errors, and a TypeError where container kinds differ
+            msg = _one_line(exc)
+            raise ConfigError(msg if where in msg else f"{where}: {msg}") from None
     try:
-        if overrides:
-            layers.append(_layer(OmegaConf.from_dotlist(list(overrides))))
-        merged = OmegaConf.merge(*layers)
         cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
         raise ConfigError(_one_line(exc)) from None
     validate(cfg)
     return cfg
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> Any:
+    """The typed defaults, built once (the slowest step of a load); a merge copies them, never changes them."""
+    return OmegaConf.structured(TrainConfig)
+
+
+def _file_layer(path: str | Path) -> tuple[str, Any]:
+    """A YAML config (a path, or a name of ``training/configs``) as a layer, with what to call it."""
+    p = Path(path)
+    try:
+        if not p.exists() and not p.suffix and (CONFIG_DIR / f"{p}.yaml").exists():
+            p = CONFIG_DIR / f"{p}.yaml"
+        found = p.is_file()
+    except OSError as exc:  # a name too long for the file system
+        raise ConfigError(f"config file {_shown(str(path))}: {exc.strerror}") from None
+    if not found:
+        raise ConfigError(f"config file {_shown(str(path))} not found")
+    try:
+        loaded = OmegaConf.load(p)
+    except Exception as exc:  # yaml errors carry several lines
+        raise ConfigError(f"cannot read config {p}: {str(exc).splitlines()[0]}") from None
+    if not OmegaConf.is_dict(loaded):
+        raise ConfigError(f"config {p} must be a mapping of settings (name: ..., ppo: {{...}}), "
+                          f"not a {type(OmegaConf.to_container(loaded)).__name__}")
+    return f"config {p}", _layer(loaded)
+
+
+def _override(item: str) -> Any:
+    """One ``key=value`` override as a layer; ConfigError naming the key when its value is not YAML or not
+    of the field's shape."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {_shown(item)} must look like key=value (e.g. ppo.lr=1e-4)")
+    try:
+        conf = OmegaConf.from_dotlist([item])
+    except Exception as exc:  # yaml's errors (several lines), OmegaConf's
+        raise ConfigError(f"{key}: {_shown(value)} is not a YAML value ({_one_line(exc)})") from None
+    if _hint(key) is bool and value.strip().lower() not in ("true", "false"):  # YAML reads yes, on as true
+        raise ConfigError(f"{key} takes true or false, not {_shown(value)[1:-1]}")
+    try:
+        return _layer(conf)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{key}: {_one_line(exc)}") from None
 
 
 def _one_line(exc: Exception) -> str:
@@ -126,7 +213,7 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.display in ("auto", "rich", "plain", "none"), "display must be auto, rich, plain or none")
     need(cfg.log_every_s > 0, "log_every_s must be positive")
     tabs = training_tables(cfg)
-    need(cfg.init_from == "" or Path(cfg.init_from).is_dir(),
+    need(cfg.init_from == "" or os.path.isdir(cfg.init_from),
          f"init_from: {cfg.init_from!r} is not a checkpoint folder")
     need(cfg.env.reward_scale > 0, "env.reward_scale must be positive")
     need(cfg.model.hidden >= 8 and cfg.model.layers >= 1, "model.hidden must be >= 8 and model.layers >= 1")
@@ -170,13 +257,13 @@ def validate(cfg: TrainConfig) -> None:
     need(ev.every_updates >= 0 and ev.every_minutes >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
          "eval.every_updates and every_minutes >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")
     for o in ev.opponents:
-        need(o in ("random", "heuristic", "snapshot") or Path(o).exists() or o.endswith(".onnx"),
+        need(o in ("random", "heuristic", "snapshot") or os.path.exists(o) or o.endswith(".onnx"),
              f"eval.opponents: unknown opponent {o!r} (random, heuristic, snapshot or a checkpoint folder)")
     if ev.rules:
         try:
             RuleSet.parse(ev.rules).check_players(eval_players(cfg))
         except RulesError as exc:
-            raise ConfigError(f"eval: {exc}") from None
+            raise ConfigError(f"eval.rules: {exc}") from None
     ck = cfg.checkpoint
     need(ck.every_updates >= 1 and ck.keep >= 0, "checkpoint.every_updates must be >= 1, checkpoint.keep >= 0")
     need(ck.every_minutes >= 0, "checkpoint.every_minutes must be >= 0")
@@ -263,6 +350,19 @@ def _check_opponent(spec: str, temperature: float) -> None:
         raise ConfigError("rollout.opponent_temperature must be >= 0")
     if temperature and kind not in ("checkpoint", "onnx"):
         raise ConfigError(f"rollout.opponent_temperature applies to a network, not to {spec!r}")
+
+
+def check_agents(cfg: TrainConfig) -> None:
+    """Load every agent the config names (``eval.opponents``, ``rollout.opponent``) once, so that one that is
+    not an agent (a file that is not a network, a missing .onnx, a folder with no checkpoint) is refused in
+    one ConfigError line before a run starts, not when the run first plays it."""
+    named = [("eval.opponents", o) for o in cfg.eval.opponents if o != "snapshot"]
+    for key, spec in named + [("rollout.opponent", cfg.rollout.opponent)]:
+        try:
+            make_agent(spec).close()
+        except Exception as exc:  # torch's, safetensors' and onnxruntime's own errors for what is not a network
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"{key}: {spec} is not an agent that can be loaded ({first})") from None
 
 
 def from_dict(d: dict[str, Any]) -> TrainConfig:

@@ -1,8 +1,8 @@
 """``curve.png`` in the run folder: the training curve a researcher looks at first.
 
-Mean lá per game of the greedy policy against each evaluation opponent, over
-the decisions trained, with the 95% confidence interval of every evaluation
-as a band: the periodic evaluations of every sitting (``eval.jsonl``, the
+Mean lá per game of the greedy policy against each evaluation opponent, one
+panel (and y axis) each, over the decisions trained, with the 95% confidence
+interval of every evaluation as a band: the periodic evaluations of every sitting (``eval.jsonl``, the
 trainer's history) and the final one as a point with its interval.
 """
 
@@ -29,38 +29,45 @@ def _points(history: list[dict[str, Any]], opp: str) -> Series:
 def plot_curve(history: list[dict[str, Any]], final: dict[str, Any] | None, path: str | Path,
                title: str) -> Path:
     """Write the curve of ``history`` (evaluation entries: ``decisions_trained`` and ``results``) and the
-    ``final`` report (``decisions_trained``, ``results``; None without one) to ``path``, atomically."""
+    ``final`` report (``decisions_trained``, ``results``; None without one) to ``path``, atomically.  Each
+    opponent has its own panel and y axis: against random the policy makes +15 lá, against the heuristic
+    about 0, and on one axis the line the verdict is about would be drawn flat."""
     import matplotlib  # optional, and slow to import: only when a curve is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     opponents = list(dict.fromkeys([o for e in history for o in e.get("results", {})]
                                    + list((final or {}).get("results", {}))))
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, axes = plt.subplots(max(1, len(opponents)), 1, figsize=(8, 1.5 + 2.5 * max(1, len(opponents))),
+                             sharex=True, squeeze=False)
     for i, opp in enumerate(opponents):
-        color = f"C{i}"
-        xs, mean, lo, hi = _points(history, opp)
-        if xs:
-            m = [x / 1e6 for x in xs]
-            ax.plot(m, mean, marker="o", ms=3, color=color, label=f"vs {opp}")
-            ax.fill_between(m, lo, hi, color=color, alpha=0.2, lw=0)
-        r = (final or {}).get("results", {}).get(opp, {})
-        if "mean_score" in r:
-            x, y, (lo, hi) = final["decisions_trained"] / 1e6, r["mean_score"], r["ci95"]
-            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="D", color=color, capsize=4,
-                        label=f"vs {opp}, final ({final.get('deals', '?')} deals)")
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_xlabel("decisions trained (millions)")
-    ax.set_ylabel("mean lá per game (95% CI)")
-    ax.set_title(title, fontsize=10)
-    if opponents:
-        ax.legend(fontsize=8)
-    else:
-        ax.text(0.5, 0.5, "no evaluation in this run (eval.every_updates=0, eval.final_deals=0)",
-                ha="center", va="center", transform=ax.transAxes)
-    ax.grid(alpha=0.3)
+        _panel(axes[i][0], history, final, opp, f"C{i}")
+    if not opponents:
+        axes[0][0].text(0.5, 0.5, "no evaluation in this run (eval.every_updates=0, eval.final_deals=0)",
+                        ha="center", va="center", transform=axes[0][0].transAxes)
+    axes[-1][0].set_xlabel("decisions trained (millions)")
+    axes[0][0].set_title(title, fontsize=10)
     fig.tight_layout()
     path = Path(path)
     write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
     plt.close(fig)
     return path
+
+
+def _panel(ax: Any, history: list[dict[str, Any]], final: dict[str, Any] | None, opp: str, color: str) -> None:
+    """One opponent's evaluations on its own axis: the periodic ones as a line with its band, the final one as
+    a point with its interval, and break-even (0 lá)."""
+    xs, mean, lo, hi = _points(history, opp)
+    if xs:
+        m = [x / 1e6 for x in xs]
+        ax.plot(m, mean, marker="o", ms=3, color=color, label=f"vs {opp}")
+        ax.fill_between(m, lo, hi, color=color, alpha=0.2, lw=0)
+    r = (final or {}).get("results", {}).get(opp, {})
+    if "mean_score" in r:
+        x, y, (low, high) = final["decisions_trained"] / 1e6, r["mean_score"], r["ci95"]
+        ax.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="D", color=color, capsize=4,
+                    label=f"vs {opp}, final ({final.get('deals', '?')} deals)")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_ylabel(f"lá/game vs {opp}\n(95% CI)", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)

@@ -1,6 +1,7 @@
 """Where the shipped bots are: the checkpoint folders ``samloc serve`` routes to without ``--agent``.
 
-A wheel holds no checkpoints, so they are looked for at one documented place (docs/serving.md):
+A wheel holds no checkpoints (they are the repository's ``checkpoints/`` folder, about 25 MB of weights), so
+they are looked for at one documented place (docs/serving.md):
 ``$SAMLOC_CHECKPOINTS`` if it is set, else ``./checkpoints`` in the working directory, else the
 checkout's own ``checkpoints/`` when the code runs from a checkout.
 """
@@ -31,8 +32,10 @@ def checkpoints_dir() -> Path:
         return here.resolve()
     if own.is_dir() and (_CHECKOUT / "pyproject.toml").is_file():
         return own
-    raise NoCheckpoints(f"no shipped checkpoints here: set {ENV_VAR} to the folder that holds them"
-                        " (standard/, all_tables/, expert/), or name a bot with --agent")
+    raise NoCheckpoints(f"no shipped checkpoints here (a wheel holds none): they are the checkpoints/ folder of"
+                        f" the samloc repository; clone it and run from the clone, or set {ENV_VAR} to that folder"
+                        " (standard/, all_tables/, expert/); or name a bot with --agent (heuristic, a .onnx"
+                        " file, a checkpoint folder)")
 
 
 def shipped_models(folder: Path | None = None) -> list[Path]:

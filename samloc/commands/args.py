@@ -17,10 +17,6 @@ EXIT_PIPE = 128 + 13  # SIGPIPE, as a shell reports a command whose reader close
 Run = Callable[[argparse.Namespace], int]
 
 
-class UsageError(ValueError):
-    """A command line that cannot be run (one line, exit 2)."""
-
-
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage error is one line naming the problem (``PROG: message``), exit 2."""
 
@@ -37,39 +33,63 @@ def parse(parse_args: Callable[[list[str]], argparse.Namespace], argv: list[str]
         return int(exc.code or 0)
 
 
-def positive(text: str) -> int:
-    """An integer of 1 or more (workers, counts)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
+#: The largest integer the code takes: seeds and counts are held in 64 bits (numpy, torch).
+INT64_MAX = 2**63 - 1
+#: Path limits of the file systems Linux mounts: one component, and the whole path.
+NAME_MAX, PATH_MAX = 255, 4096
+
+
+def _shown(text: str) -> str:
+    """``text`` as a message quotes it: at most 40 characters."""
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def integer(low: int, high: int = INT64_MAX) -> Callable[[str], int]:
+    """argparse type: a whole number from ``low`` to ``high`` (one line naming the range otherwise)."""
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # also a number of over 4,300 digits
+            raise argparse.ArgumentTypeError(f"must be a whole number, not {_shown(text)}") from None
+        top = f"2**63 - {2**63 - high}" if high > 2**62 else f"{high:,}"
+        if low <= value <= high:
+            return value
+        shown = str(value) if len(str(value)) <= 40 else str(value)[:37] + "..."
+        if high == INT64_MAX and value < low:
+            raise argparse.ArgumentTypeError(f"must be {low:,} or more, not {shown}")
+        raise argparse.ArgumentTypeError(f"must be from {low:,} to {top}, not {shown}")
+    check.__name__ = "integer"
+    return check
+
+
+#: An integer of 1 or more (workers, counts); of 0 or more (a seed; a time bound where 0 means none).
+positive = integer(1)
+non_negative = integer(0)
+#: Players at a table: up to 99 here; the rule set checks the rest (``table``: its message names its range).
+players = integer(0, 99)
+#: A time bound in milliseconds: 0 (none) up to a day.
+deadline_ms = integer(0, 86_400_000)
+#: The seed of held-out deals (the code adds 1 to it).
+eval_seed = integer(0, INT64_MAX - 1)
 
 
 def positive_list(text: str) -> list[int]:
     """A comma-separated list of integers of 1 or more (``1,4,16,50``)."""
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
+        values = [positive(v) for v in text.split(",") if v.strip()]
+    except argparse.ArgumentTypeError:
         values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"must be integers of 1 or more, separated by commas, not {text!r}")
+    if not values:
+        raise argparse.ArgumentTypeError(f"must be integers of 1 or more, separated by commas, not {_shown(text)}")
     return values
 
 
-def non_negative(text: str) -> int:
-    """An integer of 0 or more (a seed; a time bound where 0 means none)."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
-    return value
-
-
 def seed_list(text: str) -> list[int]:
-    """Seeds for --seeds: distinct integers of 0 or more, comma-separated."""
+    """Seeds for --seeds: distinct integers from 0 to 2**63 - 1 (as ``seed=``), comma-separated."""
     try:
         seeds = [non_negative(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seeds like 0,1,2, not {text!r}") from None
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"seeds like 0,1,2: each {exc}") from None
     if len(set(seeds)) != len(seeds):
         raise argparse.ArgumentTypeError(f"a seed given twice in {text!r}")
     return seeds
@@ -77,10 +97,46 @@ def seed_list(text: str) -> list[int]:
 
 def port(text: str) -> int:
     """A TCP port: 0 (any free one) to 65535."""
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {_shown(text)}") from None
     if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {value}")
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {_shown(str(value))[1:-1]}")
     return value
+
+
+def nonempty(text: str) -> str:
+    """argparse type: a name (a rule preset, an agent spec): not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def path(text: str) -> str:
+    """argparse type: a path this machine can hold: not empty, no NUL character, each component at most
+    255 bytes and the whole at most 4,096 (what the file target is, the writing function checks)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must be a path, not empty")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError("a path holds no NUL character")
+    try:
+        raw = os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate (never from a command line: from a caller's str)
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a path this machine can encode") from None
+    longest = max(raw.split(b"/"), key=len)
+    if len(longest) > NAME_MAX:
+        raise argparse.ArgumentTypeError(f"a path's component is at most {NAME_MAX} bytes, not {len(longest):,}"
+                                         f" ({_shown(os.fsdecode(longest))})")
+    if len(raw) > PATH_MAX:
+        raise argparse.ArgumentTypeError(f"a path is at most {PATH_MAX:,} bytes, not {len(raw):,}")
+    return text
+
+
+def agent_spec(text: str) -> str:
+    """argparse type: an agent spec (``heuristic``, a checkpoint folder, ``x.onnx``, ``http://…``): not empty,
+    and of a path's shape (:func:`path`), as a file or folder it names must be; the registry reads the rest."""
+    return path(nonempty(text))
 
 
 def temperature(text: str) -> float:
@@ -90,7 +146,7 @@ def temperature(text: str) -> float:
     except ValueError:
         value = float("nan")
     if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 (greedy) or a finite number above it, not {text!r}")
+        raise argparse.ArgumentTypeError(f"must be 0 (greedy) or a finite number above it, not {_shown(text)}")
     return value
 
 
@@ -170,14 +226,20 @@ def drop_stdout() -> None:
 
 
 def count_arg(text: str) -> int:
-    """argparse type: a positive whole number (of decisions, deals): 5000000, 5_000_000 or 5e6."""
+    """argparse type: a positive whole number (of decisions, deals) of at most 2**53 (exact as a float):
+    5000000, 5_000_000 or 5e6."""
     try:
         v = float(text.replace("_", ""))
     except ValueError:
         v = 0.0
-    if not (v >= 1 and v.is_integer()):
-        raise argparse.ArgumentTypeError(f"must be a positive whole number (5000000 or 5e6), not {text!r}")
+    if not (1 <= v <= 2**53 and v.is_integer()):
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 2**53 (5000000 or 5e6),"
+                                         f" not {_shown(text)}")
     return int(v)
+
+
+#: The most minutes a time budget takes (about 1,900 years: a typo, not a plan).
+MAX_MINUTES = 1e9
 
 
 def minutes_arg(text: str) -> float:
@@ -186,6 +248,8 @@ def minutes_arg(text: str) -> float:
         v = float(text)
     except ValueError:
         v = 0.0
-    if not 0 < v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, not {text!r}")
+    if not 0 < v:  # nan too
+        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, not {_shown(text)}")
+    if v > MAX_MINUTES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_MINUTES:g} minutes, not {_shown(text)}")
     return v

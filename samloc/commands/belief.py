@@ -12,24 +12,27 @@ from agents.nets.format import BELIEF_FILE, MODEL_FILE
 from training import belief
 from training.belief import train_belief
 
-from .args import Parser, parse
+from .args import Parser, integer, non_negative, parse, path
+
+#: The most deals and the widest layers asked for: ~10 GB of recorded decisions, a 2 x 8,192 network.
+MAX_DEALS, MAX_HIDDEN = 10_000_000, 8192
 
 
 def main(argv: list[str]) -> int:
     ap = Parser(prog="samloc belief", description=belief.__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("checkpoint", help="a checkpoint folder (e.g. checkpoints/standard); the belief is saved there")
-    ap.add_argument("--deals", type=int, default=200_000, help="duplicate deals to play (default 200,000)")
-    ap.add_argument("--epochs", type=int, default=4, help="passes over the recorded decisions (default 4)")
-    ap.add_argument("--hidden", type=int, default=512, help="width of the two hidden layers (default 512)")
-    ap.add_argument("--seed", type=int, default=0, help="seeds the deals and the network (default 0)")
+    ap.add_argument("checkpoint", type=path,
+                    help="a checkpoint folder (e.g. checkpoints/standard); the belief is saved there")
+    ap.add_argument("--deals", type=integer(1, MAX_DEALS), default=200_000,
+                    help=f"duplicate deals to play (default 200,000; at most {MAX_DEALS:,})")
+    ap.add_argument("--epochs", type=integer(1, 1000), default=4,
+                    help="passes over the recorded decisions (default 4; at most 1,000)")
+    ap.add_argument("--hidden", type=integer(1, MAX_HIDDEN), default=512,
+                    help=f"width of the two hidden layers (default 512; at most {MAX_HIDDEN:,})")
+    ap.add_argument("--seed", type=non_negative, default=0, help="seeds the deals and the network (default 0)")
     args = parse(ap.parse_args, argv)
     if isinstance(args, int):
         return args
-    for key in ("deals", "epochs", "hidden"):
-        if getattr(args, key) < 1:
-            print(f"samloc belief: --{key} must be at least 1", file=sys.stderr)
-            return 2
     if not (Path(args.checkpoint) / MODEL_FILE).is_file():
         print(f"samloc belief: {args.checkpoint} is not a checkpoint folder (no {MODEL_FILE})",
               file=sys.stderr)

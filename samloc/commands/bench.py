@@ -2,8 +2,8 @@
 
 Every seat answers ``no_sam``, then picks uniformly among its legal moves;
 every move is checked for legality.  The last output line is JSON.
-The agents' and the trainer's benches (``--agent``; ``--learner``, ``--rollout``,
-``--search``, ``--to-strength``) are their own command modules.
+The agents', the server's and the trainer's benches (``--agent``, ``--serve``; ``--learner``,
+``--rollout``, ``--search``, ``--to-strength``) are their own command modules.
 """
 
 from __future__ import annotations
@@ -15,13 +15,20 @@ import json
 from sam_env.bench import bench_engine, bench_env
 from sam_env.rules import DEFAULT_PRESET, RulesError
 
-from .args import Parser, command, fail, table
+from .args import Parser, command, fail, non_negative, nonempty, players, positive, table
 
 #: ``samloc bench`` options measured by the layer above the engine's (this module takes the rest).
 BENCH_BY_OPTION = {"--learner": "samloc.commands.bench_training", "--rollout": "samloc.commands.bench_training",
                    "--search": "samloc.commands.bench_training",
                    "--agent": "samloc.commands.bench_agent", "--to-strength": "samloc.commands.bench_strength",
                    "--serve": "samloc.commands.bench_serve"}
+
+
+OTHER_BENCHES = """other measurements, each with its own --help (e.g. samloc bench --serve --help):
+  --agent SPEC             an agent's match throughput against itself over --deals duplicate deals
+  --serve [--agent SPEC]   the served latency of a bot (samloc serve), 1 to 50 clients
+  --learner | --rollout | --search   the trainer's learner, one rollout worker, one search worker
+  --to-strength            training minutes to a strength against the heuristic (the benchmark)"""
 
 
 def module_for(argv: list[str]) -> str:
@@ -36,16 +43,17 @@ def module_for(argv: list[str]) -> str:
 
 
 def parser() -> Parser:
-    ap = Parser(prog="samloc bench", description=__doc__)
-    ap.add_argument("--rules", default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=int, default=4)
-    ap.add_argument("--games", type=int, default=200_000)
-    ap.add_argument("--batch", type=int, default=1024, help="games stepped together")
-    ap.add_argument("--seed", type=int, default=0)
+    ap = Parser(prog="samloc bench", description=__doc__.replace("``", ""),
+                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=OTHER_BENCHES)
+    ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET})")
+    ap.add_argument("--players", type=players, default=4)
+    ap.add_argument("--games", type=positive, default=200_000)
+    ap.add_argument("--batch", type=positive, default=1024, help="games stepped together")
+    ap.add_argument("--seed", type=non_negative, default=0)
     ap.add_argument("--env", action="store_true", help="benchmark the self-play environment batch instead")
-    ap.add_argument("--num-envs", type=int, default=1024,
+    ap.add_argument("--num-envs", type=positive, default=1024,
                     help="with --env: games in the self-play batch; 1 benchmarks one SamLoc-v0 env")
-    ap.add_argument("--steps", type=int, default=None,
+    ap.add_argument("--steps", type=positive, default=None,
                     help="with --env: agent steps to take (default 2000000; 200000 with --num-envs 1)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     return ap
@@ -61,8 +69,6 @@ def engine(args: argparse.Namespace) -> int:
     """The engine's and the environments' throughput."""
     try:
         rules = table(args.rules, args.players)
-        if args.games < 1 or args.batch < 1:
-            raise RulesError("--games and --batch must be positive")
         if args.env:
             steps = args.steps if args.steps is not None else (200_000 if args.num_envs == 1 else 2_000_000)
             res = bench_env(rules, args.players, args.num_envs, steps, args.seed)

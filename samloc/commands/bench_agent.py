@@ -9,17 +9,20 @@ import sys
 from agents.bench import bench_agent
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
-from .args import Parser, parse
+from .args import Parser, agent_spec, non_negative, nonempty, parse, players, positive
 
 
 def _parser() -> Parser:
     ap = Parser(prog="samloc bench", description="An agent's match throughput against itself (duplicate deals).")
-    ap.add_argument("--agent", metavar="SPEC", required=True,
-                    help="benchmark matches of this agent against itself (e.g. heuristic) over --games deals")
-    ap.add_argument("--rules", default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=int, default=4)
-    ap.add_argument("--games", type=int, default=200_000, help="deals played (each once per seat)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--agent", metavar="SPEC", required=True, type=agent_spec,
+                    help="benchmark matches of this agent against itself (e.g. heuristic) over --deals"
+                         " duplicate deals")
+    ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET})")
+    ap.add_argument("--players", type=players, default=4)
+    ap.add_argument("--deals", "--games", dest="deals", type=positive, default=200_000,
+                    help="duplicate deals played, each once per seat: deals x players games (default 200,000;"
+                         " --games is its old name)")
+    ap.add_argument("--seed", type=non_negative, default=0)
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     return ap
 
@@ -31,9 +34,7 @@ def main(argv: list[str]) -> int:
     try:
         rules = RuleSet.parse(args.rules)
         rules.check_players(args.players)
-        if args.games < 1:
-            raise RulesError("--games must be positive")
-        res = bench_agent(args.agent, rules, args.players, args.games, args.seed)
+        res = bench_agent(args.agent, rules, args.players, args.deals, args.seed)
     except (RulesError, ValueError) as exc:
         print(f"samloc bench: {exc}", file=sys.stderr)
         return 2

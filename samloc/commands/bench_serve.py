@@ -10,14 +10,15 @@ from agents.serving.bots import DEADLINE_MS
 from agents.serving.loadtest import bench_serve
 from sam_env.rules import DEFAULT_PRESET, RulesError
 
-from .args import Parser, command, fail, non_negative, positive, positive_list, table
+from .args import (Parser, agent_spec, command, deadline_ms, fail, non_negative, nonempty, players, positive,
+                   positive_list, table)
 
 
 def _parser() -> Parser:
     ap = Parser(prog="samloc bench", description="The served latency of a bot: req/s, p50, p99 and max per phase.")
     ap.add_argument("--serve", action="store_true", required=True,
                     help="start `samloc serve` on a free loopback port (per --workers count) and load it")
-    ap.add_argument("--agent", metavar="SPEC", default=None,
+    ap.add_argument("--agent", metavar="SPEC", type=agent_spec, default=None,
                     help="the served bot (default: serve's own default, the shipped bots)")
     ap.add_argument("--url", default=None, help="load this running loopback server instead of starting one")
     ap.add_argument("--workers", type=positive_list, default=[1],
@@ -26,10 +27,11 @@ def _parser() -> Parser:
                     help="concurrent clients, one phase each (default 1,4,16,50)")
     ap.add_argument("--requests", type=positive, default=500, help="requests per phase (default 500)")
     ap.add_argument("--warmup", type=non_negative, default=50, help="requests sent first, not measured (default 50)")
-    ap.add_argument("--deadline-ms", type=non_negative, default=DEADLINE_MS,
+    ap.add_argument("--deadline-ms", type=deadline_ms, default=DEADLINE_MS,
                     help=f"the started server's --deadline-ms (default {DEADLINE_MS})")
-    ap.add_argument("--rules", default=DEFAULT_PRESET, help=f"preset of the requests (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=int, default=4)
+    ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET,
+                    help=f"preset of the requests (default {DEFAULT_PRESET})")
+    ap.add_argument("--players", type=players, default=4)
     ap.add_argument("--seed", type=non_negative, default=0, help="seed of the requests' games")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     return ap

@@ -25,7 +25,7 @@ from training.errors import TrainError
 from training.pipeline import FINAL_EVAL_SEED
 from training.to_strength import MIN_DEALS, Plan, run_benchmark, score_trained, table_lines
 
-from .args import Parser, count_arg, fail, minutes_arg, parse, positive
+from .args import Parser, count_arg, eval_seed, fail, minutes_arg, parse, path, positive
 
 
 def add_scoring_args(ap: argparse.ArgumentParser, what: str) -> None:
@@ -34,7 +34,7 @@ def add_scoring_args(ap: argparse.ArgumentParser, what: str) -> None:
     ap.add_argument("--deals", type=count_arg, default=MIN_DEALS,
                     help=f"duplicate deals per {what}, the same for all (default and least {MIN_DEALS})")
     ap.add_argument("--allow-few-deals", action="store_true", help=f"allow --deals under {MIN_DEALS} (tests)")
-    ap.add_argument("--eval-seed", type=int, default=FINAL_EVAL_SEED,
+    ap.add_argument("--eval-seed", type=eval_seed, default=FINAL_EVAL_SEED,
                     help=f"seed of the scoring's deals (default {FINAL_EVAL_SEED}, the final evaluation's)")
 
 
@@ -62,7 +62,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--score", action="store_true",
                     help="score the snapshots of the run folders given (RUN ...), trained before, instead of"
                          " training (samloc train's, in any number of sittings, or a benchmark's seed_S folders)")
-    ap.add_argument("--config", help="training config, a name or a YAML file (default quick)")
+    ap.add_argument("--config", type=path, help="training config, a name or a YAML file (default quick)")
     ap.add_argument("--minutes", type=minutes_arg,
                     help="training wall time per seed, Ray's start included (default 10)")
     ap.add_argument("--seeds", type=positive, help="seeds 0 .. K-1, trained in turn (default 3)")
@@ -72,7 +72,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     add_scoring_args(ap, "snapshot")
     ap.add_argument("--workers", type=positive, default=os.cpu_count() or 1,
                     help="snapshots scored side by side, after training (default: the CPU count)")
-    ap.add_argument("--out", help="the benchmark's folder, new or empty"
+    ap.add_argument("--out", type=path, help="the benchmark's folder, new or empty"
                                   " (default runs/to_strength__CONFIG__TIME)")
     ap.add_argument("overrides", nargs="*", metavar="key=value | RUN",
                     help="config overrides, as samloc train takes them; with --score, the run folders")

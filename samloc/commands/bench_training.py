@@ -16,7 +16,7 @@ from training.config import ConfigError
 from training.config_load import load_config
 from training.learner import DeviceError, resolve_device
 
-from .args import Parser, parse
+from .args import Parser, integer, nonempty, parse, path, positive
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -27,20 +27,20 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     what.add_argument("--rollout", action="store_true", help="one worker's generation rate and shipped bytes")
     what.add_argument("--search", action="store_true",
                       help="one expert-iteration search worker's searched decisions/s in fp32 and bf16")
-    ap.add_argument("--config", help="training config (default standard, expert for --search; cluster: 512x4)")
-    ap.add_argument("--device", help="learner.device (default: the config's)")
+    ap.add_argument("--config", type=path,
+                    help="training config (default standard, expert for --search; cluster: 512x4)")
+    ap.add_argument("--device", type=nonempty, help="learner.device (default: the config's)")
     ap.add_argument("--precision", choices=("fp32", "bf16"), help="learner.precision (default: the config's)")
-    ap.add_argument("--batch-decisions", type=int, help="ppo.batch_decisions (default: the config's)")
-    ap.add_argument("--minibatch", type=int, help="ppo.minibatch (default: the config's)")
-    ap.add_argument("--updates", type=int, default=3, help="timed updates after one warm-up (default 3)")
-    ap.add_argument("--record", type=int, default=65536, help="at most this many decisions recorded (default 65536)")
-    ap.add_argument("--rollouts", type=int, default=3, help="timed rollouts after one warm-up (default 3)")
-    ap.add_argument("--requests", type=int, default=2,
+    ap.add_argument("--batch-decisions", type=positive, help="ppo.batch_decisions (default: the config's)")
+    ap.add_argument("--minibatch", type=positive, help="ppo.minibatch (default: the config's)")
+    ap.add_argument("--updates", type=positive, default=3, help="timed updates after one warm-up (default 3)")
+    ap.add_argument("--record", type=integer(1, 1 << 22), default=65536,
+                    help="at most this many decisions recorded (default 65536; at most 4,194,304)")
+    ap.add_argument("--rollouts", type=positive, default=3, help="timed rollouts after one warm-up (default 3)")
+    ap.add_argument("--requests", type=positive, default=2,
                     help="timed search requests per precision after one warm-up (default 2)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args(argv)
-    if min(args.updates, args.rollouts, args.record, args.requests) < 1:
-        ap.error("--updates, --rollouts, --requests and --record must be at least 1")
     args.config = args.config or ("expert" if args.search else "standard")
     return args
 

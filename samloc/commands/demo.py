@@ -13,7 +13,7 @@ from pathlib import Path
 from sam_env.roundtrip import roundtrip
 from sam_env.rules import DEFAULT_PRESET, RulesError
 
-from .args import Parser, command, fail, non_negative, positive, table
+from .args import Parser, command, fail, non_negative, nonempty, path, players, positive, table
 
 #: What each way a game ends (a record's ``result.end``, RULES.md) means, as the summary explains it.
 ENDS = {"won": "a seat played out its hand",
@@ -25,12 +25,13 @@ ENDS = {"won": "a seat played out its hand",
 
 def parser() -> Parser:
     ap = Parser(prog="samloc demo", description=__doc__.replace("``", ""))
-    ap.add_argument("--rules", default=DEFAULT_PRESET, help=f"the rule preset (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=int, default=4, help="players at the table (default 4)")
+    ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET,
+                    help=f"the rule preset (default {DEFAULT_PRESET})")
+    ap.add_argument("--players", type=players, default=4, help="players at the table (default 4)")
     ap.add_argument("--games", type=positive, default=1000, help="games to play (default 1000)")
     ap.add_argument("--seed", type=non_negative, default=0,
                     help="seed of the deals and the moves (default 0)")
-    ap.add_argument("--out", default="runs/demo/games.jsonl", help="where the records go (JSON Lines;"
+    ap.add_argument("--out", type=path, default="runs/demo/games.jsonl", help="where the records go (JSON Lines;"
                                                                    " default runs/demo/games.jsonl)")
     return ap
 

@@ -24,7 +24,7 @@ from agents.matches import IllegalMoveError
 from agents.registry import make_agent
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
-from .args import Parser, parse, parse_tables
+from .args import Parser, agent_spec, non_negative, nonempty, parse, parse_tables, path, positive
 
 LINE_EVERY_S = 30.0  # a progress line this often when stderr is not a terminal
 
@@ -33,22 +33,24 @@ def _parser() -> Parser:
     ap = Parser(prog="samloc eval",
                 description="Duplicate-deal evaluation: each seeded deal is played with the agent in every seat "
                             "and the opponents in the others, so the cards' luck cancels.")
-    ap.add_argument("--agent", default="heuristic", help="agent spec (default heuristic): random, "
+    ap.add_argument("--agent", type=agent_spec, default="heuristic", help="agent spec (default heuristic): random, "
                     "heuristic[:variant], a checkpoint directory, a .onnx file, http://host:port")
-    ap.add_argument("--opponents", default="random", help="spec of the other seats (default random)")
-    ap.add_argument("--tables", help="RULES/PLAYERS,... or all (every preset at every allowed player count)")
-    ap.add_argument("--rules", help="preset name(s), comma-separated (default: the agent's own tables if it "
+    ap.add_argument("--opponents", type=agent_spec, default="random", help="spec of the other seats (default random)")
+    ap.add_argument("--tables", type=nonempty,
+                    help="RULES/PLAYERS,... or all (every preset at every allowed player count)")
+    ap.add_argument("--rules", type=nonempty,
+                    help="preset name(s), comma-separated (default: the agent's own tables if it "
                     f"is a trained network, else {DEFAULT_PRESET})")
-    ap.add_argument("--players", help="player count(s), comma-separated (default: as --rules, else 4)")
+    ap.add_argument("--players", type=nonempty, help="player count(s), comma-separated (default: as --rules, else 4)")
     ap.add_argument("--off-table", action="store_true",
                     help="allow tables the agent's network was not trained for (reported as out of distribution)")
-    ap.add_argument("--deals", type=int, default=1000, help="deals per table (default 1000)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--deals", type=positive, default=1000, help="deals per table (default 1000)")
+    ap.add_argument("--seed", type=non_negative, default=0)
     ap.add_argument("--json", action="store_true", help="end with the result as one JSON line")
-    ap.add_argument("--out", help="run folder for result.json, report.md and scores.png "
+    ap.add_argument("--out", type=path, help="run folder for result.json, report.md and scores.png "
                     "(default runs/eval/AGENT_vs_OPP__TIME)")
-    ap.add_argument("--save-games", metavar="FILE.jsonl", help="write every game as samloc/1 JSON Lines")
-    ap.add_argument("--workers", type=int, default=1,
+    ap.add_argument("--save-games", type=path, metavar="FILE.jsonl", help="write every game as samloc/1 JSON Lines")
+    ap.add_argument("--workers", type=positive, default=1,
                     help="processes that play the chunks of 512 deals side by side (default 1; at most one"
                     " per core): the same result, sooner.  Replayable agents only")
     ap.add_argument("--resume", action="store_true",
@@ -70,10 +72,6 @@ class _Plan:
 def _plan(args: argparse.Namespace) -> _Plan:
     """The run ``args`` ask for; RulesError or ValueError naming what is wrong."""
     tables = parse_tables(args.tables, args.rules, args.players)
-    if args.deals < 1:
-        raise ValueError("--deals must be at least 1")
-    if args.workers < 1:
-        raise ValueError("--workers must be at least 1")
     agent = make_agent(args.agent, seed=args.seed)
     opponents = make_agent(args.opponents)
     opponents.close()

@@ -9,15 +9,18 @@ from pathlib import Path
 
 from agents.export import RANDOM_TOLERANCE, TOLERANCE, export
 
-from .args import Parser, parse
+from .args import Parser, integer, non_negative, parse, path
 
 
 def _parser() -> Parser:
     p = Parser(prog="samloc export", description="A checkpoint's policy as an ONNX model, checked against PyTorch.")
-    p.add_argument("checkpoint", help="a checkpoint folder (or a run folder: its newest good checkpoint)")
-    p.add_argument("--out", default=None, help="the .onnx file to write (default: CHECKPOINT/policy.onnx)")
-    p.add_argument("--samples", type=int, default=1000, help="positions (and random inputs) checked (1000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("checkpoint", type=path,
+                   help="a checkpoint folder (or a run folder: its newest good checkpoint)")
+    p.add_argument("--out", type=path, default=None,
+                   help="the .onnx file to write (default: CHECKPOINT/policy.onnx)")
+    p.add_argument("--samples", type=integer(1, 1_000_000), default=1000,
+                   help="positions (and random inputs) checked (default 1000; at most 1,000,000)")
+    p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--json", action="store_true", help="print the sidecar as one JSON line")
     return p
 
@@ -26,9 +29,6 @@ def main(argv: list[str]) -> int:
     args = parse(_parser().parse_args, argv)
     if isinstance(args, int):
         return args
-    if args.samples < 1:
-        print("samloc export: --samples must be at least 1", file=sys.stderr)
-        return 2
     try:
         side = export(args.checkpoint, args.out, samples=args.samples, seed=args.seed)
     except (ValueError, OSError) as exc:

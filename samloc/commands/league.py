@@ -20,27 +20,28 @@ from agents.matches import IllegalMoveError
 from agents.registry import make_agent
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
-from .args import Parser, parse, parse_tables
+from .args import Parser, agent_spec, integer, non_negative, nonempty, parse, parse_tables, path
 
 
 def _parser() -> Parser:
     ap = Parser(prog="samloc league",
                 description="Every ordered pair of agents on the same duplicate deals (one seat A, the others B), "
                             "then one rating per agent on the lá scale: score(A vs B) ≈ r_A − r_B.")
-    ap.add_argument("agents", nargs="+", metavar="AGENT",
+    ap.add_argument("agents", nargs="+", type=agent_spec, metavar="AGENT",
                     help="agent specs (as samloc eval's); a run folder stands for its checkpoints")
-    ap.add_argument("--rules", help=f"preset name (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", help="player count (default 4)")
-    ap.add_argument("--deals", type=int, default=1000, help="deals per ordered pair (default 1000)")
-    ap.add_argument("--seed", type=int, default=0, help="the deals' seed, and the bootstrap's")
-    ap.add_argument("--pin", help="the agent rated 0 (default random if it plays, else the first agent)")
-    ap.add_argument("--bootstrap", type=int, default=1000,
-                    help="bootstrap resamples of the deals (default 1000)")
+    ap.add_argument("--rules", type=nonempty, help=f"preset name (default {DEFAULT_PRESET})")
+    ap.add_argument("--players", type=nonempty, help="player count (default 4)")
+    ap.add_argument("--deals", type=integer(2), default=1000,
+                    help="deals per ordered pair, at least 2: the intervals resample deals (default 1000)")
+    ap.add_argument("--seed", type=non_negative, default=0, help="the deals' seed, and the bootstrap's")
+    ap.add_argument("--pin", type=nonempty, help="the agent rated 0 (default random if it plays, else the first agent)")
+    ap.add_argument("--bootstrap", type=integer(100, 1_000_000), default=1000,
+                    help="bootstrap resamples of the deals, 100 to 1,000,000 (default 1000)")
     ap.add_argument("--off-table", action="store_true",
                     help="allow a network at a table it was not trained for "
                          "(reported as out of distribution)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
-    ap.add_argument("--out", help="run folder (default runs/league/RULES_P__TIME)")
+    ap.add_argument("--out", type=path, help="run folder (default runs/league/RULES_P__TIME)")
     return ap
 
 
@@ -51,12 +52,6 @@ def _plan(args: argparse.Namespace) -> tuple[RuleSet, int, list[Entry], str, lis
     if len(tables) != 1:
         raise ValueError("a league plays one table: give one rule set and one player count")
     rules, players = tables[0]
-    if args.deals < 2:
-        raise ValueError("--deals must be at least 2 (the intervals resample deals)")
-    if args.bootstrap < 100:
-        raise ValueError("--bootstrap must be at least 100 resamples")
-    if args.seed < 0:
-        raise ValueError("--seed must be a non-negative integer")
     entries = expand(args.agents, warn=lambda m: print(f"samloc league: {m}", file=sys.stderr))
     names = [e.name for e in entries]
     pin = args.pin if args.pin is not None else ("random" if "random" in names else names[0])

@@ -1,7 +1,11 @@
 """``samloc seeds RUN RUN ...``: a config's runs over several seeds side by side (training/seed_curve.py).
 
-    samloc seeds runs/seeds/quick_s0 runs/seeds/quick_s1 runs/seeds/quick_s2 [--by minutes|decisions|update]
+    samloc train --config quick --seeds 0,1,2 --run-dir runs/seeds      (its runs: runs/seeds/s0, s1 and s2)
+    samloc seeds runs/seeds/s0 runs/seeds/s1 runs/seeds/s2 [--by minutes|decisions|update]
                  [--opponents heuristic random] [--png curve.png]
+
+(Without --run-dir each seed's run gets its own runs/NAME__SEED__TIME folder; samloc train prints the
+samloc seeds command that takes them.)
 
 A Markdown table: per evaluation point, the runs lined up by wall minutes (default), decisions trained or
 update, the mean over seeds of the updates, wall minutes and decisions trained and, per opponent, the mean
@@ -18,17 +22,18 @@ from pathlib import Path
 from training import seed_curve
 from training.seed_curve import AXES, check_opponents, load_run, plot, table
 
-from .args import Parser, parse
+from .args import Parser, nonempty, parse, path
 
 
 def _parser() -> Parser:
     p = Parser(prog="samloc seeds", description=__doc__ + "\n" + (seed_curve.__doc__ or ""),
                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("runs", nargs="+", type=Path, help="run folders of one config, different seeds")
-    p.add_argument("--opponents", nargs="+", default=["heuristic", "random"], help="the opponents' columns")
+    p.add_argument("runs", nargs="+", type=path, help="run folders of one config, different seeds")
+    p.add_argument("--opponents", nargs="+", type=nonempty, default=["heuristic", "random"],
+                   help="the opponents' columns")
     p.add_argument("--by", choices=list(AXES), default="minutes",
                    help="line the runs up by wall minutes (default), decisions trained or update")
-    p.add_argument("--png", type=Path, help="also draw the curves here")
+    p.add_argument("--png", type=path, help="also draw the curves here")
     return p
 
 
@@ -37,13 +42,13 @@ def main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     try:
-        runs = [load_run(r) for r in args.runs]
+        runs = [load_run(Path(r)) for r in args.runs]
         check_opponents(runs, [str(r) for r in args.runs], args.opponents)
     except (ValueError, OSError, KeyError) as exc:  # json's errors are ValueErrors
         print(f"samloc seeds: {exc}", file=sys.stderr)
         return 2
     print(table(runs, args.opponents, args.by))
     if args.png:
-        plot(runs, [r.name for r in args.runs], args.opponents, args.png, args.by)
+        plot(runs, [Path(r).name for r in args.runs], args.opponents, Path(args.png), args.by)
         print(f"curves: {args.png}")
     return 0

@@ -8,22 +8,24 @@ from agents.serving.bots import DEADLINE_MS, Bots, refuse_loop
 from agents.serving.edge import listening_sockets
 from agents.serving.workers import serve
 
-from .args import Parser, non_negative, parse, port, positive, temperature
+from .args import Parser, agent_spec, deadline_ms, non_negative, nonempty, parse, port, positive, temperature
 
 
 def _parser() -> Parser:
     p = Parser(prog="samloc serve", description="A bot over HTTP (PROTOCOL §4) and a page to play against it.")
-    p.add_argument("--agent", action="append", default=None,
+    p.add_argument("--agent", action="append", type=agent_spec, default=None,
                    help="random, heuristic, a checkpoint directory (DIR+search: with play-time search),"
                         " an .onnx file or http://...; repeat it to serve several bots, each table played by"
-                        " the one measured strongest there; default: every shipped bot ($SAMLOC_CHECKPOINTS,"
-                        " else ./checkpoints, else the checkout's; their .onnx), else heuristic")
-    p.add_argument("--host", default="127.0.0.1")
+                        " the one measured strongest there; default: every shipped bot, the .onnx files of the"
+                        " repository's checkpoints/ folder ($SAMLOC_CHECKPOINTS, else ./checkpoints, else the"
+                        " checkout's; heuristic if it holds none). A wheel holds no checkpoints: from a wheel give"
+                        " --agent, or set SAMLOC_CHECKPOINTS to a clone's checkpoints/")
+    p.add_argument("--host", type=nonempty, default="127.0.0.1")
     p.add_argument("--port", type=port, default=8000, help="0: any free port (default 8000)")
     p.add_argument("--temperature", type=temperature, default=0.0,
                    help="0 = greedy (default); T > 0 samples from p^(1/T), still reproducible per request")
     p.add_argument("--seed", type=non_negative, default=0, help="seed of every random choice (default 0)")
-    p.add_argument("--deadline-ms", type=non_negative, default=DEADLINE_MS,
+    p.add_argument("--deadline-ms", type=deadline_ms, default=DEADLINE_MS,
                    help="time bound of a searched decision (DIR+search) where its spec gives none: the best"
                         f" move found by then is played (default {DEADLINE_MS}; 0: none, answers then"
                         " independent of the machine's speed)")

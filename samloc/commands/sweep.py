@@ -21,7 +21,7 @@ from training import sweep
 from training.config import ConfigError
 from training.sweep import TABLE_HEAD, SweepPlan, parse_grid, parse_random, run_sweep, table_rows
 
-from .args import Parser, count_arg, fail, minutes_arg, non_negative, parse, positive, seed_list
+from .args import Parser, count_arg, fail, minutes_arg, non_negative, nonempty, parse, path, positive, seed_list
 from .bench_strength import add_scoring_args, trained
 
 
@@ -38,7 +38,7 @@ def _typed(parse_one: Callable[[str], Any]) -> Callable[[str], Any]:
 def _parse(argv: list[str]) -> argparse.Namespace:
     ap = Parser(prog="samloc sweep", description=__doc__ + "\n" + (sweep.__doc__ or ""),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", required=True, help="training config, a name or a YAML file")
+    ap.add_argument("--config", required=True, type=path, help="training config, a name or a YAML file")
     ap.add_argument("--grid", type=_typed(parse_grid), action="append", default=[], metavar="KEY=V1,V2,...",
                     help="a config key and its values, each a trial (repeat: their product)")
     ap.add_argument("--random", type=_typed(parse_random), action="append", default=[],
@@ -57,8 +57,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                          " every this many minutes; the first rung (default minutes/4)")
     add_scoring_args(ap, "trial")
     ap.add_argument("--workers", type=positive, default=1, help="trials scored side by side, after training")
-    ap.add_argument("--ray-address", metavar="HOST:PORT", help="run the trials on this Ray cluster")
-    ap.add_argument("--out", required=True, type=Path, help="the sweep's folder, new or empty")
+    ap.add_argument("--ray-address", type=nonempty, metavar="HOST:PORT", help="run the trials on this Ray cluster")
+    ap.add_argument("--out", required=True, type=path, help="the sweep's folder, new or empty")
     ap.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every trial")
     return ap.parse_intermixed_args(argv)
 
@@ -78,14 +78,15 @@ def main(argv: list[str]) -> int:
         return args
     if args.every_minutes is not None and not args.asha:
         return fail("samloc sweep", "--every-minutes sets --asha's evaluations: give --asha too")
-    plan = SweepPlan(args.config, args.overrides, args.grid, args.random, args.samples, args.seeds, args.out,
+    plan = SweepPlan(args.config, args.overrides, args.grid, args.random, args.samples, args.seeds, Path(args.out),
                      args.minutes or 0.0, args.decisions or 0, args.deals, args.eval_seed, args.asha,
                      args.every_minutes or 0.0, args.sample_seed, args.workers, args.ray_address,
                      "samloc sweep " + " ".join(shlex.quote(a) for a in argv))
     doc = trained("samloc sweep", lambda: run_sweep(plan, lambda line: print(line, flush=True), args.allow_few_deals),
-                  f"the trials' runs stay in {args.out / 'trials'}")
+                  f"the trials' runs stay in {Path(args.out) / 'trials'}")
     if isinstance(doc, int):
         return doc
     _print_table(doc)
-    print(f"report: {args.out / 'sweep.json'}, table: {args.out / 'sweep.md'}, plot: {args.out / 'sweep.png'}")
+    out = Path(args.out)
+    print(f"report: {out / 'sweep.json'}, table: {out / 'sweep.md'}, plot: {out / 'sweep.png'}")
     return 0

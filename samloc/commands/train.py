@@ -30,12 +30,12 @@ from agents.nets.factory import NetworkError
 from agents.nets.format import CheckpointError
 from training.config import ConfigError
 from training.config_docs import config_text, keys_help
-from training.config_load import load_config
+from training.config_load import check_agents, load_config
 from training.errors import TrainError
 from training.launch import Launch, dry_run, new_run_folder, nothing_left, resolve_launch
 from training.pipeline import TrainResult, run_pipeline
 
-from .args import Parser, count_arg, minutes_arg, parse, seed_list
+from .args import Parser, count_arg, minutes_arg, nonempty, parse, path, seed_list
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -44,8 +44,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         epilog="keys for key=value or a --config YAML (defined and documented in training/config.py;"
                " all of them,\nresolved, each with its doc: samloc train --print-config [--config F |"
                " --resume RUN]):\n" + keys_help())
-    ap.add_argument("--config", help="a YAML config (configs/quick.yaml, standard, cluster) or its name")
-    ap.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest good checkpoint")
+    ap.add_argument("--config", type=path, help="a YAML config (configs/quick.yaml, standard, cluster) or its name")
+    ap.add_argument("--resume", type=path, metavar="RUN_DIR", help="continue a run from its newest good checkpoint")
     ap.add_argument("--more-minutes", type=minutes_arg, metavar="N",
                     help="with --resume: train N minutes more than the run's sittings so far (max_minutes ="
                          " minutes trained + N)")
@@ -57,16 +57,17 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                          " --more-*), every key with its doc, as YAML that --config reads; start nothing")
     ap.add_argument("--dry-run", action="store_true",
                     help="check all that can be checked without Ray (config, run folder, the checkpoint to"
-                         " resume or init_from, learner device, CPUs), print the run folder it would use;"
-                         " start nothing")
-    ap.add_argument("--ray-address", metavar="HOST:PORT",
+                         " resume or init_from, the opponents it names, learner device, CPUs), print the run"
+                         " folder it would use; start nothing")
+    ap.add_argument("--ray-address", type=nonempty, metavar="HOST:PORT",
                     help="join the Ray cluster started there with `ray start --head` (default: start Ray embedded"
                          " here, on 127.0.0.1 only); its token is found as Ray's clients find it: RAY_AUTH_TOKEN,"
                          " RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token (docs/training.md: a Ray cluster, step by step)")
     ap.add_argument("--dashboard", action="store_true",
                     help="start Ray's dashboard with the embedded Ray (on 127.0.0.1:8265)")
-    ap.add_argument("--run-dir", help="write the run here instead of runs/<name>__<seed>__<time>/ (with --seeds:"
-                                      " DIR/s<seed>/ for each seed)")
+    ap.add_argument("--run-dir", type=path,
+                    help="write the run here instead of runs/<name>__<seed>__<time>/ (with --seeds:"
+                         " DIR/s<seed>/ for each seed)")
     ap.add_argument("--seeds", type=seed_list, metavar="S,S,...",
                     help="a new run per seed (seed=S), one after another, each with every core; then"
                          " `samloc seeds` over their folders gives the mean and spread")
@@ -184,6 +185,11 @@ def main(argv: list[str]) -> int:
     if done:
         print(f"samloc train: {done}")
         return 0
+    try:
+        check_agents(launch.cfg)
+    except ConfigError as exc:
+        print(f"samloc train: {exc}", file=sys.stderr)
+        return 2
     if args.dry_run:
         try:
             lines = dry_run(launch, args.run_dir, args.ray_address)

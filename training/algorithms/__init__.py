@@ -26,8 +26,9 @@ def resolve(spec: str) -> type[Algorithm]:
     module, _, name = path.partition(":")
     try:
         cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"algorithm={spec}: cannot import it ({exc})") from None
+    except Exception as exc:  # a user's module may raise anything while it is imported
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ConfigError(f"algorithm={spec}: cannot import it ({type(exc).__name__}: {first})") from None
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise ConfigError(f"algorithm={spec}: {path} is not a training.algorithms.base.Algorithm subclass")
     return cls
