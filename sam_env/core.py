@@ -315,16 +315,18 @@ def _straight_base(length):
 
 @njit(cache=True)
 def _add_straights(st, ru, seat, out, k):
-    # run[p] = length of the run of held positions ending at p
-    run = np.zeros(NUM_POSITIONS + 1, dtype=np.int64)
+    # bit p of held: position p is held (and may start a straight); a bit mask, not an array, so
+    # that a lead allocates nothing
+    held = 0
     lo = 1 if ru[R_ACE_LOW] != 0 else 3
     for p in range(lo, NUM_POSITIONS + 1):
         if st[O_HAND + seat * NR + POS_RANK[p]] > 0:
-            run[p] = run[p - 1] + 1
+            held |= 1 << p
     for ln in range(MIN_STRAIGHT, MAX_STRAIGHT + 1):
         b = STRAIGHT0 + _straight_base(ln)
+        full = (1 << ln) - 1
         for t in range(ln, NUM_POSITIONS + 1):
-            if run[t] >= ln:
+            if (held >> (t - ln + 1)) & full == full:
                 out[k] = b + t - ln
                 k += 1
     return k

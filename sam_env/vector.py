@@ -74,7 +74,13 @@ def random_from_masks(masks, rng, out):
 
 @njit(cache=True)
 def selfplay_step(states, ru, actions, rng, n, hands, rewards, done, seats, obs, masks):
-    """One decision per game, autoreset, then the next decision's seat, observation and mask."""
+    """One decision per game, autoreset, then the next decision's seat, observation and mask.
+
+    Returns -1, or the first game whose action ``masks`` does not allow (then no game has moved)."""
+    for g in range(actions.shape[0]):
+        a = actions[g]
+        if a < 0 or a >= NUM_ACTIONS or masks[g, a] == 0:
+            return g
     bad = core.batch_step(states, ru, actions, rng, n, hands, rewards, done, True)
     if bad < 0:
         encode_mask_batch(states, ru, obs, masks, seats)
@@ -226,9 +232,10 @@ class SelfPlayBatch:
     reset with ``seed`` deals the games of a single env reset with
     ``seed + g``.
 
-    The returned arrays are fresh copies; with ``copy=False`` they are this
-    batch's own buffers, overwritten by the next call (faster, for a trainer
-    that stores them into its rollout buffers at once).
+    The returned arrays are fresh; with ``copy=False`` they are this batch's
+    own buffers, overwritten by the next call (faster, for a trainer that
+    stores them into its rollout buffers at once).  The observations are
+    encoded straight into the fresh array (no copy), which ``obs`` then names.
     """
 
     def __init__(self, rules: RuleSet | str = DEFAULT_PRESET, players: int = 4,
@@ -256,10 +263,15 @@ class SelfPlayBatch:
         if seed is not None:
             gb.rng = seed_streams(seed, self.num_envs)
         gb.instant_deals = int(core.batch_reset(gb.states, gb.ru, gb.rng, self.players, gb.hands))
+        self.obs = self._obs_out()
         encode_mask_batch(gb.states, gb.ru, self.obs, self.masks, self.seats)
         if self.copy:
-            return self.seats.copy(), self.obs.copy(), self.masks.copy()
+            return self.seats.copy(), self.obs, self.masks.copy()
         return self.seats, self.obs, self.masks
+
+    def _obs_out(self) -> np.ndarray:
+        """Where the next observations go: a new array (``copy``, every cell is written) or the buffer."""
+        return np.empty_like(self.obs) if self.copy else self.obs
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
         """Apply ``actions[g]`` for the seat to act in each game.
@@ -272,19 +284,17 @@ class SelfPlayBatch:
         acts = np.ascontiguousarray(actions, dtype=np.int64)
         if acts.shape != (self.num_envs,):
             raise ValueError(f"actions must have shape ({self.num_envs},), not {acts.shape}")
-        ok = (acts >= 0) & (acts < NUM_ACTIONS)
-        ok &= self.masks[np.arange(self.num_envs), np.where(ok, acts, 0)] != 0
-        if not ok.all():
-            g = int(np.argmin(ok))
-            raise IllegalActionError(f"game {g}: action {int(acts[g])} is not legal for seat {int(self.seats[g])}")
+        obs = self._obs_out()
         bad = selfplay_step(gb.states, gb.ru, acts, gb.rng, self.players, gb.hands, gb.rewards, gb.done,
-                            self.seats, self.obs, self.masks)
-        if bad >= 0:  # unreachable after the mask check; kept as a guard
-            raise IllegalActionError(f"game {bad}: action {int(acts[bad])} is not legal")
+                            self.seats, obs, self.masks)
+        if bad >= 0:
+            raise IllegalActionError(f"game {bad}: action {int(acts[bad])} is not legal for seat"
+                                     f" {int(self.seats[bad])}")
+        self.obs = obs
         np.copyto(self.rewards, gb.rewards)
         np.copyto(self.done, gb.done)
         if self.copy:
-            return self.seats.copy(), self.obs.copy(), self.masks.copy(), self.rewards.copy(), self.done.copy()
+            return self.seats.copy(), obs, self.masks.copy(), self.rewards.copy(), self.done.copy()
         return self.seats, self.obs, self.masks, self.rewards, self.done
 
     @property

@@ -380,7 +380,11 @@ def test_selfplay_batch_interface_and_errors():
     with pytest.raises(ValueError, match="num_envs must be a positive integer"):
         SelfPlayBatch(num_envs=0)
     out = sp.step(mask.argmax(1))
-    assert out[1] is not sp.obs   # copies by default
+    kept = [a.copy() for a in out]
+    nxt = sp.step(out[2].argmax(1))   # fresh arrays by default: the next step overwrites none of them
+    for a, b, c in zip(out, kept, nxt):
+        assert a is not c
+        np.testing.assert_array_equal(a, b)
 
 
 def test_opponent_kinds_play_identically():
