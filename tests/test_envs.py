@@ -457,7 +457,7 @@ def test_bench_env_reports_the_contract_keys(capsys):
     from samloc.commands.bench import main
     assert main(["--env", "--num-envs", "64", "--steps", "6400", "--json"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(last) == {"num_envs", "steps", "seconds", "steps_per_s"}
+    assert set(last) == {"num_envs", "steps", "seconds", "steps_per_s", "machine"}
     assert last["num_envs"] == 64 and last["steps"] == 6400 and last["steps_per_s"] > 0
     single = bench_env("hoi_quan_bai", 3, 1, 500, 0)
     assert single["num_envs"] == 1 and single["steps"] == 500
