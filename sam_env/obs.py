@@ -28,7 +28,9 @@ Changing the layout changes every trained policy: bump ``OBS_VERSION``.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .actions import ACT_COUNTS, ACT_KIND, ACT_RANK, K_SINGLE, NUM_ACTIONS
 from .core import (HAND, HIST, MAX_PLAYERS, NR, O_CHAIN_FROM, O_CHAIN_TO, O_CHAIN_VAL, O_DECLARER,
@@ -103,12 +105,13 @@ def write_rules(ru, slot, kind, arg, out, at):
 
 # Tables for the encoder: a thermometer per count, and each action's history entry (present, kind
 # one-hot, rank counts / 4; the seat cells are left zero), whose counts are also the top's cards.
-THERM = np.array([[1.0 if c > k else 0.0 for k in range(4)] for c in range(5)], dtype=np.float32)
+THERM = np.array([1.0 if c > k else 0.0 for c in range(5) for k in range(4)], dtype=np.float32)  # count c at 4c
 _KIND_AT, _CARDS_AT = 6, 15  # where a history entry's kind one-hot and rank counts start
 HIST_ROW = np.zeros((NUM_ACTIONS, HIST_ENTRY), dtype=np.float32)
 HIST_ROW[:, 0] = 1.0
 HIST_ROW[np.arange(NUM_ACTIONS), _KIND_AT + ACT_KIND] = 1.0
 HIST_ROW[:, _CARDS_AT:] = ACT_COUNTS * 0.25
+HIST_FLAT = HIST_ROW.ravel()
 assert HIST & (HIST - 1) == 0, "the history ring's index is masked, so HIST must be a power of two"
 
 
@@ -119,11 +122,30 @@ def _rel(s, seat, n):
     return r - n if r >= n else r
 
 
+@intrinsic
+def _copy_cells(typingctx, dst, at, src, start, count):
+    """``dst[at:at + count] = src[start:start + count]`` as one ``memcpy`` of float32 cells, unchecked: a
+    constant ``count`` becomes a few vector moves where a loop of cells compiles to one store each."""
+    if not all(isinstance(a, types.Array) and a.layout == "C" and a.dtype == types.float32 for a in (dst, src)):
+        return None  # a memcpy of cells needs two C-contiguous float32 arrays
+    def codegen(context, builder, sig, args):
+        d = context.make_array(sig.args[0])(context, builder, args[0])
+        s = context.make_array(sig.args[2])(context, builder, args[2])
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [args[1]]), builder.gep(s.data, [args[3]]), args[4], 4)
+        return context.get_dummy_value()
+    return types.void(dst, at, src, start, count), codegen
+
+
 @njit(cache=True, inline="always")
 def _therm(out, at, count):
-    t = THERM[min(max(count, 0), 4)]
+    _copy_cells(out, at, THERM, 4 * min(max(count, 0), 4), 4)
+
+
+@njit(cache=True, inline="always")
+def _therm_any(out, at, count):
+    """:func:`_therm` into an array of any numeric dtype."""
     for k in range(4):
-        out[at + k] = t[k]
+        out[at + k] = 1 if count > k else 0
 
 
 @njit(cache=True, inline="always")
@@ -183,9 +205,7 @@ def _top(st, seat, n, out):
     else:
         out[F_TOP_KIND + ACT_KIND[top] - K_SINGLE + 1] = 1.0
         out[F_TOP_RANK + ACT_RANK[top]] = 1.0
-        row = HIST_ROW[top]
-        for r in range(NR):
-            out[F_TOP_CARDS + r] = row[_CARDS_AT + r]
+        _copy_cells(out, F_TOP_CARDS, HIST_FLAT, top * HIST_ENTRY + _CARDS_AT, NR)
         last = st[O_LAST]
         if last >= 0:
             out[F_TOP_BY + _rel(last, seat, n)] = 1.0
@@ -207,10 +227,8 @@ def _history(st, seat, n, out):
     k = min(nd, HIST)
     for j in range(k):
         h = O_HIST + ((nd - 1 - j) & (HIST - 1)) * 2
-        row = HIST_ROW[st[h + 1]]
         at = F_HIST + j * HIST_ENTRY
-        for i in range(HIST_ENTRY):
-            out[at + i] = row[i]
+        _copy_cells(out, at, HIST_FLAT, st[h + 1] * HIST_ENTRY, HIST_ENTRY)
         out[at + 1 + _rel(st[h], seat, n)] = 1.0
     _zero(out, F_HIST + k * HIST_ENTRY, F_HIST + HIST * HIST_ENTRY)
 
@@ -276,7 +294,7 @@ def _hands(st, seat, out, at):
     for s in range(n):
         base = at + _rel(s, seat, n) * NR * 4
         for r in range(NR):
-            _therm(out, base + r * 4, st[O_HAND + s * NR + r])
+            _therm_any(out, base + r * 4, st[O_HAND + s * NR + r])
 
 
 @njit(cache=True)
