@@ -765,7 +765,7 @@ def batch_legal_mask(states, ru, masks):
 
 
 @njit(cache=True)
-def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset):
+def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset, checked=False):
     """Advance every game by one decision: ``actions[g]`` for the seat to act.
 
     Returns -1, or the index of the first game whose action was illegal (that
@@ -774,6 +774,8 @@ def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset):
     ``autoreset`` a finished game is replaced at once by a fresh seeded deal
     that needs a decision (deals that are instant wins need none and are
     skipped); its rewards and ``done`` still report the game that ended.
+    ``checked``: the caller has checked every action against the legal mask of
+    this very state (:func:`legal_mask`), so :func:`check_action` is skipped.
     """
     bad = -1
     for g in range(states.shape[0]):
@@ -782,7 +784,8 @@ def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset):
             rewards[g, s] = 0
         done[g] = False
         a = actions[g]
-        if st[O_PHASE] == PH_OVER or a < 0 or a >= NUM_ACTIONS or check_action(st, ru, st[O_TO_ACT], a) != OK:
+        if not checked and (st[O_PHASE] == PH_OVER or a < 0 or a >= NUM_ACTIONS
+                            or check_action(st, ru, st[O_TO_ACT], a) != OK):
             if bad < 0:
                 bad = g
             continue

@@ -81,10 +81,10 @@ def selfplay_step(states, ru, actions, rng, n, hands, rewards, done, seats, obs,
         a = actions[g]
         if a < 0 or a >= NUM_ACTIONS or masks[g, a] == 0:
             return g
-    bad = core.batch_step(states, ru, actions, rng, n, hands, rewards, done, True)
-    if bad < 0:
-        encode_mask_batch(states, ru, obs, masks, seats)
-    return bad
+    # the masks are this batch's own, encoded from these states by the last call: checked
+    core.batch_step(states, ru, actions, rng, n, hands, rewards, done, True, True)
+    encode_mask_batch(states, ru, obs, masks, seats)
+    return -1
 
 
 @njit(cache=True)
@@ -234,7 +234,8 @@ class SelfPlayBatch:
 
     The returned arrays are fresh; with ``copy=False`` they are this batch's
     own buffers, overwritten by the next call (faster, for a trainer that
-    stores them into its rollout buffers at once).  The observations are
+    stores them into its rollout buffers at once; not to be written to: the
+    masks are what the next step checks actions against).  The observations are
     encoded straight into the fresh array (no copy), which ``obs`` then names.
     """
 
