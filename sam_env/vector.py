@@ -271,8 +271,14 @@ class SelfPlayBatch:
         return self.seats, self.obs, self.masks
 
     def _obs_out(self) -> np.ndarray:
-        """Where the next observations go: a new array (``copy``, every cell is written) or the buffer."""
-        return np.empty_like(self.obs) if self.copy else self.obs
+        """Where the next observations go: a new array (``copy``, every cell is written) or the buffer.
+
+        The batch lets go of the last array first: when the caller has let go of it too, the new one
+        reuses its memory, still in cache."""
+        if not self.copy:
+            return self.obs
+        self.obs = None
+        return np.empty((self.num_envs, OBS_SIZE), dtype=np.float32)
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
         """Apply ``actions[g]`` for the seat to act in each game.
@@ -288,10 +294,11 @@ class SelfPlayBatch:
         obs = self._obs_out()
         bad = selfplay_step(gb.states, gb.ru, acts, gb.rng, self.players, gb.hands, gb.rewards, gb.done,
                             self.seats, obs, self.masks)
-        if bad >= 0:
+        self.obs = obs
+        if bad >= 0:  # no game has moved: the same observations again
+            encode_mask_batch(gb.states, gb.ru, obs, self.masks, self.seats)
             raise IllegalActionError(f"game {bad}: action {int(acts[bad])} is not legal for seat"
                                      f" {int(self.seats[bad])}")
-        self.obs = obs
         np.copyto(self.rewards, gb.rewards)
         np.copyto(self.done, gb.done)
         if self.copy:

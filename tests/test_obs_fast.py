@@ -13,7 +13,7 @@ from sam_env import core, obs
 from sam_env.actions import NUM_ACTIONS, SAM
 from sam_env.obs import OBS_SIZE
 from sam_env.rules import RuleSet
-from sam_env.vector import OpponentGames, SelfPlayBatch
+from sam_env.vector import IllegalActionError, OpponentGames, SelfPlayBatch
 
 
 def expected(states: np.ndarray, ru: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -94,3 +94,19 @@ def test_single_row_encoders_match_the_reference():
         one = np.full(OBS_SIZE, np.nan, dtype=np.float32)
         obs.encode_row(sp.states[7], sp.ru, seats[7], one)
         same_bits(one, want[7], "encode_row")
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_an_illegal_action_leaves_the_observations(copy):
+    """A refused step moves no game, and the batch's seats, observations and masks stay as they were."""
+    sp = SelfPlayBatch("online", 3, num_envs=16, seed=4, copy=copy)
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        sp.step(random_legal(sp.masks, rng, sam_rate=0.1))
+    before = [a.copy() for a in (sp.seats, sp.obs, sp.masks, sp.states)]
+    acts = random_legal(sp.masks, rng, sam_rate=0.1)
+    acts[5] = int(np.flatnonzero(sp.masks[5] == 0)[0])
+    with pytest.raises(IllegalActionError, match="game 5: action"):
+        sp.step(acts)
+    for got, want, what in zip((sp.seats, sp.obs, sp.masks, sp.states), before, ("seat", "obs", "mask", "state")):
+        same_bits(got, want, what)
