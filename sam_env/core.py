@@ -315,16 +315,18 @@ def _straight_base(length):
 
 @njit(cache=True)
 def _add_straights(st, ru, seat, out, k):
-    # run[p] = length of the run of held positions ending at p
-    run = np.zeros(NUM_POSITIONS + 1, dtype=np.int64)
+    # bit p of held: position p is held (and may start a straight); a bit mask, not an array, so
+    # that a lead allocates nothing
+    held = 0
     lo = 1 if ru[R_ACE_LOW] != 0 else 3
     for p in range(lo, NUM_POSITIONS + 1):
         if st[O_HAND + seat * NR + POS_RANK[p]] > 0:
-            run[p] = run[p - 1] + 1
+            held |= 1 << p
     for ln in range(MIN_STRAIGHT, MAX_STRAIGHT + 1):
         b = STRAIGHT0 + _straight_base(ln)
+        full = (1 << ln) - 1
         for t in range(ln, NUM_POSITIONS + 1):
-            if run[t] >= ln:
+            if (held >> (t - ln + 1)) & full == full:
                 out[k] = b + t - ln
                 k += 1
     return k
@@ -763,7 +765,7 @@ def batch_legal_mask(states, ru, masks):
 
 
 @njit(cache=True)
-def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset):
+def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset, checked=False):
     """Advance every game by one decision: ``actions[g]`` for the seat to act.
 
     Returns -1, or the index of the first game whose action was illegal (that
@@ -772,6 +774,8 @@ def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset):
     ``autoreset`` a finished game is replaced at once by a fresh seeded deal
     that needs a decision (deals that are instant wins need none and are
     skipped); its rewards and ``done`` still report the game that ended.
+    ``checked``: the caller has checked every action against the legal mask of
+    this very state (:func:`legal_mask`), so :func:`check_action` is skipped.
     """
     bad = -1
     for g in range(states.shape[0]):
@@ -780,7 +784,8 @@ def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset):
             rewards[g, s] = 0
         done[g] = False
         a = actions[g]
-        if st[O_PHASE] == PH_OVER or a < 0 or a >= NUM_ACTIONS or check_action(st, ru, st[O_TO_ACT], a) != OK:
+        if not checked and (st[O_PHASE] == PH_OVER or a < 0 or a >= NUM_ACTIONS
+                            or check_action(st, ru, st[O_TO_ACT], a) != OK):
             if bad < 0:
                 bad = g
             continue

@@ -28,7 +28,9 @@ Changing the layout changes every trained policy: bump ``OBS_VERSION``.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .actions import ACT_COUNTS, ACT_KIND, ACT_RANK, K_SINGLE, NUM_ACTIONS
 from .core import (HAND, HIST, MAX_PLAYERS, NR, O_CHAIN_FROM, O_CHAIN_TO, O_CHAIN_VAL, O_DECLARER,
@@ -67,12 +69,6 @@ RULE_SLOT, RULE_KIND, RULE_ARG = rule_spec(rule_cells())
 
 # ---- kernels -----------------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _therm(out, at, count):
-    for k in range(4):
-        out[at + k] = 1.0 if count > k else 0.0
-
-
-@njit(cache=True, inline="always")
 def _amount(v):
     x = v / LA_SCALE
     if x > AMOUNT_CLIP:
@@ -80,11 +76,6 @@ def _amount(v):
     if x < -AMOUNT_CLIP:
         return -AMOUNT_CLIP
     return x
-
-
-@njit(cache=True, inline="always")
-def _rel(s, seat, n):
-    return (s - seat + n) % n
 
 
 @njit(cache=True)
@@ -112,24 +103,77 @@ def write_rules(ru, slot, kind, arg, out, at):
         out[at + i] = x
 
 
+# Tables for the encoder: a thermometer per count, and each action's history entry (present, kind
+# one-hot, rank counts / 4; the seat cells are left zero), whose counts are also the top's cards.
+THERM = np.array([1.0 if c > k else 0.0 for c in range(5) for k in range(4)], dtype=np.float32)  # count c at 4c
+_KIND_AT, _CARDS_AT = 6, 15  # where a history entry's kind one-hot and rank counts start
+HIST_ROW = np.zeros((NUM_ACTIONS, HIST_ENTRY), dtype=np.float32)
+HIST_ROW[:, 0] = 1.0
+HIST_ROW[np.arange(NUM_ACTIONS), _KIND_AT + ACT_KIND] = 1.0
+HIST_ROW[:, _CARDS_AT:] = ACT_COUNTS * 0.25
+HIST_FLAT = HIST_ROW.ravel()
+assert HIST & (HIST - 1) == 0, "the history ring's index is masked, so HIST must be a power of two"
+
+
+@njit(cache=True, inline="always")
+def _rel(s, seat, n):
+    """Relative seat of ``s`` (``(s - seat) % n`` for s in [-1, n), without a division)."""
+    r = s - seat + n
+    return r - n if r >= n else r
+
+
+@intrinsic
+def _copy_cells(typingctx, dst, at, src, start, count):
+    """``dst[at:at + count] = src[start:start + count]`` as one ``memcpy`` of float32 cells, unchecked: a
+    constant ``count`` becomes a few vector moves where a loop of cells compiles to one store each."""
+    if not all(isinstance(a, types.Array) and a.layout == "C" and a.dtype == types.float32 for a in (dst, src)):
+        return None  # a memcpy of cells needs two C-contiguous float32 arrays
+    def codegen(context, builder, sig, args):
+        d = context.make_array(sig.args[0])(context, builder, args[0])
+        s = context.make_array(sig.args[2])(context, builder, args[2])
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [args[1]]), builder.gep(s.data, [args[3]]), args[4], 4)
+        return context.get_dummy_value()
+    return types.void(dst, at, src, start, count), codegen
+
+
+@njit(cache=True, inline="always")
+def _therm(out, at, count):
+    _copy_cells(out, at, THERM, 4 * min(max(count, 0), 4), 4)
+
+
+@njit(cache=True, inline="always")
+def _therm_any(out, at, count):
+    """:func:`_therm` into an array of any numeric dtype."""
+    for k in range(4):
+        out[at + k] = 1 if count > k else 0
+
+
+@njit(cache=True, inline="always")
+def _zero(out, lo, hi):
+    for i in range(lo, hi):
+        out[i] = 0.0
+
+
 @njit(cache=True)
 def _cards(st, seat, n, out):
-    """Own hand, cards played, unseen cards."""
+    """Own hand, unseen cards and cards played: every cell written (slots ``r >= n`` zeroed)."""
     for r in range(NR):
         own = st[O_HAND + seat * NR + r]
-        _therm(out, F_HAND + r * 4, own)
         gone = own
         for s in range(n):
-            c = st[O_PLAYED + s * NR + r]
-            gone += c
-            if c:
-                _therm(out, F_PLAYED + (_rel(s, seat, n) * NR + r) * 4, c)
+            gone += st[O_PLAYED + s * NR + r]
+        _therm(out, F_HAND + r * 4, own)
         _therm(out, F_UNSEEN + r * 4, 4 - gone)
+    for rr in range(n):
+        s = seat + rr - n if seat + rr >= n else seat + rr
+        for r in range(NR):
+            _therm(out, F_PLAYED + (rr * NR + r) * 4, st[O_PLAYED + s * NR + r])
+    _zero(out, F_PLAYED + n * NR * 4, F_LEFT)
 
 
 @njit(cache=True)
 def _seats(st, seat, n, out):
-    """Per seat: cards left, báo 1, present, passed, score; who acts, opens, declared."""
+    """Per seat: cards left, báo 1, present, passed, score; who acts, opens, declared (cells pre-zeroed)."""
     for s in range(n):
         r = _rel(s, seat, n)
         size = st[O_SIZE + s]
@@ -154,15 +198,14 @@ def _seats(st, seat, n, out):
 
 @njit(cache=True)
 def _top(st, seat, n, out):
-    """The combination on top and the open chop chain."""
+    """The combination on top and the open chop chain (cells pre-zeroed)."""
     top = st[O_TOP]
     if top < 0:
         out[F_TOP_KIND] = 1.0
     else:
         out[F_TOP_KIND + ACT_KIND[top] - K_SINGLE + 1] = 1.0
         out[F_TOP_RANK + ACT_RANK[top]] = 1.0
-        for r in range(NR):
-            out[F_TOP_CARDS + r] = ACT_COUNTS[top, r] * 0.25
+        _copy_cells(out, F_TOP_CARDS, HIST_FLAT, top * HIST_ENTRY + _CARDS_AT, NR)
         last = st[O_LAST]
         if last >= 0:
             out[F_TOP_BY + _rel(last, seat, n)] = 1.0
@@ -178,43 +221,54 @@ def _top(st, seat, n, out):
 
 @njit(cache=True)
 def _history(st, seat, n, out):
-    """Progress, and the last HIST decisions, most recent first."""
+    """Progress, and the last HIST decisions, most recent first: every history cell written."""
     nd = st[O_NDEC]
     out[F_PROGRESS] = min(nd, 100) / 100.0
     k = min(nd, HIST)
     for j in range(k):
-        i = nd - 1 - j
-        h = O_HIST + (i % HIST) * 2
-        a = st[h + 1]
+        h = O_HIST + ((nd - 1 - j) & (HIST - 1)) * 2
         at = F_HIST + j * HIST_ENTRY
-        out[at] = 1.0
+        _copy_cells(out, at, HIST_FLAT, st[h + 1] * HIST_ENTRY, HIST_ENTRY)
         out[at + 1 + _rel(st[h], seat, n)] = 1.0
-        out[at + 6 + ACT_KIND[a]] = 1.0
-        for r in range(NR):
-            c = ACT_COUNTS[a, r]
-            if c:
-                out[at + 15 + r] = c * 0.25
+    _zero(out, F_HIST + k * HIST_ENTRY, F_HIST + HIST * HIST_ENTRY)
+
+
+@njit(cache=True)
+def _encode(st, seat, rules, out):
+    """The observation, its rules block copied from ``rules`` (:func:`rules_block`): each cell
+    written once or zeroed once, no division (the batched hot path)."""
+    n = st[O_N]
+    _cards(st, seat, n, out)
+    _zero(out, F_LEFT, F_HIST)
+    _seats(st, seat, n, out)
+    _top(st, seat, n, out)
+    _history(st, seat, n, out)
+    for i in range(rules.shape[0]):
+        out[F_RULES + i] = rules[i]
+    _zero(out, F_PLAYERS, OBS_SIZE)
+    out[F_PLAYERS + n - 2] = 1.0
+
+
+@njit(cache=True)
+def rules_block(ru):
+    """The rules block of rule array ``ru``, once per batch (every row of a batch shares it)."""
+    out = np.empty(RULE_SLOT.shape[0], dtype=np.float32)
+    write_rules(ru, RULE_SLOT, RULE_KIND, RULE_ARG, out, 0)
+    return out
 
 
 @njit(cache=True)
 def encode_row(st, ru, seat, out):
     """Write seat ``seat``'s observation of state row ``st`` into ``out[:OBS_SIZE]``."""
-    n = st[O_N]
-    for i in range(OBS_SIZE):
-        out[i] = 0.0
-    _cards(st, seat, n, out)
-    _seats(st, seat, n, out)
-    _top(st, seat, n, out)
-    _history(st, seat, n, out)
-    write_rules(ru, RULE_SLOT, RULE_KIND, RULE_ARG, out, F_RULES)
-    out[F_PLAYERS + n - 2] = 1.0
+    _encode(st, seat, rules_block(ru), out)
 
 
 @njit(cache=True)
 def encode_batch(states, ru, seats, out):
     """``out[g] = encode_row(states[g], ru, seats[g])`` for every game ``g``."""
+    rules = rules_block(ru)
     for g in range(states.shape[0]):
-        encode_row(states[g], ru, seats[g], out[g])
+        _encode(states[g], seats[g], rules, out[g])
 
 
 def encode_to_act(states: np.ndarray, ru: np.ndarray) -> np.ndarray:
@@ -240,7 +294,7 @@ def _hands(st, seat, out, at):
     for s in range(n):
         base = at + _rel(s, seat, n) * NR * 4
         for r in range(NR):
-            _therm(out, base + r * 4, st[O_HAND + s * NR + r])
+            _therm_any(out, base + r * 4, st[O_HAND + s * NR + r])
 
 
 @njit(cache=True)
@@ -264,11 +318,12 @@ def encode_hidden_batch(states, seats, out):
 def encode_mask_batch(states, ru, obs, masks, seats):
     """Observation and legal mask of the seat to act, for every game (one pass over the batch)."""
     buf = np.empty(NUM_ACTIONS, dtype=np.int64)
+    rules = rules_block(ru)
     for g in range(states.shape[0]):
         st = states[g]
         s = st[O_TO_ACT]
         seats[g] = s
-        encode_row(st, ru, s if s >= 0 else 0, obs[g])
+        _encode(st, s if s >= 0 else 0, rules, obs[g])
         m = masks[g]
         m[:] = 0
         k = legal_actions(st, ru, buf)

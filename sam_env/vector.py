@@ -74,11 +74,17 @@ def random_from_masks(masks, rng, out):
 
 @njit(cache=True)
 def selfplay_step(states, ru, actions, rng, n, hands, rewards, done, seats, obs, masks):
-    """One decision per game, autoreset, then the next decision's seat, observation and mask."""
-    bad = core.batch_step(states, ru, actions, rng, n, hands, rewards, done, True)
-    if bad < 0:
-        encode_mask_batch(states, ru, obs, masks, seats)
-    return bad
+    """One decision per game, autoreset, then the next decision's seat, observation and mask.
+
+    Returns -1, or the first game whose action ``masks`` does not allow (then no game has moved)."""
+    for g in range(actions.shape[0]):
+        a = actions[g]
+        if a < 0 or a >= NUM_ACTIONS or masks[g, a] == 0:
+            return g
+    # the masks are this batch's own, encoded from these states by the last call: checked
+    core.batch_step(states, ru, actions, rng, n, hands, rewards, done, True, True)
+    encode_mask_batch(states, ru, obs, masks, seats)
+    return -1
 
 
 @njit(cache=True)
@@ -226,9 +232,11 @@ class SelfPlayBatch:
     reset with ``seed`` deals the games of a single env reset with
     ``seed + g``.
 
-    The returned arrays are fresh copies; with ``copy=False`` they are this
-    batch's own buffers, overwritten by the next call (faster, for a trainer
-    that stores them into its rollout buffers at once).
+    The returned arrays are fresh; with ``copy=False`` they are this batch's
+    own buffers, overwritten by the next call (faster, for a trainer that
+    stores them into its rollout buffers at once; not to be written to: the
+    masks are what the next step checks actions against).  The observations are
+    encoded straight into the fresh array (no copy), which ``obs`` then names.
     """
 
     def __init__(self, rules: RuleSet | str = DEFAULT_PRESET, players: int = 4,
@@ -256,10 +264,21 @@ class SelfPlayBatch:
         if seed is not None:
             gb.rng = seed_streams(seed, self.num_envs)
         gb.instant_deals = int(core.batch_reset(gb.states, gb.ru, gb.rng, self.players, gb.hands))
+        self.obs = self._obs_out()
         encode_mask_batch(gb.states, gb.ru, self.obs, self.masks, self.seats)
         if self.copy:
-            return self.seats.copy(), self.obs.copy(), self.masks.copy()
+            return self.seats.copy(), self.obs, self.masks.copy()
         return self.seats, self.obs, self.masks
+
+    def _obs_out(self) -> np.ndarray:
+        """Where the next observations go: a new array (``copy``, every cell is written) or the buffer.
+
+        The batch lets go of the last array first: when the caller has let go of it too, the new one
+        reuses its memory, still in cache."""
+        if not self.copy:
+            return self.obs
+        self.obs = None
+        return np.empty((self.num_envs, OBS_SIZE), dtype=np.float32)
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
         """Apply ``actions[g]`` for the seat to act in each game.
@@ -272,19 +291,18 @@ class SelfPlayBatch:
         acts = np.ascontiguousarray(actions, dtype=np.int64)
         if acts.shape != (self.num_envs,):
             raise ValueError(f"actions must have shape ({self.num_envs},), not {acts.shape}")
-        ok = (acts >= 0) & (acts < NUM_ACTIONS)
-        ok &= self.masks[np.arange(self.num_envs), np.where(ok, acts, 0)] != 0
-        if not ok.all():
-            g = int(np.argmin(ok))
-            raise IllegalActionError(f"game {g}: action {int(acts[g])} is not legal for seat {int(self.seats[g])}")
+        obs = self._obs_out()
         bad = selfplay_step(gb.states, gb.ru, acts, gb.rng, self.players, gb.hands, gb.rewards, gb.done,
-                            self.seats, self.obs, self.masks)
-        if bad >= 0:  # unreachable after the mask check; kept as a guard
-            raise IllegalActionError(f"game {bad}: action {int(acts[bad])} is not legal")
+                            self.seats, obs, self.masks)
+        self.obs = obs
+        if bad >= 0:  # no game has moved: the same observations again
+            encode_mask_batch(gb.states, gb.ru, obs, self.masks, self.seats)
+            raise IllegalActionError(f"game {bad}: action {int(acts[bad])} is not legal for seat"
+                                     f" {int(self.seats[bad])}")
         np.copyto(self.rewards, gb.rewards)
         np.copyto(self.done, gb.done)
         if self.copy:
-            return self.seats.copy(), self.obs.copy(), self.masks.copy(), self.rewards.copy(), self.done.copy()
+            return self.seats.copy(), obs, self.masks.copy(), self.rewards.copy(), self.done.copy()
         return self.seats, self.obs, self.masks, self.rewards, self.done
 
     @property

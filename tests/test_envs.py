@@ -380,7 +380,11 @@ def test_selfplay_batch_interface_and_errors():
     with pytest.raises(ValueError, match="num_envs must be a positive integer"):
         SelfPlayBatch(num_envs=0)
     out = sp.step(mask.argmax(1))
-    assert out[1] is not sp.obs   # copies by default
+    kept = [a.copy() for a in out]
+    nxt = sp.step(out[2].argmax(1))   # fresh arrays by default: the next step overwrites none of them
+    for a, b, c in zip(out, kept, nxt):
+        assert a is not c
+        np.testing.assert_array_equal(a, b)
 
 
 def test_opponent_kinds_play_identically():
@@ -453,7 +457,7 @@ def test_bench_env_reports_the_contract_keys(capsys):
     from samloc.commands.bench import main
     assert main(["--env", "--num-envs", "64", "--steps", "6400", "--json"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(last) == {"num_envs", "steps", "seconds", "steps_per_s"}
+    assert set(last) == {"num_envs", "steps", "seconds", "steps_per_s", "machine"}
     assert last["num_envs"] == 64 and last["steps"] == 6400 and last["steps_per_s"] > 0
     single = bench_env("hoi_quan_bai", 3, 1, 500, 0)
     assert single["num_envs"] == 1 and single["steps"] == 500

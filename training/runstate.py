@@ -10,7 +10,6 @@ newest good one back, verified.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from agents.nets import checkpoint as ckpt
 from agents.nets.format import CheckpointMeta, latest_good, list_checkpoints
 from sam_env.actions import ACTION_TABLE_VERSION
 from sam_env.atomic import write_atomic, write_json_atomic
+from sam_env.machine import git_commit
 from sam_env.obs import OBS_VERSION
 from sam_env.seeding import mix
 
@@ -31,20 +31,7 @@ from .config import TrainConfig, to_dict, to_yaml, training_tables
 from .errors import TrainError
 from .learner import Learner
 
-REPO = Path(__file__).resolve().parent.parent
 Weights = dict[str, np.ndarray]
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10)
-        commit = out.stdout.strip() or "unknown"
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return commit + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 @dataclass

@@ -13,6 +13,7 @@ import importlib
 import json
 
 from sam_env.bench import bench_engine, bench_env
+from sam_env.machine import measured
 from sam_env.rules import DEFAULT_PRESET, RulesError
 
 from .args import Parser, command, fail, non_negative, nonempty, players, positive, table
@@ -71,12 +72,12 @@ def engine(args: argparse.Namespace) -> int:
         rules = table(args.rules, args.players)
         if args.env:
             steps = args.steps if args.steps is not None else (200_000 if args.num_envs == 1 else 2_000_000)
-            res = bench_env(rules, args.players, args.num_envs, steps, args.seed)
+            res = measured(lambda: bench_env(rules, args.players, args.num_envs, steps, args.seed))
         else:
-            res = bench_engine(rules, args.players, args.games, args.seed, args.batch)
+            res = measured(lambda: bench_engine(rules, args.players, args.games, args.seed, args.batch))
     except (RulesError, ValueError) as exc:
         return fail("samloc bench", exc)
     if not args.json:
-        print(f"{args.rules}, {args.players} players: " + ", ".join(f"{k} {v}" for k, v in res.items()))
+        print(f"{args.rules}, {args.players} players: " + ", ".join(f"{k} {v}" for k, v in res.items() if k != "machine"))
     print(json.dumps(res))
     return 0

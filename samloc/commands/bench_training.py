@@ -10,6 +10,7 @@ import sys
 import torch
 
 from agents.search import rates_text
+from sam_env.machine import measured
 from training import bench
 from training.bench import bench_learner, bench_rollout, bench_search
 from training.config import ConfigError
@@ -64,7 +65,7 @@ def main(argv: list[str]) -> int:
         except DeviceError as exc:
             print(f"samloc bench: {exc}", file=sys.stderr)
             return 2
-        res = bench_learner(cfg, device, args.updates, args.record)
+        res = measured(lambda: bench_learner(cfg, device, args.updates, args.record))
         if not args.json:
             print(f"learner on {res['device_name']} ({res['device']}), {cfg.name} model {res['model']},"
                   f" {res['precision']}: {res['decisions_per_s']:,} decisions learned/s,"
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> int:
                   f" bf16; rollout forward {rates_text(res['rollout_rows_per_s'])}:"
                   f" distill.precision=auto takes {res['auto']}")
     else:
-        res = bench_rollout(cfg, args.rollouts)
+        res = measured(lambda: bench_rollout(cfg, args.rollouts))
         if not args.json:
             print(f"one worker, {cfg.name}: {res['decisions_per_s']:,} decisions/s, {res['learner_decisions_per_s']:,}"
                   f" learner decisions/s, {res['bytes_per_decision']} bytes shipped per learner decision"
