@@ -307,12 +307,14 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
 
 def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
     from sam_env.actions import NO_SAM, SAM
-    from agents.nets.policy import build_net
+    from training.learner import Learner
     from training.ppo import ppo_update
 
     torch.manual_seed(0)
-    cfg = load_config("quick", ["ppo.sam_lesson_coef=1.0", "ppo.minibatch=256", "ppo.epochs=4", "ppo.lr=1e-3"])
-    net = build_net(32, 2, "full")
+    cfg = load_config("quick", ["ppo.sam_lesson_coef=1.0", "ppo.minibatch=256", "ppo.epochs=4", "ppo.lr=1e-3",
+                                "model.hidden=32", "model.layers=2", "model.critic=full"])
+    learner = Learner(cfg, cfg.ppo.lr)
+    net = learner.net
     n = 256
     rng = np.random.default_rng(0)
     mask = np.zeros((n, NUM_ACTIONS), dtype=np.int8)
@@ -330,9 +332,9 @@ def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
             return float(torch.softmax(net(obs, m)[0], -1)[:, SAM].mean())
 
     before = p_sam()
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     for _ in range(20):
-        losses = ppo_update(net, opt, batch, cfg.ppo, cfg.learner, torch.Generator().manual_seed(0))
+        losses = ppo_update(net, lambda loss: learner.step(loss, cfg.ppo.max_grad_norm), batch, cfg.ppo,
+                            cfg.learner, torch.Generator().manual_seed(0))
     assert before < 0.1 and p_sam() > 0.5 and losses["sam_lesson"] > 0
 
 
@@ -360,14 +362,15 @@ def _recorded(cfg: TrainConfig, seed: int = 0) -> dict[str, np.ndarray]:
 def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     """The optimizer state is written as CPU tensors, and a restored learner moves it with the network
     (to the "meta" device here: any device but the CPU takes the same path as CUDA)."""
+    from training.algorithms.ppo import update
     from training.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
     torch.manual_seed(0)
-    a = Learner(cfg)
-    a.update([batch], [0], torch.Generator().manual_seed(1))
+    a = Learner(cfg, cfg.ppo.lr)
+    update(a, [batch], [0], torch.Generator().manual_seed(1))
     st = a.state()
     tensors = {f"opt.{i}.{k}": v for i, s in st["state"].items() for k, v in s.items()}
     p = ckpt.save_checkpoint(tmp_path / "c", a.net, {"updates": 1}, tensors, {"param_groups": st["param_groups"]})
@@ -375,7 +378,7 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     assert all(v.device.type == "cpu" for v in loaded.values())
 
     def restored() -> Learner:
-        b = Learner(cfg)
+        b = Learner(cfg, cfg.ppo.lr)
         b.net.load_state_dict(ckpt.load_checkpoint(p)[0].state_dict())
         opt: dict = {"state": {}, "param_groups": state["param_groups"]}
         for key, v in loaded.items():
@@ -391,8 +394,8 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     assert moments and all(v.device.type == "meta" for v in moments)
     b = restored()
     b.to(torch.device("cpu"))
-    la = a.update([batch], [0], torch.Generator().manual_seed(2))
-    lb = b.update([batch], [0], torch.Generator().manual_seed(2))
+    la = update(a, [batch], [0], torch.Generator().manual_seed(2))
+    lb = update(b, [batch], [0], torch.Generator().manual_seed(2))
     assert la == lb  # the resumed learner continues exactly
 
 
@@ -418,6 +421,7 @@ def test_the_queue_bounds_the_policy_lag_and_counts_what_it_drops() -> None:
 def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     """Rows at least correct_from_lag old are weighted by min(rho_bar, proximal / behaviour); younger rows,
     and every row when none is that old, give plain PPO."""
+    from training.algorithms.ppo import update
     from training.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
@@ -428,7 +432,7 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     runs = {}
     for lag in (0, 2, 3):
         torch.manual_seed(0)
-        runs[lag] = Learner(cfg).update([batch], [lag], torch.Generator().manual_seed(1))
+        runs[lag] = update(Learner(cfg, cfg.ppo.lr), [batch], [lag], torch.Generator().manual_seed(1))
     assert runs[0] == runs[2] and runs[0]["stale_fraction"] == 0 and runs[0]["is_weight"] == 1
     stale = runs[3]
     assert stale["stale_fraction"] == 1 and stale["is_weight"] == pytest.approx(1.0)  # e^+1 truncated at 1
@@ -436,6 +440,7 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
 
 
 def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
+    from training.algorithms.ppo import update
     from training.learner import Learner
     from training.ppo import explained_variance
 
@@ -446,7 +451,7 @@ def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
-    out = Learner(cfg).update([batch], [0], torch.Generator().manual_seed(1))
+    out = update(Learner(cfg, cfg.ppo.lr), [batch], [0], torch.Generator().manual_seed(1))
     assert out["grad_norm"] > 0 and np.isfinite(out["grad_norm"])
     v, r = batch["val"], batch["adv"] + batch["val"]
     assert out["explained_variance"] == pytest.approx(1 - np.var(r - v) / np.var(r), rel=1e-4)
@@ -531,7 +536,7 @@ def test_weights_no_longer_finite_are_not_checkpointed_and_the_last_good_one_sta
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=16", "model.layers=1"])
     state = RunState(cfg, tmp_path / "run", "test", print)
-    learner = Learner(cfg)
+    learner = Learner(cfg, cfg.ppo.lr)
     state.c.updates = 3
     first = state.save(learner, state.metadata(), {}, {})
     with torch.no_grad():

@@ -44,6 +44,7 @@ from agents.search import prefers_bf16, rollout_rates
 from . import compact
 from .config import TrainConfig
 from .distill import SearchEngine
+from .algorithms.ppo import update as ppo_update
 from .learner import Learner
 from .rollout import RolloutEngine, weights_to_numpy
 
@@ -74,13 +75,13 @@ def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) 
     data, _ = record(cfg, min(n, record_cap))
     batch = _tile(data, n)
     torch.manual_seed(cfg.seed)
-    learner = Learner(cfg)
+    learner = Learner(cfg, cfg.ppo.lr)
     learner.to(device)
     gen = torch.Generator().manual_seed(0)
     times, losses = [], []
     for _ in range(updates + 1):  # the first warms up (allocations, kernels)
         t0 = time.perf_counter()
-        losses.append(learner.update([batch], [0], gen))
+        losses.append(ppo_update(learner, [batch], [0], gen))
         learner.weights()
         if device.type == "cuda":
             torch.cuda.synchronize(device)

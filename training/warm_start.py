@@ -73,8 +73,8 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
     """Train ``learner.net`` on ``warm_start.decisions`` of the heuristic's decisions (see the module
     docstring); returns the figures of the last pass and the time it took."""
     ws, t0 = cfg.warm_start, time.perf_counter()
-    net, opt, lr = learner.net, learner.opt, learner.opt.param_groups[0]["lr"]
-    learner.set_lr(ws.lr)
+    net = learner.net
+    opt = learner.new_optimizer(ws.lr)  # its own: the algorithm's optimizer starts without its moments
     gen = torch.Generator().manual_seed(cfg.seed)
     seen, figures = 0, {}
     batches = heuristic_batches(cfg, learner.weights(), remote)
@@ -88,10 +88,7 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
             ce = torch.nn.functional.cross_entropy(logits.float(), data["act"][i])
             ret = data["ret"][i].float()
             v_loss = value_regression(net, value, base, ret)
-            opt.zero_grad(set_to_none=True)
-            (ce + ws.value_coef * v_loss).backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.ppo.max_grad_norm)
-            opt.step()
+            learner.step(ce + ws.value_coef * v_loss, cfg.ppo.max_grad_norm, opt)
             agree = (logits.detach().argmax(-1) == data["act"][i]).float().mean()
             sums += torch.stack([ce.detach(), v_loss.detach(), agree]).cpu()
             steps += 1
@@ -99,8 +96,6 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
         seen += n
         figures = dict(zip(("cross_entropy", "value_loss", "agreement"), (sums / max(steps, 1)).tolist()))
     batches.close()
-    learner.opt = learner.fresh_optimizer()
-    learner.set_lr(lr)  # the algorithm's
     figures |= {"decisions": float(seen), "seconds": time.perf_counter() - t0}
     log(f"warm start: {seen:,} heuristic decisions cloned in {figures['seconds']:.0f} s (agreement "
         f"{figures['agreement']:.1%}, cross-entropy {figures['cross_entropy']:.3f})")

@@ -38,7 +38,7 @@ class Algorithm(ABC):
                  learner: Learner | None = None):
         self.cfg, self.state, self.log = cfg, state, log
         #: on the CPU until the loop's start has the device; an algorithm that composes another shares it
-        self.learner = learner or Learner(cfg)
+        self.learner = learner or Learner(cfg, self.learning_rate())
         self.losses: dict[str, float] = {}
 
     # ---- what the workers collect -------------------------------------------------------------------
@@ -74,16 +74,23 @@ class Algorithm(ABC):
 
     # ---- learning ---------------------------------------------------------------------------------------
     @abstractmethod
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
-        """One update on ``batches``: the weights, ``losses``, the counters (``updates``,
-        ``decisions_trained`` …), the weights published to the workers (``run.scheduler.publish``) and the
-        update's TensorBoard figures.  ``run.between_steps`` keeps the workers busy during a long one."""
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
+        """One update on ``batches``: its loss through ``self.learner.step``, at the learning rate the loop
+        set (:meth:`learning_rate`); returns the update's losses and figures (``losses/<name>``).  The loop
+        then publishes the weights and counts the update.  ``run.between_steps`` keeps the workers busy
+        during a long one."""
 
-    def anneal(self) -> None:
-        """``ppo.anneal_lr``: the learning rate for the share of ``total_decisions`` still to train."""
+    def learning_rate(self) -> float:
+        """The learning rate of the next update (``ppo.lr``; with ``ppo.anneal_lr``, for the share of
+        ``total_decisions`` still to train)."""
         cfg = self.cfg
-        if cfg.ppo.anneal_lr:
-            self.learner.set_lr(cfg.ppo.lr * max(0.0, 1.0 - self.state.c.decisions_trained / cfg.total_decisions))
+        if not cfg.ppo.anneal_lr:
+            return cfg.ppo.lr
+        return cfg.ppo.lr * max(0.0, 1.0 - self.state.c.decisions_trained / cfg.total_decisions)
+
+    def decisions_in(self, batches: list[dict[str, Any]]) -> int:
+        """Learner decisions an update on ``batches`` trained on (``decisions_trained`` counts them)."""
+        return sum(len(b["batch"]["act"]) for b in batches)
 
     def write_losses(self, run: "RunLoop", lr: float, step: int) -> None:
         """The update's losses (``losses/<name>``; the search's agreement is ``charts/search_agreement``) and
@@ -91,29 +98,6 @@ class Algorithm(ABC):
         for k, v in self.losses.items():
             run.board.scalar("charts/search_agreement" if k == "search_agreement" else f"losses/{k}", v, step)
         run.board.scalar("charts/learning_rate", lr, step)
-
-    def count_update(self, run: "RunLoop", batches: list[dict[str, Any]], lr: float) -> None:
-        """The counters of one update on ``batches`` and its TensorBoard figures: the losses, and the
-        lá of the training games against fixed opponents (what every algorithm on these workers logs)."""
-        c = self.state.c
-        c.updates += 1
-        c.decisions_trained += sum(len(b["batch"]["act"]) for b in batches)
-        c.rollouts += len(batches)
-        st: dict[str, float] = {}
-        for b in batches:
-            for k, v in b["stats"].items():
-                st[k] = st.get(k, 0) + v
-        c.games += int(st["games"])
-        c.decisions += int(st["decisions"])
-        c.sam_declared += int(st["sam_declared"])
-        step = c.decisions_trained
-        self.write_losses(run, lr, step)
-        if st["vs_heuristic_games"]:
-            run.board.scalar("charts/train_vs_heuristic_la", st["vs_heuristic_sum"] / st["vs_heuristic_games"], step)
-        if st["vs_pool_games"]:
-            run.board.scalar("charts/train_vs_pool_la", st["vs_pool_sum"] / st["vs_pool_games"], step)
-        run.board.scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
-        run.board.episodes(st, step)
 
     def after_update(self, run: "RunLoop") -> None:
         """After the loop's own after-update work (snapshot, evaluation, checkpoint on their schedules)."""

@@ -21,7 +21,6 @@ checkpoints, TensorBoard, the evaluation) is the run loop's and :mod:`training.r
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -29,6 +28,7 @@ import torch
 
 from .. import compact
 from ..config import DMCConfig, TrainConfig
+from ..ppo import Step
 from ..rollout import MAX_SEATS, RolloutEngine, _Stream, rollout_actor_class
 from .base import Algorithm
 
@@ -133,10 +133,11 @@ def value_regression(net: torch.nn.Module, value: torch.Tensor, base: torch.Tens
     return loss + (base.float() - ret).pow(2).mean() if getattr(net, "has_critic", False) else loss
 
 
-def q_update(net: torch.nn.Module, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: DMCConfig,
+def q_update(net: torch.nn.Module, step: Step, data: dict[str, torch.Tensor], cfg: DMCConfig,
              gen: torch.Generator, bf16: bool, between_steps: Callable[[], None] | None = None) -> dict[str, float]:
     """``cfg.epochs`` passes of minibatch regression of Q(s, a) (and the value head, and the critic) on the
-    returns ``data["ret"]``; returns the mean losses and figures of the batch."""
+    returns ``data["ret"]``, each minibatch one ``step`` (the learner's); returns the mean losses and
+    figures of the batch."""
     n = int(data["act"].shape[0])
     names = ("q_loss", "value_loss", "q_mean", "grad_norm")
     sums, steps = torch.zeros(len(names)), 0
@@ -151,11 +152,7 @@ def q_update(net: torch.nn.Module, opt: torch.optim.Optimizer, data: dict[str, t
             q = q_all.float().gather(1, data["act"][i][:, None]).squeeze(-1)
             q_loss = (q - ret).pow(2).mean()
             v_loss = value_regression(net, value, base, ret)
-            loss = q_loss + cfg.value_coef * v_loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-            opt.step()
+            grad_norm = step(q_loss + cfg.value_coef * v_loss)
             sums += torch.stack([q_loss.detach(), v_loss.detach(), q.detach().mean(), grad_norm.float()]).cpu()
             steps += 1
             if between_steps is not None:
@@ -174,26 +171,24 @@ class DeepMonteCarlo(Algorithm):
     def rollout_actor(self) -> type:
         return rollout_actor_class(MonteCarloEngine)
 
-    def begin(self, restored: Any) -> None:
-        self.learner.set_lr(self.cfg.dmc.lr)
+    def learning_rate(self) -> float:
+        return self.cfg.dmc.lr
 
     @property
     def batch_decisions(self) -> int:
         return self.cfg.dmc.batch_decisions
 
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
-        """One regression update on these rollouts' finished decisions; new weights go out at once."""
-        c, lr = self.state.c, self.learner.opt.param_groups[0]["lr"]
-        lags = [c.updates - b["version"] for b in batches]
-        t0 = time.perf_counter()
-        data = compact.expand(compact.to_device(compact.concat([b["batch"] for b in batches]), self.learner.device))
-        self.losses = q_update(self.learner.net, self.learner.opt, data, self.cfg.dmc, self.state.gen,
-                               self.cfg.learner.precision == "bf16", run.between_steps)
-        self.losses["update_s"] = time.perf_counter() - t0
-        self.losses["policy_lag"] = float(np.mean(lags))
-        run.scheduler.publish(self.learner.weights())
-        self.count_update(run, batches, lr)
-        run.board.scalar("charts/epsilon", self.cfg.dmc.epsilon, c.decisions_trained)
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
+        """One regression update on these rollouts' finished decisions."""
+        dm, learner = self.cfg.dmc, self.learner
+        lags = [self.state.c.updates - b["version"] for b in batches]
+        losses = q_update(learner.net, lambda loss: learner.step(loss, dm.max_grad_norm),
+                          learner.batch([b["batch"] for b in batches]), dm, self.state.gen,
+                          self.cfg.learner.precision == "bf16", run.between_steps)
+        return losses | {"policy_lag": float(np.mean(lags))}
+
+    def log_scalars(self, run: "RunLoop", step: int) -> None:
+        run.board.scalar("charts/epsilon", self.cfg.dmc.epsilon, step)
 
     def display_rows(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         ls = self.losses

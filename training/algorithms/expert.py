@@ -32,6 +32,7 @@ from ..config import TrainConfig, training_tables
 from ..distill import (BELIEF_STREAM, HOLD_EVERY, DistillCounters, TargetBuffer, _search_actor_class, belief_net,
                        kl_to_targets, search_request_seed)
 from ..errors import TrainError
+from ..ppo import distill_update
 from ..rollout import load_numpy_weights, weights_to_numpy
 from ..runstate import Restored, RunState
 from ..workers import WorkerHealth, arrived
@@ -254,30 +255,22 @@ class ExpertIteration(Algorithm):
         fresh, self.fresh = self.fresh, 0
         return [{"searched": fresh}]
 
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
+    def decisions_in(self, batches: list[dict[str, Any]]) -> int:
+        return super().decisions_in(batches) if self.rollout_workers else batches[0]["searched"]
+
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
         """With PPO: its update, a distillation minibatch riding on each step; without: distillation steps
         on the buffer for the new searched decisions (``distill.reuse`` x them / ``distill.minibatch``)."""
-        c = self.state.c
         if self.rollout_workers:
-            self.learner.distill = self._sample
+            self.ppo.distill = self._sample
             try:
-                self.ppo.learn(run, batches)
+                return self.ppo.learn(run, batches)
             finally:
-                self.learner.distill = None
-            self.losses = self.ppo.losses
-        else:
-            d = self.cfg.distill
-            self.anneal()
-            lr = self.learner.opt.param_groups[0]["lr"]
-            fresh = batches[0]["searched"]
-            t0 = time.perf_counter()
-            self.losses = self.learner.distill_update(self._sample, math.ceil(d.reuse * fresh / d.minibatch),
-                                                      run.between_steps)
-            self.losses["update_s"] = time.perf_counter() - t0
-            c.updates += 1
-            c.decisions_trained += fresh
-            self.write_losses(run, lr, c.decisions_trained)
-        self._search_charts(run, c.decisions_trained)
+                self.ppo.distill = None
+        d, learner = self.cfg.distill, self.learner
+        return distill_update(learner.net, lambda loss: learner.step(loss, self.cfg.ppo.max_grad_norm),
+                              self._sample, math.ceil(d.reuse * batches[0]["searched"] / d.minibatch),
+                              self.cfg.learner.precision == "bf16", run.between_steps)
 
     def _search_charts(self, run: "RunLoop", step: int) -> None:
         """What the search workers delivered since the last update: the searching seat's lá, how often the
@@ -296,6 +289,7 @@ class ExpertIteration(Algorithm):
         self.marks = dataclasses.replace(d, rounds=[])
 
     def after_update(self, run: "RunLoop") -> None:
+        self._search_charts(run, self.state.c.decisions_trained)
         if self.state.c.updates - self.d.round_start >= self.cfg.distill.round_updates:
             self._next_round(run)
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import compact
 from .base import Algorithm
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
@@ -24,9 +23,9 @@ class Reinforce(Algorithm):
 
     name = "reinforce"
 
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
         cfg, net = self.cfg.ppo, self.learner.net
-        data = compact.expand(compact.to_device(compact.concat([b["batch"] for b in batches]), self.learner.device))
+        data = self.learner.batch([b["batch"] for b in batches])
         net.train()
         logits, value, _ = net.train_forward(data["obs"], data["mask"], data["hid"])
         logp_all = torch.log_softmax(logits.float(), dim=-1)
@@ -36,12 +35,6 @@ class Reinforce(Algorithm):
         pg = -(logp * advantage).mean()
         v_loss = 0.5 * (value.float() - data["ret"]).pow(2).mean()
         loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
-        self.learner.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-        self.learner.opt.step()
+        self.learner.step(loss, cfg.max_grad_norm)
         net.eval()
-        pg, v_loss, entropy = pg.detach(), v_loss.detach(), entropy.detach()
-        self.losses = {"policy": pg.item(), "value": v_loss.item(), "entropy": entropy.item(), "approx_kl": 0.0}
-        run.scheduler.publish(self.learner.weights())
-        self.count_update(run, batches, self.learner.opt.param_groups[0]["lr"])
+        return {"policy": pg.item(), "value": v_loss.item(), "entropy": entropy.item(), "approx_kl": 0.0}
