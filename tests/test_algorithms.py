@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from agents.nets import checkpoint as ckpt
 from training.algorithms import ALGORITHMS, algorithm_class, resolve
@@ -17,6 +18,7 @@ from training.algorithms.reinforce import Reinforce
 from training.config import ConfigError
 from training.config_load import load_config
 from training.loop import RunLoop
+from training.rollout import RolloutEngine
 
 TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
         "rollout.steps_per_rollout=8", "ppo.batch_decisions=100", "eval.every_updates=0", "eval.final_deals=0",
@@ -47,7 +49,7 @@ def test_a_bad_algorithm_is_refused_in_one_line(overrides: list[str], words: str
 def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> None:
     """REINFORCE (docs/training.md's example) on the PPO workers' rollouts: a few updates, its losses in
     TensorBoard's usual tags, a checkpoint that resumes like any other."""
-    cfg = load_config("quick", [*TINY, "algorithm=reinforce", "total_decisions=500"])
+    cfg = load_config("quick", [*TINY, "algorithm=reinforce", "reinforce.batch_decisions=100", "total_decisions=500"])
     loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
     before = {k: v.copy() for k, v in loop.algo.learner.weights().items()}
     summary = loop.run()
@@ -60,3 +62,22 @@ def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> N
     resumed = RunLoop(load_config(tmp_path / "run" / "config.yaml"), tmp_path / "run", resume=True,
                       log=lambda m: None)
     assert isinstance(resumed.algo, Reinforce) and resumed.c.updates == summary["updates"]
+
+
+def test_reinforce_trains_its_critic_and_its_policy(tmp_path: Path) -> None:
+    """The rollout workers bootstrap unfinished games from the critic, so REINFORCE must train it: after
+    one update every tensor of the critic has moved, as have the policy's (the critic reads only its
+    own input beside the trunk, so nothing but its loss term can move it)."""
+    from training.runstate import RunState
+
+    cfg = load_config("quick", [*TINY, "algorithm=reinforce", "model.critic=full"])
+    algo = Reinforce(cfg, RunState(cfg, tmp_path / "run", "test", print), print)
+    batch = RolloutEngine(cfg, 0, 1, Reinforce.targets(cfg)).rollout()["batch"]
+    net = algo.learner.net
+    before = {k: v.detach().clone() for k, v in net.named_parameters()}
+    assert any(k.startswith("critic.") for k in before)
+    losses = algo.learn(None, [{"batch": batch}])  # type: ignore[arg-type]  # REINFORCE reads nothing of the loop
+    moved = {k for k, v in net.named_parameters() if not torch.equal(v, before[k])}
+    critic = {k for k in before if k.startswith("critic.")}
+    assert critic <= moved and len(moved) == len(before) and np.isfinite(losses["value"])
+

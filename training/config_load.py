@@ -1,10 +1,15 @@
 """Loading a training config: defaults ← YAML file (a path, or a name of ``training/configs``) ←
 ``key=value`` overrides, then :func:`validate`, the checks that types alone cannot express.  Every
-mistake is one :class:`~training.config.ConfigError` line."""
+mistake is one :class:`~training.config.ConfigError` line.
+
+The schema is :class:`~training.config.TrainConfig`'s keys plus a section per algorithm and stage
+(:func:`training.algorithms.sections`: the registered ones, and an outside ``algorithm``'s, which the
+layers name); the loaded config keeps those sections in ``TrainConfig.sections``."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import typing
@@ -17,7 +22,9 @@ from omegaconf.errors import OmegaConfBaseException
 from agents.registry import parse_spec
 from sam_env.rules import RuleSet, RulesError
 
-from .config import CONFIG_DIR, ConfigError, TrainConfig, eval_players, to_dict, training_tables
+from .algorithms import resolve, sections
+from .config import (CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_players, need,
+                     to_dict, training_tables)
 
 
 def _as_lists(node: Any, cls: type, where: str = "") -> Any:
@@ -48,15 +55,42 @@ def _as_lists(node: Any, cls: type, where: str = "") -> Any:
     return out
 
 
-def _layer(conf: Any) -> Any:
-    """A YAML or key=value layer with scalars for list fields made lists (:func:`_as_lists`)."""
-    return OmegaConf.create(_as_lists(OmegaConf.to_container(conf, resolve=False), TrainConfig))
+@functools.lru_cache(maxsize=None)
+def schema(algorithm: str) -> type:
+    """The structured schema of a config whose ``algorithm`` is this: TrainConfig's keys, then a field per
+    section (:func:`training.algorithms.sections`), each a dataclass of defaults."""
+    hints = typing.get_type_hints(TrainConfig)
+    own = [(f.name, hints[f.name], dataclasses.field(default=f.default)
+            if f.default_factory is dataclasses.MISSING else dataclasses.field(default_factory=f.default_factory))
+           for f in core_fields(TrainConfig)]
+    secs = [(name, cls, dataclasses.field(default_factory=cls)) for name, cls in sections(algorithm).items()]
+    return dataclasses.make_dataclass("TrainConfig", own + secs)
+
+
+def _algorithm(layers: list[Any]) -> str:
+    """The ``algorithm`` the layers (plain containers, the last one's word last) ask for."""
+    spec = TrainConfig.algorithm
+    for layer in layers:
+        if isinstance(layer, dict) and "algorithm" in layer:
+            spec = layer["algorithm"]
+    return str(spec)
+
+
+def _build(layers: list[Any]) -> TrainConfig:
+    """Defaults ← each plain layer, into a :class:`TrainConfig` with its sections (OmegaConf refuses a
+    wrong type or an unknown key)."""
+    cls = schema(_algorithm(layers))
+    obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls),
+                                              *(OmegaConf.create(_as_lists(x, cls)) for x in layers)))
+    values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    own = {f.name for f in core_fields(TrainConfig)}
+    return TrainConfig(**{k: v for k, v in values.items() if k in own},
+                       sections={k: v for k, v in values.items() if k not in own})
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """Defaults ← YAML file ← ``key=value`` overrides, validated.  Raises ConfigError."""
-    base = OmegaConf.structured(TrainConfig)
-    layers = [base]
+    layers = []
     if path is not None:
         p = Path(path)
         if not p.exists() and not p.suffix and (CONFIG_DIR / f"{p}.yaml").exists():
@@ -70,15 +104,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not OmegaConf.is_dict(loaded):
             raise ConfigError(f"config {p} must be a mapping of settings (name: ..., ppo: {{...}}), "
                               f"not a {type(OmegaConf.to_container(loaded)).__name__}")
-        layers.append(_layer(loaded))
+        layers.append(OmegaConf.to_container(loaded, resolve=False))
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.lr=1e-4)")
     try:
         if overrides:
-            layers.append(_layer(OmegaConf.from_dotlist(list(overrides))))
-        merged = OmegaConf.merge(*layers)
-        cfg = OmegaConf.to_object(merged)
+            layers.append(OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)), resolve=False))
+        cfg = _build(layers)
     except OmegaConfBaseException as exc:
         raise ConfigError(_one_line(exc)) from None
     validate(cfg)
@@ -94,10 +127,7 @@ def _one_line(exc: Exception) -> str:
     return msg
 
 
-#: Upper bounds that keep a typo from asking for a machine nobody has (each message says why).
-MAX_WORKERS = 10_000
-MAX_ROLLOUT_DECISIONS = 1 << 20   # a worker holds ~4.5 KB per decision of its rollout: 4.7 GB
-MAX_BATCH_DECISIONS = 1 << 22     # the learner expands ~4.5 KB per decision of its batch: 19 GB
+MAX_ROLLOUT_DECISIONS = 1 << 20   # a worker holds ~4.5 KB per decision of its rollout: 4.7 GB (and MAX_*)
 DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
@@ -115,7 +145,6 @@ def _non_finite(d: dict[str, Any], prefix: str = "") -> str:
 
 def validate(cfg: TrainConfig) -> None:
     """Range and name checks that types alone cannot express."""
-    need = _need
     bad = _non_finite(to_dict(cfg))
     need(not bad, f"{bad} must be a finite number")
     need(bool(cfg.name) and all(c.isalnum() or c in "-_." for c in cfg.name),
@@ -146,17 +175,6 @@ def validate(cfg: TrainConfig) -> None:
     need(ro.cpus_per_worker > 0, "rollout.cpus_per_worker must be positive")
     need(ro.place_timeout_s >= 0, "rollout.place_timeout_s must be >= 0")
     _check_opponent(ro.opponent, ro.opponent_temperature)
-    pp = cfg.ppo
-    need(pp.lr > 0, "ppo.lr must be positive")
-    need(pp.sam_lesson_coef >= 0, "ppo.sam_lesson_coef must be >= 0")
-    need(0 < pp.gamma <= 1 and 0 <= pp.gae_lambda <= 1, "ppo.gamma must be in (0, 1], ppo.gae_lambda in [0, 1]")
-    need(pp.clip > 0 and pp.epochs >= 1 and pp.minibatch >= 1 and pp.batch_decisions >= 1,
-         "ppo.clip, epochs, minibatch and batch_decisions must be positive")
-    need(pp.batch_decisions <= MAX_BATCH_DECISIONS,
-         f"ppo.batch_decisions must be at most {MAX_BATCH_DECISIONS:,} (the learner expands ~4.5 KB per decision)")
-    need(pp.ent_coef >= 0 and pp.vf_coef >= 0 and pp.max_grad_norm > 0,
-         "ppo.ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
-    _check_starts(cfg)
     le = cfg.learner
     need(DEVICE_RE.fullmatch(le.device) is not None,
          f"learner.device must be auto, cpu, cuda or cuda:N, not {le.device!r}")
@@ -183,74 +201,9 @@ def validate(cfg: TrainConfig) -> None:
     be = cfg.belief
     need(be.deals >= 0 and be.epochs >= 1 and be.hidden >= 1,
          "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")
-    _check_distill(cfg, len(tabs))
-    _check_algorithm(cfg)
-
-
-def _need(ok: bool, msg: str) -> None:
-    if not ok:
-        raise ConfigError(msg)
-
-
-def _check_starts(cfg: TrainConfig) -> None:
-    """The dmc section, and the warm start (which gives the first network, as init_from does)."""
-    need = _need
-    dm = cfg.dmc
-    need(0 <= dm.epsilon <= 1, "dmc.epsilon must be from 0 to 1")
-    need(dm.lr > 0 and dm.epochs >= 1 and dm.minibatch >= 1 and dm.value_coef >= 0 and dm.max_grad_norm > 0,
-         "dmc.lr, epochs, minibatch and max_grad_norm must be positive, dmc.value_coef >= 0")
-    need(1 <= dm.batch_decisions <= MAX_BATCH_DECISIONS, f"dmc.batch_decisions must be from 1 to {MAX_BATCH_DECISIONS:,}")
-    ws = cfg.warm_start
-    need(ws.decisions >= 0 and ws.envs >= 1 and ws.minibatch >= 1 and ws.lr > 0 and ws.value_coef >= 0,
-         "warm_start.decisions and value_coef must be >= 0; envs, minibatch and lr positive")
-    need(not (ws.decisions and cfg.init_from), "warm_start.decisions and init_from both give the first network:"
-         " choose one")
-
-
-def _check_algorithm(cfg: TrainConfig) -> None:
-    """``algorithm`` names a class that can be imported; expert iteration goes with ``distill.enabled``."""
-    from .algorithms import resolve  # the algorithms' parts load configs (rollout workers): imported here
-
-    if cfg.distill.enabled and cfg.algorithm not in ("ppo", "expert_iteration"):
-        raise ConfigError(f"distill.enabled=true is expert iteration (on PPO), not algorithm={cfg.algorithm}")
-    if cfg.algorithm == "expert_iteration" and not cfg.distill.enabled:
-        raise ConfigError("algorithm=expert_iteration needs distill.enabled=true (its settings)")
+    for name, settings in cfg.sections.items():
+        settings.check(cfg, name)
     resolve(cfg.algorithm)
-
-
-def _check_distill(cfg: TrainConfig, tables: int) -> None:
-    """The distill section: ranges, and what the search needs of the network and of the trainer."""
-    d = cfg.distill
-
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise ConfigError(f"distill.{msg}")
-
-    need(d.coef > 0, f"coef must be positive, not {d.coef}")
-    need(d.temperature >= 0, f"temperature must be >= 0 lá (0: the search's move), not {d.temperature}")
-    need(d.round_updates >= 1, f"round_updates must be at least 1, not {d.round_updates}")
-    need(1 <= d.num_workers <= MAX_WORKERS, f"num_workers must be from 1 to {MAX_WORKERS:,}")
-    need(d.cpus_per_worker > 0, "cpus_per_worker must be positive")
-    need(d.envs_per_worker >= tables,
-         "envs_per_worker must give every (rules, players) pair at least one game")
-    need(d.decisions_per_request >= 1, "decisions_per_request must be at least 1")
-    need(d.candidates >= 2, f"candidates must be at least 2 (one is no search), not {d.candidates}")
-    need(d.worlds >= 1 and d.horizon >= -1, "worlds must be >= 1 and horizon >= -1")
-    need(0 <= d.critic <= 100, f"critic is a percentage (0 to 100), not {d.critic}")
-    need(0 <= d.heuristic_share <= 1, "heuristic_share must be in [0, 1]")
-    need(d.minibatch >= 1 and d.batch_decisions >= 1, "minibatch and batch_decisions must be positive")
-    need(d.buffer >= d.minibatch,
-         f"buffer ({d.buffer:,}) must hold at least one minibatch ({d.minibatch:,})")
-    need(d.reuse > 0, f"reuse must be positive, not {d.reuse}")
-    need(d.belief_deals >= 0 and d.heldout >= 0, "belief_deals and heldout must be >= 0")
-    need(d.precision in ("auto", "bf16", "fp32"), f"precision must be auto, bf16 or fp32, not {d.precision!r}")
-    if not d.enabled:
-        return
-    need(not (d.horizon >= 0 and d.critic > 0 and cfg.model.critic != "full"),
-         "critic > 0 needs the perfect-information critic (model.critic: full); use distill.critic=0"
-         " or horizon=-1")
-    need(not cfg.rollout.deterministic, "enabled does not run with rollout.deterministic (the search"
-         " workers' requests are not scheduled in lanes)")
 
 
 def _check_opponent(spec: str, temperature: float) -> None:
@@ -268,7 +221,7 @@ def _check_opponent(spec: str, temperature: float) -> None:
 def from_dict(d: dict[str, Any]) -> TrainConfig:
     """The config stored in a run folder or checkpoint (validated again)."""
     try:
-        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(d)))
+        cfg = _build([d])
     except OmegaConfBaseException as exc:
         raise ConfigError(_one_line(exc)) from None
     validate(cfg)

@@ -89,7 +89,8 @@ class Learner:
         opt.step()
         return grad_norm
 
-    def batch(self, batches: list[dict[str, np.ndarray]], lags: list[int] | None = None) -> dict[str, torch.Tensor]:
+    def batch(self, batches: list[dict[str, np.ndarray]],
+              lags: list[int] | None = None) -> dict[str, torch.Tensor]:
         """Packed rollouts as one batch of tensors on the device (:func:`training.compact.expand`); with
         ``lags`` (updates between the weights that made ``batches[k]`` and these), each row's ``lag``."""
         data = compact.expand(compact.to_device(compact.concat(batches), self.device))

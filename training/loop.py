@@ -174,7 +174,7 @@ class RunLoop:
         self.evaluator = PeriodicEval(self.target, self.state, self.board, self.algo.eval_note)
         self.rate = Rate()
         self.display = Display(cfg, self.state, self.algo.display_rows)
-        if cfg.warm_start.decisions and self.state.c.updates == 0 and not self.state.resumed_from:
+        if cfg.section("warm_start").decisions and self.state.c.updates == 0 and not self.state.resumed_from:
             for k, v in clone_heuristic(self.algo.learner, cfg, self.log, remote=True).items():
                 self.board.scalar(f"warm_start/{k}", v, 0)
         self.last_log = time.perf_counter()
@@ -229,10 +229,10 @@ class RunLoop:
         c.games += int(st["games"])
         c.decisions += int(st["decisions"])
         c.sam_declared += int(st["sam_declared"])
-        if st["vs_heuristic_games"]:
-            self.board.scalar("charts/train_vs_heuristic_la", st["vs_heuristic_sum"] / st["vs_heuristic_games"], step)
-        if st["vs_pool_games"]:
-            self.board.scalar("charts/train_vs_pool_la", st["vs_pool_sum"] / st["vs_pool_games"], step)
+        for kind in ("heuristic", "pool"):
+            if st[f"vs_{kind}_games"]:
+                mean = st[f"vs_{kind}_sum"] / st[f"vs_{kind}_games"]
+                self.board.scalar(f"charts/train_vs_{kind}_la", mean, step)
         self.board.scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
         self.board.episodes(st, step)
 

@@ -33,13 +33,16 @@ or, without PPO, as steps of their own (:func:`distill_update`).
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 
 from agents.nets.interface import PolicyNetwork
 
-from .config import LearnerConfig, PPOConfig
+from .config import LearnerConfig
+
+if TYPE_CHECKING:  # the algorithm imports this loss: its settings' type only
+    from .algorithms.ppo import PPOConfig
 
 
 @torch.no_grad()
