@@ -3,6 +3,10 @@ algorithm of docs/training.md (REINFORCE with a baseline) trained for a few upda
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +24,7 @@ from training.config_load import load_config
 from training.loop import RunLoop
 from training.rollout import RolloutEngine
 
+REPO = Path(__file__).resolve().parent.parent
 TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
         "rollout.steps_per_rollout=8", "ppo.batch_decisions=100", "eval.every_updates=0", "eval.final_deals=0",
         "checkpoint.every_updates=1000", "display=none", "log_every_s=1", "max_minutes=0"]
@@ -81,3 +86,36 @@ def test_reinforce_trains_its_critic_and_its_policy(tmp_path: Path) -> None:
     critic = {k for k in before if k.startswith("critic.")}
     assert critic <= moved and len(moved) == len(before) and np.isfinite(losses["value"])
 
+
+def test_an_outside_algorithm_brings_its_section_through_train_resume_and_export(tmp_path: Path) -> None:
+    """examples/custom_algorithm.py as a researcher runs it: ``samloc train`` with PYTHONPATH=examples and
+    its ``a2c`` section on the command line trains, checkpoints (the section in the metadata), exports
+    ONNX; ``--resume`` alone restores the section exactly and trains on at its learning rate."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(REPO / "examples"), os.environ.get("PYTHONPATH", "")]))
+    run = tmp_path / "run"
+    tiny = [a for a in TINY if not a.startswith("ppo.")]
+
+    def train(*args: str) -> dict:
+        r = subprocess.run([sys.executable, "-m", "samloc", "train", *args], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads((run / "summary.json").read_text())
+
+    first = train("--config", "quick", "--run-dir", str(run), *tiny, "algorithm=custom_algorithm:A2C",
+                  "a2c.lr=0.00123", "a2c.normalize_advantage=true", "a2c.batch_decisions=100",
+                  "total_decisions=300")
+    _, meta = ckpt.load_checkpoint(first["checkpoint"])
+    a2c = meta.raw["config"]["a2c"]
+    assert a2c["lr"] == 0.00123 and a2c["normalize_advantage"] is True and a2c["batch_decisions"] == 100
+    assert first["updates"] >= 3 and (Path(first["checkpoint"]) / "policy.onnx").is_file()
+    again = train("--resume", str(run), "--more-decisions", "300")
+    _, meta2 = ckpt.load_checkpoint(again["checkpoint"])
+    assert meta2.raw["config"]["a2c"] == a2c and again["updates"] > first["updates"]
+    assert (Path(again["checkpoint"]) / "policy.onnx").is_file()
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    acc.Reload()
+    rates = [e.value for e in acc.Scalars("charts/learning_rate")]
+    assert len(rates) == again["updates"] and rates == pytest.approx([0.00123] * len(rates))
