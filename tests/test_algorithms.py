@@ -75,6 +75,7 @@ def test_reinforce_trains_its_critic_and_its_policy(tmp_path: Path) -> None:
     own input beside the trunk, so nothing but its loss term can move it)."""
     from training.runstate import RunState
 
+    torch.manual_seed(0)
     cfg = load_config("quick", [*TINY, "algorithm=reinforce", "model.critic=full"])
     algo = Reinforce(cfg, RunState(cfg, tmp_path / "run", "test", print), print)
     batch = RolloutEngine(cfg, 0, 1, Reinforce.targets(cfg)).rollout()["batch"]
