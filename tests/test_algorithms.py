@@ -3,10 +3,15 @@ algorithm of docs/training.md (REINFORCE with a baseline) trained for a few upda
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from agents.nets import checkpoint as ckpt
 from training.algorithms import ALGORITHMS, algorithm_class, resolve
@@ -17,7 +22,9 @@ from training.algorithms.reinforce import Reinforce
 from training.config import ConfigError
 from training.config_load import load_config
 from training.loop import RunLoop
+from training.rollout import RolloutEngine
 
+REPO = Path(__file__).resolve().parent.parent
 TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
         "rollout.steps_per_rollout=8", "ppo.batch_decisions=100", "eval.every_updates=0", "eval.final_deals=0",
         "checkpoint.every_updates=1000", "display=none", "log_every_s=1", "max_minutes=0"]
@@ -47,7 +54,7 @@ def test_a_bad_algorithm_is_refused_in_one_line(overrides: list[str], words: str
 def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> None:
     """REINFORCE (docs/training.md's example) on the PPO workers' rollouts: a few updates, its losses in
     TensorBoard's usual tags, a checkpoint that resumes like any other."""
-    cfg = load_config("quick", [*TINY, "algorithm=reinforce", "total_decisions=500"])
+    cfg = load_config("quick", [*TINY, "algorithm=reinforce", "reinforce.batch_decisions=100", "total_decisions=500"])
     loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
     before = {k: v.copy() for k, v in loop.algo.learner.weights().items()}
     summary = loop.run()
@@ -60,3 +67,56 @@ def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> N
     resumed = RunLoop(load_config(tmp_path / "run" / "config.yaml"), tmp_path / "run", resume=True,
                       log=lambda m: None)
     assert isinstance(resumed.algo, Reinforce) and resumed.c.updates == summary["updates"]
+
+
+def test_reinforce_trains_its_critic_and_its_policy(tmp_path: Path) -> None:
+    """The rollout workers bootstrap unfinished games from the critic, so REINFORCE must train it: after
+    one update every tensor of the critic has moved, as have the policy's (the critic reads only its
+    own input beside the trunk, so nothing but its loss term can move it)."""
+    from training.runstate import RunState
+
+    torch.manual_seed(0)
+    cfg = load_config("quick", [*TINY, "algorithm=reinforce", "model.critic=full"])
+    algo = Reinforce(cfg, RunState(cfg, tmp_path / "run", "test", print), print)
+    batch = RolloutEngine(cfg, 0, 1, Reinforce.targets(cfg)).rollout()["batch"]
+    net = algo.learner.net
+    before = {k: v.detach().clone() for k, v in net.named_parameters()}
+    assert any(k.startswith("critic.") for k in before)
+    losses = algo.learn(None, [{"batch": batch}])  # type: ignore[arg-type]  # REINFORCE reads nothing of the loop
+    moved = {k for k, v in net.named_parameters() if not torch.equal(v, before[k])}
+    critic = {k for k in before if k.startswith("critic.")}
+    assert critic <= moved and len(moved) == len(before) and np.isfinite(losses["value"])
+
+
+def test_an_outside_algorithm_brings_its_section_through_train_resume_and_export(tmp_path: Path) -> None:
+    """examples/custom_algorithm.py as a researcher runs it: ``samloc train`` with PYTHONPATH=examples and
+    its ``a2c`` section on the command line trains, checkpoints (the section in the metadata), exports
+    ONNX; ``--resume`` alone restores the section exactly and trains on at its learning rate."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(REPO / "examples"), os.environ.get("PYTHONPATH", "")]))
+    run = tmp_path / "run"
+    tiny = [a for a in TINY if not a.startswith("ppo.")]
+
+    def train(*args: str) -> dict:
+        r = subprocess.run([sys.executable, "-m", "samloc", "train", *args], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads((run / "summary.json").read_text())
+
+    first = train("--config", "quick", "--run-dir", str(run), *tiny, "algorithm=custom_algorithm:A2C",
+                  "a2c.lr=0.00123", "a2c.normalize_advantage=true", "a2c.batch_decisions=100",
+                  "total_decisions=300")
+    _, meta = ckpt.load_checkpoint(first["checkpoint"])
+    a2c = meta.raw["config"]["a2c"]
+    assert a2c["lr"] == 0.00123 and a2c["normalize_advantage"] is True and a2c["batch_decisions"] == 100
+    assert first["updates"] >= 3 and (Path(first["checkpoint"]) / "policy.onnx").is_file()
+    again = train("--resume", str(run), "--more-decisions", "300")
+    _, meta2 = ckpt.load_checkpoint(again["checkpoint"])
+    assert meta2.raw["config"]["a2c"] == a2c and again["updates"] > first["updates"]
+    assert (Path(again["checkpoint"]) / "policy.onnx").is_file()
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    acc.Reload()
+    rates = [e.value for e in acc.Scalars("charts/learning_rate")]
+    assert len(rates) == again["updates"] and rates == pytest.approx([0.00123] * len(rates))

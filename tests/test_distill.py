@@ -234,10 +234,10 @@ def test_bad_distill_configs_are_refused_in_one_line(overrides: list[str], words
 
 def test_the_stage_is_off_by_default_and_the_expert_config_turns_it_on() -> None:
     cfg = load_config("quick")
-    assert not cfg.distill.enabled and algorithm_class(cfg) is PPO
+    assert not cfg.section("distill").enabled and algorithm_class(cfg) is PPO
     expert = load_config(Path(__file__).resolve().parent.parent / "configs" / "expert.yaml")
-    assert expert.distill.enabled and algorithm_class(expert) is ExpertIteration
-    assert expert.init_from and expert.distill.worlds < 64 and expert.distill.candidates < 10
+    assert expert.section("distill").enabled and algorithm_class(expert) is ExpertIteration
+    assert expert.init_from and expert.section("distill").worlds < 64 and expert.section("distill").candidates < 10
 
 
 # ---- tiny stages on Ray --------------------------------------------------------------------------------
@@ -263,12 +263,12 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
     belief = load_belief(start)
     held.set_network(weights_to_numpy(net), 0, {"hidden": 16, "weights": weights_to_numpy(belief)})
     held_out = held.play()["batch"]
-    before = kl_to_targets(net, held_out, cfg.distill.temperature)
+    before = kl_to_targets(net, held_out, cfg.section("distill").temperature)
     tr = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
     assert tr.algo.belief is not None and tr.algo.belief["info"]["from"] == str(start)  # init_from's belief
     summary = tr.run()
     after_net, meta = ckpt.load_checkpoint(summary["checkpoint"])
-    after = kl_to_targets(after_net, held_out, cfg.distill.temperature)
+    after = kl_to_targets(after_net, held_out, cfg.section("distill").temperature)
     assert after["distill_kl"] < 0.85 * before["distill_kl"], (before, after)
     assert summary["decisions_trained"] >= 1900 and summary["distill"]["searched"] >= 1900
     assert summary["workers"] == []  # no rollout workers without PPO
@@ -284,7 +284,7 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
                 "charts/search_decisions_per_s", "charts/search_changed", "eval/random/mean_la"):
         assert tag in tags, tag
     assert "losses/policy" not in tags
-    assert meta.raw["distill"]["round"] == 0 and meta.heuristic_share == cfg.distill.heuristic_share
+    assert meta.raw["distill"]["round"] == 0 and meta.heuristic_share == cfg.section("distill").heuristic_share
     assert (Path(summary["checkpoint"]) / ckfmt.BELIEF_FILE).is_file()  # searchable as the stage searched
 
 

@@ -75,7 +75,7 @@ def test_the_targets_are_each_decisions_whole_game_return(steps: int) -> None:
     assert shipped.keys() == want.keys()
     for k in want:
         np.testing.assert_allclose(sorted(shipped[k]), sorted(want[k]), atol=1e-5)
-    carried = len(eng.streams[0].carry["act"])
+    carried = len(eng.streams[0].extra.carry["act"])
     assert carried == sum(1 for *_, (key, _, _) in eng.decisions if (key, "ended") not in eng.lá)
 
 
@@ -110,7 +110,7 @@ def test_scripted_games_with_chop_money_get_their_exact_returns() -> None:
     ])
     assert second == pytest.approx({1: -10, 3: 16, 5: -6, 7: -6, 9: 12,  # slot 0's game: the chop and the end
                                     6: -6, 8: 3, 10: 3, 12: -6})
-    assert st.carry["act"].tolist() == [11]  # slot 0's new game goes on
+    assert st.extra.carry["act"].tolist() == [11]  # slot 0's new game goes on
 
 
 def test_first_end_finds_the_next_game_end() -> None:
@@ -171,7 +171,7 @@ def test_a_tiny_dmc_run_trains_checkpoints_resumes_and_exports(tmp_path: Path) -
     assert isinstance(resumed.algo, DeepMonteCarlo) and resumed.c.updates == summary["updates"]
     more = resumed.run()
     assert more["updates"] > summary["updates"] and more["decisions_trained"] >= 900
-    assert resumed.algo.learner.opt.param_groups[0]["lr"] == cfg.dmc.lr
+    assert resumed.algo.learner.opt.param_groups[0]["lr"] == cfg.section("dmc").lr
 
 
 def test_the_dmc_network_is_exported_and_evaluated_like_any_other(tmp_path: Path,

@@ -134,3 +134,90 @@ def test_argparse_lives_only_in_the_command_layer() -> None:
 def test_imports_inside_functions_are_optional_dependencies_or_say_why() -> None:
     _, m = _metrics()
     assert m["function_level_imports_unexplained"] == []
+
+
+def _type_checking_blocks(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (a type only: no import when it runs)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return out
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _internal_imports(path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``path`` imports when it runs, at the top or inside a function
+    (a deferred import counts; one under ``if TYPE_CHECKING:`` does not), with the packages each import
+    runs on the way (``training.algorithms`` for ``training.algorithms.ppo``) unless they hold ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    me = _module_of(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    skip, found = _type_checking_blocks(tree), set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}  # `from . import compact`: a module
+    out = set()
+    for name in found:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            mod = ".".join(parts[:i])
+            if mod in known and mod != me and not (me + ".").startswith(mod + "."):
+                out.add(mod)
+    return out
+
+
+def _a_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (module -> modules it imports) as a path, or [] when there is none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str]:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return path[path.index(n):] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        path.pop()
+        state[m] = 2
+        return []
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return []
+
+
+def test_training_has_no_import_cycle() -> None:
+    """No module of ``training`` imports, even from a function body, one that imports it back."""
+    paths = sorted((ROOT / "training").rglob("*.py"))
+    known = {_module_of(p) for p in paths}
+    graph = {_module_of(p): _internal_imports(p, known) for p in paths}
+    assert "training.config_load" in graph["training.launch"]  # the reader sees relative imports
+    assert not (cycle := _a_cycle(graph)), "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_deferred_one() -> None:
+    """A cycle closed only by an import inside a function is found; one closed under TYPE_CHECKING is not."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}}
+    assert _a_cycle(graph) == ["a", "b", "c", "a"] and _a_cycle({"a": {"b"}, "b": set()}) == []
+    tree = ast.parse("import typing\nif typing.TYPE_CHECKING:\n    from .loop import RunLoop\n"
+                     "def f():\n    from .rollout import x\n")
+    skip = _type_checking_blocks(tree)
+    kept = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and id(n) not in skip]
+    assert kept == ["from .rollout import x"]

@@ -19,7 +19,8 @@ from safetensors.numpy import load_file
 
 from agents.nets import format as ckfmt
 from training.config_load import load_config
-from training.rollout import RolloutEngine, weights_to_numpy
+from training.algorithms.ppo import ppo_engine
+from training.rollout import weights_to_numpy
 from training.errors import TrainError
 from training.loop import RunLoop as Trainer
 
@@ -64,14 +65,14 @@ def test_a_rollout_is_a_function_of_its_lane_state_and_seed() -> None:
                                 "rollout.steps_per_rollout=24", "rollout.opponent_fraction=0.7",
                                 "rollout.heuristic_share=0.5"])
     torch.manual_seed(0)
-    a = RolloutEngine(cfg, 0, seed=1)
+    a = ppo_engine(cfg, 0, seed=1)
     weights = weights_to_numpy(a.net)
     snap = {k: v * 0.5 for k, v in weights.items()}
     a.set_weights(weights, 0)
     a.set_pool([(2, snap)])
     a.rollout()
     state = a.get_state()
-    b = RolloutEngine(cfg, 1, seed=99)  # other games, other streams
+    b = ppo_engine(cfg, 1, seed=99)  # other games, other streams
     b.set_weights(weights, 0)
     b.set_pool([(2, snap)])
     b.set_state(state)
@@ -85,7 +86,7 @@ def test_a_rollout_is_a_function_of_its_lane_state_and_seed() -> None:
         assert np.array_equal(ra["batch"][k], rb["batch"][k]), k
     sa, sb = a.get_state(), b.get_state()
     assert all(np.array_equal(sa[k], sb[k]) for k in sa)
-    other = RolloutEngine(load_config("quick", ["model.hidden=16", "rollout.envs_per_worker=4"]), 0, seed=1)
+    other = ppo_engine(load_config("quick", ["model.hidden=16", "rollout.envs_per_worker=4"]), 0, seed=1)
     with pytest.raises(ValueError, match="rollout state: 0.states") as err:
         other.set_state(state)
     assert "\n" not in str(err.value)

@@ -16,7 +16,7 @@ from samloc.commands import train as cli
 from training import pipeline
 from training.config import ConfigError, TrainConfig
 from training.config_docs import field_docs
-from training.config_load import load_config
+from training.config_load import load_config, schema as load_schema
 from training.launch import run_name
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +56,8 @@ def _entry(updates: int) -> dict:
 
 # ---- the keys: one source of docs, a config that reads back, free order, --help -------------------------
 def test_every_config_field_has_its_doc_in_the_typed_config() -> None:
-    docs, todo, seen = field_docs(), [TrainConfig], set()
+    """The run's own keys and every registered algorithm's and stage's section."""
+    docs, todo, seen = field_docs(), [load_schema("ppo")], set()
     while todo:
         cls = todo.pop()
         seen.add(cls.__name__)
@@ -67,7 +68,8 @@ def test_every_config_field_has_its_doc_in_the_typed_config() -> None:
             assert doc.strip(), f"{cls.__name__}.{f.name} has no doc"
             inner = [hints[f.name], *typing.get_args(hints[f.name])]
             todo += [t for t in inner if dataclasses.is_dataclass(t) and t.__name__ not in seen]
-    assert {"TableConfig", "EnvConfig", "PPOConfig", "BeliefConfig"} <= seen
+    assert {"TableConfig", "EnvConfig", "PPOConfig", "DMCConfig", "DistillConfig", "ReinforceConfig",
+            "WarmStartConfig", "BeliefConfig"} <= seen
 
 
 def test_print_config_is_every_key_with_its_doc_and_reads_back(tmp_path: Path,

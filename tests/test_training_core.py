@@ -24,7 +24,8 @@ from agents.nets.policy import MASK_LOGIT, PolicyNet
 from training import compact
 from training.runlog import Board
 from training.workers import waiting_reason
-from training.rollout import MAX_SEATS, RolloutEngine, compute_gae, record_step
+from training.algorithms.ppo import ppo_engine
+from training.rollout import MAX_SEATS, compute_gae, record_step
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parent.parent
@@ -55,7 +56,7 @@ def test_the_all_tables_config_plays_every_table_once() -> None:
 
 def test_overrides_apply_with_types() -> None:
     cfg = load_config("quick", ["ppo.lr=1e-4", "rollout.num_workers=2", "env.players=[3,4]"])
-    assert cfg.ppo.lr == 1e-4 and cfg.rollout.num_workers == 2 and cfg.env.players == [3, 4]
+    assert cfg.section("ppo").lr == 1e-4 and cfg.rollout.num_workers == 2 and cfg.env.players == [3, 4]
 
 
 @pytest.mark.parametrize("overrides, words", [
@@ -166,7 +167,7 @@ def test_rollout_credits_every_final_score() -> None:
     are exactly the seats' final scores (zero-sum over a game)."""
     cfg = load_config("quick", ["rollout.envs_per_worker=16", "rollout.steps_per_rollout=64",
                                 "rollout.opponent_fraction=0", "ppo.gamma=1.0", "ppo.gae_lambda=1.0"])
-    eng = RolloutEngine(cfg, 0, seed=3)
+    eng = ppo_engine(cfg, 0, seed=3)
     res = eng.rollout()
     st, out = res["stats"], expanded(res["batch"])
     assert st["decisions"] == 16 * 64 == st["learner_decisions"] == len(out["act"])
@@ -288,7 +289,7 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
 
     cfg = load_config("quick", ["rollout.envs_per_worker=64", "rollout.steps_per_rollout=24",
                                 "rollout.opponent_fraction=0", "ppo.sam_lesson_coef=1.0"])
-    out = expanded(RolloutEngine(cfg, 0, seed=5).rollout()["batch"])
+    out = expanded(ppo_engine(cfg, 0, seed=5).rollout()["batch"])
     teach, mask = out["teach"], out["mask"]
     sam_phase = mask[:, SAM] > 0
     assert (teach[sam_phase] >= 0).all()
@@ -300,19 +301,21 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
     g = Game.new("hoi_quan_bai", 4, seed=11)
     h = HeuristicAgent(seed=0)
     assert h.act(g, g.to_act) in (SAM, NO_SAM)
-    off = expanded(RolloutEngine(load_config("quick", ["rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
+    off = expanded(ppo_engine(load_config("quick", ["rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
                                                       "ppo.sam_lesson_coef=0"]), 0, seed=5).rollout()["batch"])
     assert (off["teach"] == -1).all()
 
 
 def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
     from sam_env.actions import NO_SAM, SAM
-    from agents.nets.policy import build_net
+    from training.learner import Learner
     from training.ppo import ppo_update
 
     torch.manual_seed(0)
-    cfg = load_config("quick", ["ppo.sam_lesson_coef=1.0", "ppo.minibatch=256", "ppo.epochs=4", "ppo.lr=1e-3"])
-    net = build_net(32, 2, "full")
+    cfg = load_config("quick", ["ppo.sam_lesson_coef=1.0", "ppo.minibatch=256", "ppo.epochs=4", "ppo.lr=1e-3",
+                                "model.hidden=32", "model.layers=2", "model.critic=full"])
+    learner = Learner(cfg, cfg.section("ppo").lr)
+    net = learner.net
     n = 256
     rng = np.random.default_rng(0)
     mask = np.zeros((n, NUM_ACTIONS), dtype=np.int8)
@@ -330,9 +333,10 @@ def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
             return float(torch.softmax(net(obs, m)[0], -1)[:, SAM].mean())
 
     before = p_sam()
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     for _ in range(20):
-        losses = ppo_update(net, opt, batch, cfg.ppo, cfg.learner, torch.Generator().manual_seed(0))
+        pp = cfg.section("ppo")
+        losses = ppo_update(net, lambda loss: learner.step(loss, pp.max_grad_norm), batch, pp, cfg.learner,
+                            torch.Generator().manual_seed(0))
     assert before < 0.1 and p_sam() > 0.5 and losses["sam_lesson"] > 0
 
 
@@ -354,20 +358,21 @@ def test_cuda_is_refused_in_one_line_without_it() -> None:
 
 
 def _recorded(cfg: TrainConfig, seed: int = 0) -> dict[str, np.ndarray]:
-    return RolloutEngine(cfg, 0, seed).rollout()["batch"]
+    return ppo_engine(cfg, 0, seed).rollout()["batch"]
 
 
 def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     """The optimizer state is written as CPU tensors, and a restored learner moves it with the network
     (to the "meta" device here: any device but the CPU takes the same path as CUDA)."""
+    from training.algorithms.ppo import update
     from training.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
     torch.manual_seed(0)
-    a = Learner(cfg)
-    a.update([batch], [0], torch.Generator().manual_seed(1))
+    a = Learner(cfg, cfg.section("ppo").lr)
+    update(a, cfg.section("ppo"), [batch], [0], torch.Generator().manual_seed(1))
     st = a.state()
     tensors = {f"opt.{i}.{k}": v for i, s in st["state"].items() for k, v in s.items()}
     p = ckpt.save_checkpoint(tmp_path / "c", a.net, {"updates": 1}, tensors, {"param_groups": st["param_groups"]})
@@ -375,7 +380,7 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     assert all(v.device.type == "cpu" for v in loaded.values())
 
     def restored() -> Learner:
-        b = Learner(cfg)
+        b = Learner(cfg, cfg.section("ppo").lr)
         b.net.load_state_dict(ckpt.load_checkpoint(p)[0].state_dict())
         opt: dict = {"state": {}, "param_groups": state["param_groups"]}
         for key, v in loaded.items():
@@ -391,8 +396,8 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     assert moments and all(v.device.type == "meta" for v in moments)
     b = restored()
     b.to(torch.device("cpu"))
-    la = a.update([batch], [0], torch.Generator().manual_seed(2))
-    lb = b.update([batch], [0], torch.Generator().manual_seed(2))
+    la = update(a, cfg.section("ppo"), [batch], [0], torch.Generator().manual_seed(2))
+    lb = update(b, cfg.section("ppo"), [batch], [0], torch.Generator().manual_seed(2))
     assert la == lb  # the resumed learner continues exactly
 
 
@@ -418,6 +423,7 @@ def test_the_queue_bounds_the_policy_lag_and_counts_what_it_drops() -> None:
 def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     """Rows at least correct_from_lag old are weighted by min(rho_bar, proximal / behaviour); younger rows,
     and every row when none is that old, give plain PPO."""
+    from training.algorithms.ppo import update
     from training.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
@@ -428,7 +434,7 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     runs = {}
     for lag in (0, 2, 3):
         torch.manual_seed(0)
-        runs[lag] = Learner(cfg).update([batch], [lag], torch.Generator().manual_seed(1))
+        runs[lag] = update(Learner(cfg, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [lag], torch.Generator().manual_seed(1))
     assert runs[0] == runs[2] and runs[0]["stale_fraction"] == 0 and runs[0]["is_weight"] == 1
     stale = runs[3]
     assert stale["stale_fraction"] == 1 and stale["is_weight"] == pytest.approx(1.0)  # e^+1 truncated at 1
@@ -436,6 +442,7 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
 
 
 def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
+    from training.algorithms.ppo import update
     from training.learner import Learner
     from training.ppo import explained_variance
 
@@ -446,7 +453,7 @@ def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
-    out = Learner(cfg).update([batch], [0], torch.Generator().manual_seed(1))
+    out = update(Learner(cfg, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [0], torch.Generator().manual_seed(1))
     assert out["grad_norm"] > 0 and np.isfinite(out["grad_norm"])
     v, r = batch["val"], batch["adv"] + batch["val"]
     assert out["explained_variance"] == pytest.approx(1 - np.var(r - v) / np.var(r), rel=1e-4)
@@ -531,7 +538,7 @@ def test_weights_no_longer_finite_are_not_checkpointed_and_the_last_good_one_sta
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=16", "model.layers=1"])
     state = RunState(cfg, tmp_path / "run", "test", print)
-    learner = Learner(cfg)
+    learner = Learner(cfg, cfg.section("ppo").lr)
     state.c.updates = 3
     first = state.save(learner, state.metadata(), {}, {})
     with torch.no_grad():

@@ -33,19 +33,19 @@ def test_every_seat_is_the_heuristic_and_the_clone_learns_its_moves() -> None:
     batches = [eng.rollout()["batch"] for _ in range(3)]  # the first holds only the games that ended soon
     held_out = compact.expand({k: torch.from_numpy(v) for k, v in compact.concat(batches).items()})
     assert games_config(cfg).rollout.opponent_fraction == 0.0 and len(held_out["act"]) > 200
-    learner = Learner(cfg)
+    learner = Learner(cfg, cfg.section("ppo").lr)
     before = agreement(learner, held_out)
     lines: list[str] = []
     figures = clone_heuristic(learner, cfg, lines.append)
     after = agreement(learner, held_out)
     assert after > before + 0.2, (before, after)  # where there is a choice, it has learnt to make the heuristic's
     assert figures["decisions"] >= 40000 and lines[0].startswith("warm start: ")
-    assert learner.opt.param_groups[0]["lr"] == cfg.ppo.lr and not learner.opt.state  # the algorithm's, afresh
+    assert learner.lr == cfg.section("ppo").lr and not learner.opt.state  # the algorithm's optimizer, untouched
 
 
 def test_the_same_seed_clones_the_same_network() -> None:
     cfg = load_config("quick", [*SMALL, "warm_start.decisions=3000"])
-    a, b = Learner(cfg), Learner(cfg)
+    a, b = Learner(cfg, cfg.section("ppo").lr), Learner(cfg, cfg.section("ppo").lr)
     b.net.load_state_dict(a.net.state_dict())
     clone_heuristic(a, cfg, lambda m: None)
     clone_heuristic(b, cfg, lambda m: None)

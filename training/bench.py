@@ -44,14 +44,15 @@ from agents.search import prefers_bf16, rollout_rates
 from . import compact
 from .config import TrainConfig
 from .distill import SearchEngine
+from .algorithms.ppo import ppo_engine, update as ppo_update
 from .learner import Learner
-from .rollout import RolloutEngine, weights_to_numpy
+from .rollout import weights_to_numpy
 
 
 def record(cfg: TrainConfig, decisions: int, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Packed learner decisions from one worker's real games (at least ``decisions``), and their stats."""
     torch.manual_seed(seed)  # the same games on every run, so two benches learn from the same data
-    eng = RolloutEngine(cfg, 0, seed)
+    eng = ppo_engine(cfg, 0, seed)
     parts, n, t0 = [], 0, time.perf_counter()
     stats = {"games": 0, "decisions": 0, "learner_decisions": 0}
     while n < decisions:
@@ -70,17 +71,18 @@ def _tile(batch: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
 
 
 def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) -> dict[str, Any]:
-    n = cfg.ppo.batch_decisions
+    s = cfg.section("ppo")
+    n = s.batch_decisions
     data, _ = record(cfg, min(n, record_cap))
     batch = _tile(data, n)
     torch.manual_seed(cfg.seed)
-    learner = Learner(cfg)
+    learner = Learner(cfg, s.lr)
     learner.to(device)
     gen = torch.Generator().manual_seed(0)
     times, losses = [], []
     for _ in range(updates + 1):  # the first warms up (allocations, kernels)
         t0 = time.perf_counter()
-        losses.append(learner.update([batch], [0], gen))
+        losses.append(ppo_update(learner, s, [batch], [0], gen))
         learner.weights()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -90,8 +92,8 @@ def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"bench": "learner", "config": cfg.name, "device": str(device), "device_name": name,
             "torch_threads": torch.get_num_threads(), "model": m.label(),
-            "precision": cfg.learner.precision, "decisions_per_update": n, "minibatch": min(cfg.ppo.minibatch, n),
-            "epochs": cfg.ppo.epochs, "recorded_decisions": len(data["act"]), "updates": updates,
+            "precision": cfg.learner.precision, "decisions_per_update": n, "minibatch": min(s.minibatch, n),
+            "epochs": s.epochs, "recorded_decisions": len(data["act"]), "updates": updates,
             "seconds_per_update": round(secs, 4), "decisions_per_s": round(n / secs),
             "first_losses": {k: round(v, 6) for k, v in losses[0].items()},
             "last_losses": {k: round(v, 6) for k, v in losses[-1].items()}}
@@ -99,7 +101,7 @@ def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) 
 
 def bench_rollout(cfg: TrainConfig, rollouts: int) -> dict[str, Any]:
     torch.manual_seed(0)
-    eng = RolloutEngine(cfg, 0, seed=0)
+    eng = ppo_engine(cfg, 0, 0)
     eng.rollout()  # compiles the kernels on a first run, warms up
     stats = {"games": 0, "decisions": 0, "learner_decisions": 0}
     shipped = 0
@@ -122,7 +124,7 @@ def bench_rollout(cfg: TrainConfig, rollouts: int) -> dict[str, Any]:
 
 def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
     """Searched decisions/s of one search worker in each precision, after a warm-up request each."""
-    m, d = cfg.model, cfg.distill
+    m, d = cfg.model, cfg.section("distill")
     if cfg.init_from:
         net, _ = load_checkpoint(cfg.init_from)
         bnet = load_belief(cfg.init_from)
@@ -136,7 +138,8 @@ def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
                            "rollout_rows_per_s": {k: round(v) for k, v in rates.items()},
                            "auto": "bf16" if prefers_bf16(rates) else "fp32"}
     for prec in ("fp32", "bf16"):
-        eng = SearchEngine(dataclasses.replace(cfg, distill=dataclasses.replace(d, precision=prec)), 0, cfg.seed)
+        sections = cfg.sections | {"distill": dataclasses.replace(d, precision=prec)}
+        eng = SearchEngine(dataclasses.replace(cfg, sections=sections), 0, cfg.seed)
         eng.set_network(weights, 0, belief)
         eng.play()  # compiles, and fills the games past their first moves
         t0 = time.perf_counter()

@@ -1,16 +1,17 @@
 """Training configuration: one typed dataclass per section, YAML files plus ``key=value`` overrides.
 
-This module is the schema, and what is derived from a config (its tables, the
-evaluation's table, its flat and YAML forms, the budgets).  A config is built
-from the dataclass defaults, then the YAML file, then the command-line overrides
-(OmegaConf structured configs, so a wrong type or an unknown key is refused
-before anything starts), then validated: :mod:`training.config_load`.  Every
-mistake is reported as one :class:`ConfigError` line.
+This module is the schema of the run's own sections (env, model, rollout, learner, eval, checkpoint,
+belief), the :class:`Section` that an algorithm or a stage declares in its own module for its settings
+(``ppo`` in training/algorithms/ppo.py, ``warm_start`` in training/warm_start.py, an outside algorithm's
+beside its code), and what is derived from a config (its tables, the evaluation's table, its flat and
+YAML forms, the budgets).  A config is built from the dataclass defaults, then the YAML file, then the
+command-line overrides (OmegaConf structured configs, so a wrong type or an unknown key is refused
+before anything starts), then validated: :mod:`training.config_load`.  Every mistake is reported as one
+:class:`ConfigError` line.
 
 The docstring under each field is its documentation, the only one:
-:func:`training.config_docs.field_docs` reads them from this file for
-``samloc train --print-config`` and ``--help`` (a test checks that every field
-has one).
+:func:`training.config_docs.field_docs` reads them from the source of each dataclass for
+``samloc train --print-config`` and ``--help`` (a test checks that every field has one).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class ConfigError(ValueError):
 
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"   # the repo's configs/ links here
+
+#: Upper bounds that keep a typo from asking for a machine nobody has (each message says why).
+MAX_WORKERS = 10_000
+MAX_BATCH_DECISIONS = 1 << 22     # the learner expands ~4.5 KB per decision of its batch: 19 GB
 
 
 @dataclass
@@ -166,62 +171,6 @@ class RolloutConfig:
 
 
 @dataclass
-class PPOConfig:
-    """Masked PPO with GAE over per-seat trajectories."""
-
-    lr: float = 3e-4
-    """Adam learning rate."""
-    anneal_lr: bool = False
-    """Decay the learning rate linearly to 0 at total_decisions (a resume that raises total_decisions
-    raises the rate again: lr x the share still to train)."""
-    gamma: float = 1.0
-    """Discount between one seat's decisions (a game is short and scored at the end)."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    clip: float = 0.2
-    """PPO ratio clip."""
-    epochs: int = 2
-    """Passes over each batch."""
-    minibatch: int = 4096
-    """Decisions per gradient step."""
-    batch_decisions: int = 16384
-    """Learner decisions gathered before one update (rollouts are taken whole; an update takes every
-    rollout waiting, at most learner.queue_rollouts of them)."""
-    ent_coef: float = 0.01
-    """Entropy bonus."""
-    sam_lesson_coef: float = 0.5
-    """Weight of the Sâm lesson: at the learner's Sâm decisions (declare or not, then its plays as the
-    declarer), cross-entropy towards the heuristic agent's choice (0: off; see docs/training.md)."""
-    vf_coef: float = 0.5
-    """Value loss weight."""
-    max_grad_norm: float = 0.5
-    """Gradient clipping."""
-
-
-@dataclass
-class DMCConfig:
-    """Deep Monte-Carlo (``algorithm: dmc``, after DouZero): the network's action head is a Q-value per move
-    of the action table, learned by regression on each decision's whole-game return (docs/training.md)."""
-
-    epsilon: float = 0.01
-    """Share of the learner's moves drawn uniformly among the legal ones in self-play (the rest: the
-    highest Q); past snapshots in the pool play greedily."""
-    lr: float = 3e-4
-    """Adam learning rate."""
-    epochs: int = 1
-    """Passes over each batch (DouZero: each decision is learned from once)."""
-    minibatch: int = 4096
-    """Decisions per gradient step."""
-    batch_decisions: int = 16384
-    """Decisions with a known return gathered before one update."""
-    value_coef: float = 0.5
-    """Weight of the value head's (and the critic's) regression on the same returns: they are what the
-    search's leaves and the exported value read."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping."""
-
-
-@dataclass
 class LearnerConfig:
     """Where and how the PPO update runs, and how old the data it learns from may be."""
 
@@ -298,94 +247,9 @@ class BeliefConfig:
 
 
 @dataclass
-class WarmStartConfig:
-    """Behaviour cloning from the heuristic's games before a new run's first update (training/warm_start.py).
-    The games are played then, inside the run's budget: its minutes count toward max_minutes."""
-
-    decisions: int = 0
-    """Heuristic decisions to clone (0: no warm start); every seat of these games is the heuristic."""
-    envs: int = 1024
-    """Games played side by side to make them."""
-    minibatch: int = 2048
-    """Decisions per gradient step."""
-    lr: float = 1e-3
-    """Adam learning rate while cloning (the optimizer starts afresh for the algorithm afterwards)."""
-    value_coef: float = 0.5
-    """Weight of the value head's (and the critic's) regression on the games' returns, so the algorithm
-    starts with a baseline that knows what the cloned play earns."""
-
-
-@dataclass
-class DistillConfig:
-    """Expert iteration: the policy trained towards what play-time search finds (training/distill.py)."""
-
-    enabled: bool = False
-    """Run the stage (docs/training.md, Expert iteration): search workers play games with the search and
-    the learner adds a KL term towards its answers; off, nothing in this section is used."""
-    ppo: bool = True
-    """Keep the PPO objective on the rollout workers' games beside the distillation term (it also keeps
-    the value heads, which the search's leaves read, in step with the policy); false: a supervised stage
-    without rollout workers, an update every batch_decisions new searched decisions."""
-    coef: float = 1.0
-    """Weight of the distillation term, KL(search target || policy), beside the PPO loss."""
-    temperature: float = 1.0
-    """In lá: the target is a softmax of the candidates' mean values / temperature, so moves the search
-    cannot tell apart share it (0: all of it on the search's move)."""
-    round_updates: int = 500
-    """Learner updates per round.  The search plays with the network frozen at the round's start, so its
-    targets do not chase the network they train; at a round's end the trainer retrains the belief
-    (belief_deals), evaluates, checkpoints and sends the search workers the new network."""
-    num_workers: int = 1
-    """Search actors (processes), each stepping its own batch of games on one CPU thread."""
-    cpus_per_worker: float = 1.0
-    """CPUs Ray reserves per search actor (they count with the rollout workers against Ray's CPUs)."""
-    envs_per_worker: int = 128
-    """Games each search actor steps together, shared among the tables by their weights: a step's searched
-    decisions are searched in one batch per table, which is faster per decision the more there are (at 14
-    tables, 512 games made 14 targets a second and 2,048 made 49)."""
-    decisions_per_request: int = 512
-    """Searched decisions a search actor returns per request (it plays on until it has them)."""
-    candidates: int = 6
-    """The search's candidate moves per decision (play time: 10): the policy's most probable ones."""
-    worlds: int = 16
-    """Deals of the unseen cards each candidate is played out in (play time: 64): fewer worlds give
-    noisier values but more targets per CPU second (docs/training.md has the trade-off)."""
-    horizon: int = 2
-    """The searching seat's moves a rollout plays before the network values the rest (-1: to the end)."""
-    critic: int = 50
-    """Percent of the leaf value taken from the perfect-information critic (the rest: the seat's own value
-    head); 0 is needed for a network trained with model.critic: obs unless horizon is -1."""
-    heuristic_share: float = 0.5
-    """Share of the search actors' games in which the searching seat's opponents are heuristics; the rest
-    are copies of the round's greedy policy.  One seat per game searches."""
-    buffer: int = 200_000
-    """Searched decisions kept for the learner (the newest; 237 bytes each + 10 per candidate), sampled
-    uniformly."""
-    minibatch: int = 512
-    """Searched decisions per distillation gradient step (with PPO: one such step rides on each PPO
-    step)."""
-    reuse: float = 4.0
-    """How often each searched decision is drawn into a minibatch on average, at most: distillation
-    steps wait for new data beyond that, so a fast learner does not overfit a slow search."""
-    batch_decisions: int = 4096
-    """Without PPO: new searched decisions that make one update (reuse x this / minibatch steps)."""
-    heldout: int = 2048
-    """Searched decisions kept out of training (every 20th that arrives, the newest this many) to measure
-    the policy's KL to targets it never learned from (losses/distill_kl_heldout; 0: none)."""
-    precision: str = "auto"
-    """The search workers' rollouts: bf16, fp32, or auto: the faster of the two on the worker's own core,
-    measured once when it starts (agents.search.rollout_rates; bf16 is 3x faster with AMX and slower on
-    some CPUs with AVX512-BF16 alone, docs/training.md).  The leaves' values are float32 either way."""
-    belief_deals: int = 0
-    """Duplicate deals the new network plays at each round's start to learn the search's hand belief
-    again (training/belief.py, belief.hidden and belief.epochs), kept only where it beats the round's belief
-    so far on the same held-out decisions; 0: the belief of init_from throughout (uniform worlds when it has
-    none)."""
-
-
-@dataclass
 class TrainConfig:
-    """Everything ``samloc train`` needs."""
+    """Everything ``samloc train`` needs: the run's own keys here, the algorithms' and stages' in their
+    sections (:class:`Section`)."""
 
     name: str = "quick"
     """Run name, shown in the reports; the run folder is <out_dir>/<name>__<seed>__<time>/.  A new run whose
@@ -408,22 +272,46 @@ class TrainConfig:
     init_from: str = ""
     """A checkpoint folder whose network (same shape) a new run starts from ('' = fresh weights)."""
     algorithm: str = "ppo"
-    """The learning algorithm: ppo, dmc (Deep Monte-Carlo, the dmc section), expert_iteration (needs
-    distill.enabled=true, which alone selects it), reinforce, or a package.module:Class path
-    (docs/training.md, "Writing an algorithm")."""
+    """The learning algorithm: ppo, dmc (Deep Monte-Carlo), expert_iteration (needs distill.enabled=true,
+    which alone selects it), reinforce, or a package.module:Class path (docs/training.md, "Writing an
+    algorithm"); each has its settings in the section of its name (ppo.lr, dmc.epsilon, distill.coef)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    dmc: DMCConfig = field(default_factory=DMCConfig)
-    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     belief: BeliefConfig = field(default_factory=BeliefConfig)
-    distill: DistillConfig = field(default_factory=DistillConfig)
+    sections: dict[str, "Section"] = field(default_factory=dict)
+    """(Not a key: the sections themselves are.)  The settings of each algorithm and stage by section
+    name (ppo, dmc, reinforce, distill, warm_start, an outside algorithm's): declared in their own
+    modules, gathered by training.config_load (see :class:`Section`)."""
+
+    def section(self, name: str) -> Any:
+        """The settings of the algorithm or stage whose section is ``name`` (``cfg.section("ppo").lr``)."""
+        try:
+            return self.sections[name]
+        except KeyError:
+            have = ", ".join(self.sections)
+            raise ConfigError(f"this config has no {name!r} section (sections: {have})") from None
 
 
+class Section:
+    """An algorithm's or a stage's settings: a dataclass in its own module (each field documented by the
+    docstring under it, as here), whose fields are the keys of its section (``ppo.lr``, ``a2c.n_steps``).
+    The algorithm names it (``Algorithm.Settings``; a stage: ``training.algorithms.STAGES``); the loader
+    gives it a section of the config, so the command line, YAML, ``--print-config``, the saved config,
+    the checkpoint metadata and TensorBoard's hparams carry it, and ``--resume`` restores it."""
+
+    def check(self, cfg: TrainConfig, name: str) -> None:
+        """Range checks that types alone cannot express (``name``: the section's): raise ConfigError in
+        one line naming the key."""
+
+
+def need(ok: bool, msg: str) -> None:
+    """A check of a config: ConfigError(msg) unless ``ok``."""
+    if not ok:
+        raise ConfigError(msg)
 
 
 @dataclass(frozen=True)
@@ -474,12 +362,19 @@ def eval_players(cfg: TrainConfig) -> int:
     return cfg.eval.players or training_tables(cfg)[0].players
 
 
+def core_fields(cfg: TrainConfig | type[TrainConfig]) -> list[dataclasses.Field]:
+    """The fields of :class:`TrainConfig` that are keys (every one but ``sections``)."""
+    return [f for f in dataclasses.fields(cfg) if f.name != "sections"]
+
+
 def to_dict(cfg: TrainConfig) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """The config as plain data: its keys, then a mapping per section (what a run folder stores)."""
+    out = dataclasses.asdict(cfg)
+    return out | out.pop("sections")
 
 
 def to_yaml(cfg: TrainConfig) -> str:
-    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+    return OmegaConf.to_yaml(OmegaConf.create(to_dict(cfg)))
 
 
 def flat(cfg: TrainConfig) -> dict[str, Any]:

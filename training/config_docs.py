@@ -1,26 +1,46 @@
-"""A training config as text: the docstring of each field (:func:`field_docs`, read from
-:mod:`training.config`'s source), the resolved config as commented YAML (``--print-config``), and the keys
-for ``--help``."""
+"""A training config as text: the docstring of each field (:func:`field_docs`, read from the source of
+each dataclass: :mod:`training.config`'s, and each section's in its algorithm's or stage's module), the
+resolved config as commented YAML (``--print-config``), and the keys for ``--help``."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import functools
+import inspect
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from . import config
-from .config import TrainConfig
+from .algorithms import sections
+from .config import TrainConfig, core_fields
 
 
-@functools.lru_cache(maxsize=1)
 def field_docs() -> dict[str, dict[str, str]]:
-    """``{class: {field: doc}}``: the docstring under each field of the config's dataclasses, on one line
-    (read from the source: Python keeps no attribute docstrings)."""
-    tree = ast.parse(Path(config.__file__).read_text(encoding="utf-8"))
+    """``{class: {field: doc}}``: the docstring under each field of the config's dataclasses and of every
+    registered section's (:func:`docs_of`)."""
+    out = dict(_module_docs(config.__file__))
+    for cls in sections(TrainConfig.algorithm).values():
+        out[cls.__name__] = docs_of(cls)
+    return out
+
+
+def docs_of(cls: type) -> dict[str, str]:
+    """``{field: doc}`` of a config dataclass, its bases' fields included."""
+    out: dict[str, str] = {}
+    for c in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(c):
+            out |= _module_docs(inspect.getsourcefile(c) or "").get(c.__name__, {})
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _module_docs(path: str) -> dict[str, dict[str, str]]:
+    """``{class: {field: doc}}``: the docstring under each field of the classes in the source file ``path``,
+    on one line (read from the source: Python keeps no attribute docstrings)."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     out: dict[str, dict[str, str]] = {}
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
@@ -51,17 +71,17 @@ def config_text(cfg: TrainConfig, source: str = "") -> str:
     """The config as YAML that ``--config`` reads back, every field with its doc as a comment."""
     rows: list[tuple[str, str]] = []
 
-    def walk(obj: Any, indent: str) -> None:
-        docs = field_docs().get(type(obj).__name__, {})
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
+    def walk(obj: Any, keys: list[tuple[str, Any]], indent: str) -> None:
+        docs = docs_of(type(obj))
+        for name, value in keys:
             if dataclasses.is_dataclass(value):
-                rows.append((f"{indent}{f.name}:", _summary_line(value)))
-                walk(value, indent + "  ")
+                rows.append((f"{indent}{name}:", _summary_line(value)))
+                inner = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+                walk(value, inner, indent + "  ")
             else:
-                rows.append((f"{indent}{f.name}: {_flow(value)}", docs.get(f.name, "")))
+                rows.append((f"{indent}{name}: {_flow(value)}", docs.get(name, "")))
 
-    walk(cfg, "")
+    walk(cfg, [(f.name, getattr(cfg, f.name)) for f in core_fields(cfg)] + list(cfg.sections.items()), "")
     width = min(44, max(len(code) for code, _ in rows))
     head = [f"# samloc train config{' from ' + source if source else ''}, resolved"
             " (defaults <- file <- key=value).",
@@ -71,12 +91,11 @@ def config_text(cfg: TrainConfig, source: str = "") -> str:
 
 def keys_help() -> str:
     """The keys ``samloc train`` takes, a line per section, for ``--help`` (their docs: --print-config)."""
-    cfg = TrainConfig()
-    plain = [f.name for f in dataclasses.fields(cfg) if not dataclasses.is_dataclass(getattr(cfg, f.name))]
-    lines = ["  " + ", ".join(plain)]
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
+    cfg = TrainConfig(sections={name: cls() for name, cls in sections(TrainConfig.algorithm).items()})
+    keys = [(f.name, getattr(cfg, f.name)) for f in core_fields(cfg)] + list(cfg.sections.items())
+    lines = ["  " + ", ".join(name for name, value in keys if not dataclasses.is_dataclass(value))]
+    for name, value in keys:
         if dataclasses.is_dataclass(value):
-            keys = ", ".join(g.name for g in dataclasses.fields(value))
-            lines.append(f"  {f.name}.*: {_summary_line(value)} ({keys})")
+            inner = ", ".join(g.name for g in dataclasses.fields(value))
+            lines.append(f"  {name}.*: {_summary_line(value)} ({inner})")
     return "\n".join(lines)

@@ -1,6 +1,10 @@
 """Loading a training config: defaults ← YAML file (a path, or a name of ``training/configs``) ←
 ``key=value`` overrides, then :func:`validate`, the checks that types alone cannot express.  Every
-mistake is one :class:`~training.config.ConfigError` line."""
+mistake is one :class:`~training.config.ConfigError` line.
+
+The schema is :class:`~training.config.TrainConfig`'s keys plus a section per algorithm and stage
+(:func:`training.algorithms.sections`: the registered ones, and an outside ``algorithm``'s, which the
+layers name); the loaded config keeps those sections in ``TrainConfig.sections``."""
 
 from __future__ import annotations
 
@@ -19,7 +23,14 @@ from omegaconf.errors import OmegaConfBaseException
 from agents.registry import make_agent, parse_spec
 from sam_env.rules import RuleSet, RulesError
 
-from .config import CONFIG_DIR, ConfigError, TrainConfig, eval_players, to_dict, training_tables
+from .algorithms import resolve, sections
+from .config import (CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_players, need,
+                     to_dict, training_tables)
+
+
+#: A layer of settings: what to call it (a file, or an override's key), its plain containers, and an
+#: override's value as typed (None for a file).
+Layer = tuple[str, Any, "str | None"]
 
 
 def _as_lists(node: Any, cls: type, where: str = "") -> Any:
@@ -75,9 +86,9 @@ def _check_value(name: str, hint: Any, value: Any) -> None:
         raise ConfigError(f"{name} takes a 64-bit integer (at most 2**63 - 1 either way), not {_shown(value)}")
 
 
-def _hint(key: str) -> Any:
-    """The type of the config field a dotted key names (None if it names none)."""
-    hint: Any = TrainConfig
+def _hint(key: str, cls: type) -> Any:
+    """The type of the field of schema ``cls`` that a dotted key names (None if it names none)."""
+    hint: Any = cls
     for part in key.strip().split("."):
         if not dataclasses.is_dataclass(hint):
             return None
@@ -103,38 +114,74 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _layer(conf: Any) -> Any:
-    """A YAML or key=value layer with scalars for list fields made lists (:func:`_as_lists`)."""
-    return OmegaConf.create(_as_lists(OmegaConf.to_container(conf, resolve=False), TrainConfig))
+@functools.lru_cache(maxsize=None)
+def schema(algorithm: str) -> type:
+    """The structured schema of a config whose ``algorithm`` is this: TrainConfig's keys, then a field per
+    section (:func:`training.algorithms.sections`), each a dataclass of defaults."""
+    hints = typing.get_type_hints(TrainConfig)
+    own = [(f.name, hints[f.name], dataclasses.field(default=f.default)
+            if f.default_factory is dataclasses.MISSING else dataclasses.field(default_factory=f.default_factory))
+           for f in core_fields(TrainConfig)]
+    secs = [(name, cls, dataclasses.field(default_factory=cls)) for name, cls in sections(algorithm).items()]
+    return dataclasses.make_dataclass("TrainConfig", own + secs)
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults(algorithm: str) -> Any:
+    """The typed defaults of :func:`schema`, built once per algorithm (the slowest step of a load); a merge
+    copies them, never changes them."""
+    return OmegaConf.structured(schema(algorithm))
+
+
+def _algorithm(layers: list[Layer]) -> str:
+    """The ``algorithm`` the layers (plain containers, the last one's word last) ask for."""
+    spec = TrainConfig.algorithm
+    for _, layer, _ in layers:
+        if isinstance(layer, dict) and "algorithm" in layer:
+            spec = layer["algorithm"]
+    return str(spec)
+
+
+def _to_config(obj: Any) -> TrainConfig:
+    """A merged schema object as a :class:`TrainConfig` with its sections."""
+    values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    own = {f.name for f in core_fields(TrainConfig)}
+    return TrainConfig(**{k: v for k, v in values.items() if k in own},
+                       sections={k: v for k, v in values.items() if k not in own})
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """Defaults ← YAML file ← ``key=value`` overrides, validated.  Raises ConfigError."""
     layers = [] if path is None else [_file_layer(path)]
-    layers += [(item.partition("=")[0], _override(item)) for item in overrides or []]
-    merged = _defaults()
-    for where, layer in layers:  # one at a time, so that an error names the key or file that made it
-        try:
-            merged = OmegaConf.merge(merged, layer)
-        except Exception as exc:  # OmegaConf's errors, and a TypeError where container kinds differ
-            msg = _one_line(exc)
-            raise ConfigError(msg if where in msg else f"{where}: {msg}") from None
-    try:
-        cfg = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        raise ConfigError(_one_line(exc)) from None
+    cfg = _merge(layers + [_override(item) for item in overrides or []])
     validate(cfg)
     return cfg
 
 
-@functools.lru_cache(maxsize=1)
-def _defaults() -> Any:
-    """The typed defaults, built once (the slowest step of a load); a merge copies them, never changes them."""
-    return OmegaConf.structured(TrainConfig)
+def _merge(layers: list[Layer]) -> TrainConfig:
+    """The typed defaults of the algorithm the layers name ← each layer, one at a time, so that an error
+    names the key or file that made it."""
+    algorithm = _algorithm(layers)
+    cls = schema(algorithm)  # the sections of the algorithm the layers name
+    merged = _defaults(algorithm)
+    for where, layer, text in layers:
+        if text is not None and _hint(where, cls) is bool and text.strip().lower() not in ("true", "false"):
+            raise ConfigError(f"{where} takes true or false, not {_shown(text)[1:-1]}")  # YAML reads yes as true
+        try:
+            merged = OmegaConf.merge(merged, OmegaConf.create(_as_lists(layer, cls)))
+        except ConfigError:
+            raise
+        except Exception as exc:  # OmegaConf's errors, and a TypeError where container kinds differ
+            msg = _one_line(exc)
+            raise ConfigError(msg if where in msg else f"{where}: {msg}") from None
+    try:
+        return _to_config(OmegaConf.to_object(merged))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_one_line(exc)) from None
 
 
-def _file_layer(path: str | Path) -> tuple[str, Any]:
-    """A YAML config (a path, or a name of ``training/configs``) as a layer, with what to call it."""
+def _file_layer(path: str | Path) -> Layer:
+    """A YAML config (a path, or a name of ``training/configs``) as a layer."""
     p = Path(path)
     try:
         if not p.exists() and not p.suffix and (CONFIG_DIR / f"{p}.yaml").exists():
@@ -151,12 +198,11 @@ def _file_layer(path: str | Path) -> tuple[str, Any]:
     if not OmegaConf.is_dict(loaded):
         raise ConfigError(f"config {p} must be a mapping of settings (name: ..., ppo: {{...}}), "
                           f"not a {type(OmegaConf.to_container(loaded)).__name__}")
-    return f"config {p}", _layer(loaded)
+    return f"config {p}", OmegaConf.to_container(loaded, resolve=False), None
 
 
-def _override(item: str) -> Any:
-    """One ``key=value`` override as a layer; ConfigError naming the key when its value is not YAML or not
-    of the field's shape."""
+def _override(item: str) -> Layer:
+    """One ``key=value`` override as a layer; ConfigError naming the key when its value is not YAML."""
     key, sep, value = item.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"override {_shown(item)} must look like key=value (e.g. ppo.lr=1e-4)")
@@ -164,12 +210,7 @@ def _override(item: str) -> Any:
         conf = OmegaConf.from_dotlist([item])
     except Exception as exc:  # yaml's errors (several lines), OmegaConf's
         raise ConfigError(f"{key}: {_shown(value)} is not a YAML value ({_one_line(exc)})") from None
-    if _hint(key) is bool and value.strip().lower() not in ("true", "false"):  # YAML reads yes, on as true
-        raise ConfigError(f"{key} takes true or false, not {_shown(value)[1:-1]}")
-    try:
-        return _layer(conf)
-    except OmegaConfBaseException as exc:
-        raise ConfigError(f"{key}: {_one_line(exc)}") from None
+    return key.strip(), OmegaConf.to_container(conf, resolve=False), value
 
 
 def _one_line(exc: Exception) -> str:
@@ -181,10 +222,7 @@ def _one_line(exc: Exception) -> str:
     return msg
 
 
-#: Upper bounds that keep a typo from asking for a machine nobody has (each message says why).
-MAX_WORKERS = 10_000
-MAX_ROLLOUT_DECISIONS = 1 << 20   # a worker holds ~4.5 KB per decision of its rollout: 4.7 GB
-MAX_BATCH_DECISIONS = 1 << 22     # the learner expands ~4.5 KB per decision of its batch: 19 GB
+MAX_ROLLOUT_DECISIONS = 1 << 20   # a worker holds ~4.5 KB per decision of its rollout: 4.7 GB (and MAX_*)
 DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
@@ -202,7 +240,6 @@ def _non_finite(d: dict[str, Any], prefix: str = "") -> str:
 
 def validate(cfg: TrainConfig) -> None:
     """Range and name checks that types alone cannot express."""
-    need = _need
     bad = _non_finite(to_dict(cfg))
     need(not bad, f"{bad} must be a finite number")
     need(bool(cfg.name) and all(c.isalnum() or c in "-_." for c in cfg.name),
@@ -233,17 +270,6 @@ def validate(cfg: TrainConfig) -> None:
     need(ro.cpus_per_worker > 0, "rollout.cpus_per_worker must be positive")
     need(ro.place_timeout_s >= 0, "rollout.place_timeout_s must be >= 0")
     _check_opponent(ro.opponent, ro.opponent_temperature)
-    pp = cfg.ppo
-    need(pp.lr > 0, "ppo.lr must be positive")
-    need(pp.sam_lesson_coef >= 0, "ppo.sam_lesson_coef must be >= 0")
-    need(0 < pp.gamma <= 1 and 0 <= pp.gae_lambda <= 1, "ppo.gamma must be in (0, 1], ppo.gae_lambda in [0, 1]")
-    need(pp.clip > 0 and pp.epochs >= 1 and pp.minibatch >= 1 and pp.batch_decisions >= 1,
-         "ppo.clip, epochs, minibatch and batch_decisions must be positive")
-    need(pp.batch_decisions <= MAX_BATCH_DECISIONS,
-         f"ppo.batch_decisions must be at most {MAX_BATCH_DECISIONS:,} (the learner expands ~4.5 KB per decision)")
-    need(pp.ent_coef >= 0 and pp.vf_coef >= 0 and pp.max_grad_norm > 0,
-         "ppo.ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
-    _check_starts(cfg)
     le = cfg.learner
     need(DEVICE_RE.fullmatch(le.device) is not None,
          f"learner.device must be auto, cpu, cuda or cuda:N, not {le.device!r}")
@@ -270,74 +296,9 @@ def validate(cfg: TrainConfig) -> None:
     be = cfg.belief
     need(be.deals >= 0 and be.epochs >= 1 and be.hidden >= 1,
          "belief.deals must be >= 0, belief.epochs and belief.hidden >= 1")
-    _check_distill(cfg, len(tabs))
-    _check_algorithm(cfg)
-
-
-def _need(ok: bool, msg: str) -> None:
-    if not ok:
-        raise ConfigError(msg)
-
-
-def _check_starts(cfg: TrainConfig) -> None:
-    """The dmc section, and the warm start (which gives the first network, as init_from does)."""
-    need = _need
-    dm = cfg.dmc
-    need(0 <= dm.epsilon <= 1, "dmc.epsilon must be from 0 to 1")
-    need(dm.lr > 0 and dm.epochs >= 1 and dm.minibatch >= 1 and dm.value_coef >= 0 and dm.max_grad_norm > 0,
-         "dmc.lr, epochs, minibatch and max_grad_norm must be positive, dmc.value_coef >= 0")
-    need(1 <= dm.batch_decisions <= MAX_BATCH_DECISIONS, f"dmc.batch_decisions must be from 1 to {MAX_BATCH_DECISIONS:,}")
-    ws = cfg.warm_start
-    need(ws.decisions >= 0 and ws.envs >= 1 and ws.minibatch >= 1 and ws.lr > 0 and ws.value_coef >= 0,
-         "warm_start.decisions and value_coef must be >= 0; envs, minibatch and lr positive")
-    need(not (ws.decisions and cfg.init_from), "warm_start.decisions and init_from both give the first network:"
-         " choose one")
-
-
-def _check_algorithm(cfg: TrainConfig) -> None:
-    """``algorithm`` names a class that can be imported; expert iteration goes with ``distill.enabled``."""
-    from .algorithms import resolve  # the algorithms' parts load configs (rollout workers): imported here
-
-    if cfg.distill.enabled and cfg.algorithm not in ("ppo", "expert_iteration"):
-        raise ConfigError(f"distill.enabled=true is expert iteration (on PPO), not algorithm={cfg.algorithm}")
-    if cfg.algorithm == "expert_iteration" and not cfg.distill.enabled:
-        raise ConfigError("algorithm=expert_iteration needs distill.enabled=true (its settings)")
+    for name, settings in cfg.sections.items():
+        settings.check(cfg, name)
     resolve(cfg.algorithm)
-
-
-def _check_distill(cfg: TrainConfig, tables: int) -> None:
-    """The distill section: ranges, and what the search needs of the network and of the trainer."""
-    d = cfg.distill
-
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise ConfigError(f"distill.{msg}")
-
-    need(d.coef > 0, f"coef must be positive, not {d.coef}")
-    need(d.temperature >= 0, f"temperature must be >= 0 lá (0: the search's move), not {d.temperature}")
-    need(d.round_updates >= 1, f"round_updates must be at least 1, not {d.round_updates}")
-    need(1 <= d.num_workers <= MAX_WORKERS, f"num_workers must be from 1 to {MAX_WORKERS:,}")
-    need(d.cpus_per_worker > 0, "cpus_per_worker must be positive")
-    need(d.envs_per_worker >= tables,
-         "envs_per_worker must give every (rules, players) pair at least one game")
-    need(d.decisions_per_request >= 1, "decisions_per_request must be at least 1")
-    need(d.candidates >= 2, f"candidates must be at least 2 (one is no search), not {d.candidates}")
-    need(d.worlds >= 1 and d.horizon >= -1, "worlds must be >= 1 and horizon >= -1")
-    need(0 <= d.critic <= 100, f"critic is a percentage (0 to 100), not {d.critic}")
-    need(0 <= d.heuristic_share <= 1, "heuristic_share must be in [0, 1]")
-    need(d.minibatch >= 1 and d.batch_decisions >= 1, "minibatch and batch_decisions must be positive")
-    need(d.buffer >= d.minibatch,
-         f"buffer ({d.buffer:,}) must hold at least one minibatch ({d.minibatch:,})")
-    need(d.reuse > 0, f"reuse must be positive, not {d.reuse}")
-    need(d.belief_deals >= 0 and d.heldout >= 0, "belief_deals and heldout must be >= 0")
-    need(d.precision in ("auto", "bf16", "fp32"), f"precision must be auto, bf16 or fp32, not {d.precision!r}")
-    if not d.enabled:
-        return
-    need(not (d.horizon >= 0 and d.critic > 0 and cfg.model.critic != "full"),
-         "critic > 0 needs the perfect-information critic (model.critic: full); use distill.critic=0"
-         " or horizon=-1")
-    need(not cfg.rollout.deterministic, "enabled does not run with rollout.deterministic (the search"
-         " workers' requests are not scheduled in lanes)")
 
 
 def _check_opponent(spec: str, temperature: float) -> None:
@@ -367,9 +328,6 @@ def check_agents(cfg: TrainConfig) -> None:
 
 def from_dict(d: dict[str, Any]) -> TrainConfig:
     """The config stored in a run folder or checkpoint (validated again)."""
-    try:
-        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(d)))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(_one_line(exc)) from None
+    cfg = _merge([("the stored config", d, None)])
     validate(cfg)
     return cfg

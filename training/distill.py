@@ -58,8 +58,7 @@ from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
 from . import compact
-from .config import TrainConfig, training_tables
-from .config_load import from_dict
+from .config import MAX_WORKERS, Section, TrainConfig, need, training_tables
 from .ppo import DISTILL_NAMES, distill_terms
 from .rollout import load_numpy_weights, request_seed, slot_shares, table_seed
 
@@ -67,6 +66,113 @@ HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of trai
 SEARCH_STREAM = 0x5EA4C4  # the search workers' seeds: a stream of their own beside the rollout workers'
 BELIEF_STREAM = 0xBE11EF  # the deals a round's belief is learned from
 OPP_HEURISTIC, OPP_POLICY = 0, 1  # who sits in a search game's other seats
+
+
+@dataclass
+class DistillConfig(Section):
+    """Expert iteration: the policy trained towards what play-time search finds (training/distill.py)."""
+
+    enabled: bool = False
+    """Run the stage (docs/training.md, Expert iteration): search workers play games with the search and
+    the learner adds a KL term towards its answers; off, nothing in this section is used."""
+    ppo: bool = True
+    """Keep the PPO objective on the rollout workers' games beside the distillation term (it also keeps
+    the value heads, which the search's leaves read, in step with the policy); false: a supervised stage
+    without rollout workers, an update every batch_decisions new searched decisions."""
+    coef: float = 1.0
+    """Weight of the distillation term, KL(search target || policy), beside the PPO loss."""
+    temperature: float = 1.0
+    """In lá: the target is a softmax of the candidates' mean values / temperature, so moves the search
+    cannot tell apart share it (0: all of it on the search's move)."""
+    round_updates: int = 500
+    """Learner updates per round.  The search plays with the network frozen at the round's start, so its
+    targets do not chase the network they train; at a round's end the trainer retrains the belief
+    (belief_deals), evaluates, checkpoints and sends the search workers the new network."""
+    num_workers: int = 1
+    """Search actors (processes), each stepping its own batch of games on one CPU thread."""
+    cpus_per_worker: float = 1.0
+    """CPUs Ray reserves per search actor (they count with the rollout workers against Ray's CPUs)."""
+    envs_per_worker: int = 128
+    """Games each search actor steps together, shared among the tables by their weights: a step's searched
+    decisions are searched in one batch per table, which is faster per decision the more there are (at 14
+    tables, 512 games made 14 targets a second and 2,048 made 49)."""
+    decisions_per_request: int = 512
+    """Searched decisions a search actor returns per request (it plays on until it has them)."""
+    candidates: int = 6
+    """The search's candidate moves per decision (play time: 10): the policy's most probable ones."""
+    worlds: int = 16
+    """Deals of the unseen cards each candidate is played out in (play time: 64): fewer worlds give
+    noisier values but more targets per CPU second (docs/training.md has the trade-off)."""
+    horizon: int = 2
+    """The searching seat's moves a rollout plays before the network values the rest (-1: to the end)."""
+    critic: int = 50
+    """Percent of the leaf value taken from the perfect-information critic (the rest: the seat's own value
+    head); 0 is needed for a network trained with model.critic: obs unless horizon is -1."""
+    heuristic_share: float = 0.5
+    """Share of the search actors' games in which the searching seat's opponents are heuristics; the rest
+    are copies of the round's greedy policy.  One seat per game searches."""
+    buffer: int = 200_000
+    """Searched decisions kept for the learner (the newest; 237 bytes each + 10 per candidate), sampled
+    uniformly."""
+    minibatch: int = 512
+    """Searched decisions per distillation gradient step (with PPO: one such step rides on each PPO
+    step)."""
+    reuse: float = 4.0
+    """How often each searched decision is drawn into a minibatch on average, at most: distillation
+    steps wait for new data beyond that, so a fast learner does not overfit a slow search."""
+    batch_decisions: int = 4096
+    """Without PPO: new searched decisions that make one update (reuse x this / minibatch steps)."""
+    heldout: int = 2048
+    """Searched decisions kept out of training (every 20th that arrives, the newest this many) to measure
+    the policy's KL to targets it never learned from (losses/distill_kl_heldout; 0: none)."""
+    precision: str = "auto"
+    """The search workers' rollouts: bf16, fp32, or auto: the faster of the two on the worker's own core,
+    measured once when it starts (agents.search.rollout_rates; bf16 is 3x faster with AMX and slower on
+    some CPUs with AVX512-BF16 alone, docs/training.md).  The leaves' values are float32 either way."""
+    belief_deals: int = 0
+    """Duplicate deals the new network plays at each round's start to learn the search's hand belief
+    again (training/belief.py, belief.hidden and belief.epochs), kept only where it beats the round's belief
+    so far on the same held-out decisions; 0: the belief of init_from throughout (uniform worlds when it has
+    none)."""
+
+    def check(self, cfg: TrainConfig, name: str) -> None:
+        """Ranges, what the search needs of the network and of the trainer, and the algorithm it goes with."""
+
+        def want(ok: bool, msg: str) -> None:
+            need(ok, f"{name}.{msg}")
+
+        want(self.coef > 0, f"coef must be positive, not {self.coef}")
+        want(self.temperature >= 0,
+             f"temperature must be >= 0 lá (0: the search's move), not {self.temperature}")
+        want(self.round_updates >= 1, f"round_updates must be at least 1, not {self.round_updates}")
+        want(1 <= self.num_workers <= MAX_WORKERS, f"num_workers must be from 1 to {MAX_WORKERS:,}")
+        want(self.cpus_per_worker > 0, "cpus_per_worker must be positive")
+        want(self.envs_per_worker >= len(training_tables(cfg)),
+             "envs_per_worker must give every (rules, players) pair at least one game")
+        want(self.decisions_per_request >= 1, "decisions_per_request must be at least 1")
+        want(self.candidates >= 2, f"candidates must be at least 2 (one is no search), not {self.candidates}")
+        want(self.worlds >= 1 and self.horizon >= -1, "worlds must be >= 1 and horizon >= -1")
+        want(0 <= self.critic <= 100, f"critic is a percentage (0 to 100), not {self.critic}")
+        want(0 <= self.heuristic_share <= 1, "heuristic_share must be in [0, 1]")
+        want(self.minibatch >= 1 and self.batch_decisions >= 1,
+             "minibatch and batch_decisions must be positive")
+        want(self.buffer >= self.minibatch,
+             f"buffer ({self.buffer:,}) must hold at least one minibatch ({self.minibatch:,})")
+        want(self.reuse > 0, f"reuse must be positive, not {self.reuse}")
+        want(self.belief_deals >= 0 and self.heldout >= 0, "belief_deals and heldout must be >= 0")
+        want(self.precision in ("auto", "bf16", "fp32"),
+             f"precision must be auto, bf16 or fp32, not {self.precision!r}")
+        need(not (self.enabled and cfg.algorithm not in ("ppo", "expert_iteration")),
+             f"{name}.enabled=true is expert iteration (on PPO), not algorithm={cfg.algorithm}")
+        need(self.enabled or cfg.algorithm != "expert_iteration",
+             f"algorithm=expert_iteration needs {name}.enabled=true (its settings)")
+        if not self.enabled:
+            return
+        want(not (self.horizon >= 0 and self.critic > 0 and cfg.model.critic != "full"),
+             "critic > 0 needs the perfect-information critic (model.critic: full); use distill.critic=0"
+             " or horizon=-1")
+        want(not cfg.rollout.deterministic, "enabled does not run with rollout.deterministic (the search"
+             " workers' requests are not scheduled in lanes)")
 
 
 def search_request_seed(run_seed: int, worker: int, request: int) -> int:
@@ -97,7 +203,7 @@ class SearchEngine:
         self.cfg, self.worker_id, self.seed = cfg, worker_id, seed
         self.rng = np.random.default_rng(seed)
         tables = training_tables(cfg)
-        sizes = slot_shares(cfg.distill.envs_per_worker, [t.weight for t in tables])
+        sizes = slot_shares(cfg.section("distill").envs_per_worker, [t.weight for t in tables])
         self.tables = [_Table(t.rules, t.players, n, table_seed(seed, i))
                        for i, (t, n) in enumerate(zip(tables, sizes))]
         for tb in self.tables:
@@ -114,7 +220,7 @@ class SearchEngine:
         worlds); rebuilt only when the round changes."""
         if round_ == self.round:
             return
-        m, d = self.cfg.model, self.cfg.distill
+        m, d = self.cfg.model, self.cfg.section("distill")
         net = m.build()
         load_numpy_weights(net, weights)
         if self.bf16 is None:
@@ -132,7 +238,7 @@ class SearchEngine:
     def _draw(self, tb: _Table, games: np.ndarray) -> None:
         """The searching seat and the opponents of games that just started."""
         u = self.rng.random(games.size)
-        tb.opp[games] = np.where(u < self.cfg.distill.heuristic_share, OPP_HEURISTIC, OPP_POLICY)
+        tb.opp[games] = np.where(u < self.cfg.section("distill").heuristic_share, OPP_HEURISTIC, OPP_POLICY)
         tb.seat[games] = self.rng.integers(0, tb.players, games.size)
         tb.score[games] = 0.0
 
@@ -147,7 +253,7 @@ class SearchEngine:
         parts: list[tuple[np.ndarray, ...]] = []
         stats = {"games": 0, "decisions": 0, "searched": 0, "changed": 0, "la_sum": 0.0,
                  "heuristic_games": 0, "heuristic_la_sum": 0.0}
-        while stats["searched"] < self.cfg.distill.decisions_per_request:
+        while stats["searched"] < self.cfg.section("distill").decisions_per_request:
             for tb in self.tables:
                 self._step(tb, parts, stats)
         obs, mask, cands, values = (np.concatenate(p) for p in zip(*parts))
@@ -205,9 +311,9 @@ def _search_actor_class() -> type:
         """A Ray actor around :class:`SearchEngine`, made from the first request's seed (a restarted
         actor from the request that finds it fresh, so it never replays its previous games)."""
 
-        def __init__(self, cfg_dict: dict[str, Any], worker_id: int):
+        def __init__(self, cfg: TrainConfig, worker_id: int):
             torch.set_num_threads(1)  # the thread environment is the Ray runtime_env's (training.workers)
-            self.cfg = from_dict(cfg_dict)
+            self.cfg = cfg
             self.worker_id = worker_id
             self.engine: SearchEngine | None = None
 

@@ -1,17 +1,17 @@
-"""The learner: the network, its optimizer and the PPO update, on one torch device.
+"""The learner: the network, its optimizer, its learning rate and the one gradient step, on one torch device.
 
-Rollouts arrive packed (:mod:`training.compact`); an update copies them to
-the device (pinned memory, asynchronous copies on CUDA), expands them there
-in one vectorized step and runs :func:`training.ppo.ppo_update`.  Weights
-leave as CPU numpy arrays (the workers' engine is numba, on CPU), and
-checkpoints hold CPU tensors only, so a run trained on a GPU resumes on a
-CPU and the other way round.  The trainer and ``samloc bench --learner``
-use this same class.
+An algorithm brings its loss; the learner turns packed rollouts (:mod:`training.compact`) into tensors
+on the device (:meth:`Learner.batch`: pinned memory, asynchronous copies on CUDA, expanded there in one
+vectorized step) and takes the step (:meth:`Learner.step`: zero the gradients, backward, clip, Adam).
+The run loop sets the learning rate the algorithm asks for before each update (``Algorithm.learning_rate``).
+Weights leave as CPU numpy arrays (the workers' engine is numba, on CPU), and checkpoints hold CPU
+tensors only, so a run trained on a GPU resumes on a CPU and the other way round.  The trainer and
+``samloc bench --learner`` use this same class.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,7 +21,6 @@ from agents.nets.interface import PolicyNetwork
 
 from . import compact
 from .config import TrainConfig
-from .ppo import DistillSampler, distill_update, ppo_update
 from .rollout import weights_to_numpy
 
 
@@ -50,16 +49,14 @@ def resolve_device(spec: str) -> torch.device:
 
 
 class Learner:
-    """The policy network and Adam on ``device`` (built on the CPU; :meth:`to` moves both)."""
+    """The policy network and Adam on ``device`` (built on the CPU; :meth:`to` moves both), at ``lr``."""
 
-    def __init__(self, cfg: TrainConfig):
+    def __init__(self, cfg: TrainConfig, lr: float):
         self.cfg = cfg
         self.device = torch.device("cpu")
         self.net: PolicyNetwork = cfg.model.build().eval()
         check_blind_policy(self.net)  # only the critic may read the hidden hands: refused in one line
-        self.opt = self.fresh_optimizer()
-        #: search targets whose KL term rides on each PPO step (expert iteration sets it; None: plain PPO)
-        self.distill: DistillSampler | None = None
+        self.opt = self.new_optimizer(lr)
 
     def to(self, device: torch.device) -> None:
         """Move the network and the optimizer's moments.  The optimizer is made anew on the moved
@@ -67,33 +64,42 @@ class Learner:
         state = self.opt.state_dict()
         self.device = device
         self.net.to(device)
-        self.opt = self.fresh_optimizer()
+        self.opt = self.new_optimizer(self.lr)
         self.opt.load_state_dict(state)
 
-    def fresh_optimizer(self) -> torch.optim.Optimizer:
-        """Adam over the network's parameters, without moments (a warm start's are not the algorithm's)."""
-        return torch.optim.Adam(self.net.parameters(), lr=self.cfg.ppo.lr, eps=1e-5)
+    def new_optimizer(self, lr: float) -> torch.optim.Optimizer:
+        """Adam over the network's parameters, without moments (a warm start's own is one)."""
+        return torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
+
+    @property
+    def lr(self) -> float:
+        return float(self.opt.param_groups[0]["lr"])
 
     def set_lr(self, lr: float) -> None:
         for g in self.opt.param_groups:
             g["lr"] = lr
 
-    def update(self, batches: list[dict[str, np.ndarray]], lags: list[int], gen: torch.Generator,
-               between_steps: Callable[[], None] | None = None) -> dict[str, float]:
-        """One PPO update on packed rollouts; ``lags[k]``: updates between the weights that made ``batches[k]``
-        and these."""
-        packed = compact.to_device(compact.concat(batches), self.device)
-        data = compact.expand(packed)
-        sizes = torch.tensor([len(b["act"]) for b in batches])
-        data["lag"] = torch.repeat_interleave(torch.tensor(lags), sizes).to(self.device)
-        return ppo_update(self.net, self.opt, data, self.cfg.ppo, self.cfg.learner, gen, between_steps,
-                          self.distill, self.cfg.distill.coef)
+    def step(self, loss: torch.Tensor, max_grad_norm: float,
+             opt: torch.optim.Optimizer | None = None) -> torch.Tensor:
+        """The one gradient step of every algorithm: backward through ``loss``, clip the gradients' global
+        norm at ``max_grad_norm``, step the optimizer (``opt``: a stage's own, else the learner's).  Returns
+        the norm before clipping (a tensor on the device: reading it is the caller's sync)."""
+        opt = opt or self.opt
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), max_grad_norm)
+        opt.step()
+        return grad_norm
 
-    def distill_update(self, sample: DistillSampler, steps: int,
-                       between_steps: Callable[[], None] | None = None) -> dict[str, float]:
-        """Up to ``steps`` gradient steps on search targets alone (expert iteration without PPO)."""
-        return distill_update(self.net, self.opt, sample, steps, self.cfg.ppo.max_grad_norm,
-                              self.cfg.learner.precision == "bf16", between_steps)
+    def batch(self, batches: list[dict[str, np.ndarray]],
+              lags: list[int] | None = None) -> dict[str, torch.Tensor]:
+        """Packed rollouts as one batch of tensors on the device (:func:`training.compact.expand`); with
+        ``lags`` (updates between the weights that made ``batches[k]`` and these), each row's ``lag``."""
+        data = compact.expand(compact.to_device(compact.concat(batches), self.device))
+        if lags is not None:
+            sizes = torch.tensor([len(b["act"]) for b in batches])
+            data["lag"] = torch.repeat_interleave(torch.tensor(lags), sizes).to(self.device)
+        return data
 
     def weights(self) -> dict[str, np.ndarray]:
         """The network's weights as CPU numpy arrays (what the workers and the evaluation load)."""

@@ -174,7 +174,7 @@ class RunLoop:
         self.evaluator = PeriodicEval(self.target, self.state, self.board, self.algo.eval_note)
         self.rate = Rate()
         self.display = Display(cfg, self.state, self.algo.display_rows)
-        if cfg.warm_start.decisions and self.state.c.updates == 0 and not self.state.resumed_from:
+        if cfg.section("warm_start").decisions and self.state.c.updates == 0 and not self.state.resumed_from:
             for k, v in clone_heuristic(self.algo.learner, cfg, self.log, remote=True).items():
                 self.board.scalar(f"warm_start/{k}", v, 0)
         self.last_log = time.perf_counter()
@@ -199,7 +199,42 @@ class RunLoop:
             self.scheduler.collect(self.algo.collect(self, 0))
 
     def learn(self, batches: list[dict[str, Any]]) -> None:
-        self.algo.learn(self, batches)
+        """One update: the algorithm's learning rate set, its learn, the new weights published, the update
+        counted."""
+        algo = self.algo
+        lr = algo.learning_rate()
+        algo.learner.set_lr(lr)
+        t0 = time.perf_counter()
+        algo.losses = algo.learn(self, batches)
+        algo.losses["update_s"] = time.perf_counter() - t0
+        self.scheduler.publish(algo.learner.weights())
+        self.count_update(batches, lr)
+
+    def count_update(self, batches: list[dict[str, Any]], lr: float) -> None:
+        """The counters of one update on ``batches`` and its TensorBoard figures: the algorithm's losses,
+        and what the rollouts' games brought (the lá against fixed opponents, the episodes)."""
+        c = self.state.c
+        c.updates += 1
+        c.decisions_trained += self.algo.decisions_in(batches)
+        step = c.decisions_trained
+        self.algo.write_losses(self, lr, step)
+        rollouts = [b for b in batches if "stats" in b]
+        if not rollouts:
+            return
+        c.rollouts += len(rollouts)
+        st: dict[str, float] = {}
+        for b in rollouts:
+            for k, v in b["stats"].items():
+                st[k] = st.get(k, 0) + v
+        c.games += int(st["games"])
+        c.decisions += int(st["decisions"])
+        c.sam_declared += int(st["sam_declared"])
+        for kind in ("heuristic", "pool"):
+            if st[f"vs_{kind}_games"]:
+                mean = st[f"vs_{kind}_sum"] / st[f"vs_{kind}_games"]
+                self.board.scalar(f"charts/train_vs_{kind}_la", mean, step)
+        self.board.scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
+        self.board.episodes(st, step)
 
     def after_update(self) -> None:
         """Snapshot, evaluation and checkpoint on their schedules, the test hook, the algorithm's hooks."""

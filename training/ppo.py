@@ -33,13 +33,16 @@ or, without PPO, as steps of their own (:func:`distill_update`).
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 
 from agents.nets.interface import PolicyNetwork
 
-from .config import LearnerConfig, PPOConfig
+from .config import LearnerConfig
+
+if TYPE_CHECKING:  # the algorithm imports this loss: its settings' type only
+    from .algorithms.ppo import PPOConfig
 
 
 @torch.no_grad()
@@ -68,6 +71,8 @@ def proximal_logp(net: PolicyNetwork, data: dict[str, torch.Tensor], stale: torc
 #: when none is due (training/distill.py: ``TargetBuffer.sample``).
 DistillSampler = Callable[[], Optional[dict]]
 DISTILL_NAMES = ("distill_kl", "distill_ce", "search_agreement")
+#: The learner's gradient step on a loss, returning the gradient norm before clipping (``Learner.step``).
+Step = Callable[[torch.Tensor], torch.Tensor]
 
 
 def distill_terms(net: PolicyNetwork, batch: dict[str, torch.Tensor], bf16: bool) -> torch.Tensor:
@@ -83,11 +88,11 @@ def distill_terms(net: PolicyNetwork, batch: dict[str, torch.Tensor], bf16: bool
     return torch.stack([ce - batch["target_entropy"].mean(), ce, agree.detach()])
 
 
-def distill_update(net: PolicyNetwork, opt: torch.optim.Optimizer, sample: DistillSampler, steps: int,
-                   max_grad_norm: float, bf16: bool,
+def distill_update(net: PolicyNetwork, step: Step, sample: DistillSampler, steps: int, bf16: bool,
                    between_steps: Callable[[], None] | None = None) -> dict[str, float]:
-    """Up to ``steps`` gradient steps on the distillation term alone (a stage without PPO); returns the
-    mean KL, cross-entropy, agreement and gradient norm, and ``distill_steps`` (steps the sampler fed)."""
+    """Up to ``steps`` gradient steps (``step``: the learner's) on the distillation term alone (a stage
+    without PPO); returns the mean KL, cross-entropy, agreement and gradient norm, and ``distill_steps``
+    (steps the sampler fed)."""
     net.train()
     sums = torch.zeros(len(DISTILL_NAMES) + 1)
     done = 0
@@ -96,10 +101,7 @@ def distill_update(net: PolicyNetwork, opt: torch.optim.Optimizer, sample: Disti
         if batch is None:
             break
         terms = distill_terms(net, batch, bf16)
-        opt.zero_grad(set_to_none=True)
-        terms[0].backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), max_grad_norm)
-        opt.step()
+        grad_norm = step(terms[0])
         sums += torch.cat([terms.detach(), grad_norm.float()[None]]).cpu()
         done += 1
         if between_steps is not None:
@@ -110,13 +112,14 @@ def distill_update(net: PolicyNetwork, opt: torch.optim.Optimizer, sample: Disti
     return out
 
 
-def ppo_update(net: PolicyNetwork, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: PPOConfig,
+def ppo_update(net: PolicyNetwork, step: Step, data: dict[str, torch.Tensor], cfg: PPOConfig,
                lcfg: LearnerConfig, gen: torch.Generator,
                between_steps: Callable[[], None] | None = None, distill: DistillSampler | None = None,
                distill_coef: float = 0.0) -> dict[str, float]:
     """``cfg.epochs`` passes of minibatch PPO over ``data`` (tensors on the network's device, from
     ``compact.expand``, plus ``lag``: each row's policy lag in updates); returns mean losses and diagnostics.
 
+    ``step`` is the learner's gradient step (clip and Adam) on a loss.
     ``between_steps`` runs after every gradient step (the trainer collects rollouts there, so workers
     never wait for a long update).  ``gen`` is a CPU generator, so the minibatches are the same on any device.
     ``distill``: at each step, a minibatch of search targets whose KL term joins the loss with weight
@@ -170,10 +173,7 @@ def ppo_update(net: PolicyNetwork, opt: torch.optim.Optimizer, data: dict[str, t
                 loss = loss + distill_coef * terms[0]
                 dsums += terms.detach()
                 dsteps += 1
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-            opt.step()
+            grad_norm = step(loss)
             with torch.no_grad():  # summed on the device: no host sync per step
                 sums += torch.stack([pg, v_loss, entropy, ((ratio - 1) - log_ratio).mean(),
                                      ((ratio - 1).abs() > cfg.clip).float().mean(), lesson,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,6 @@ from agents.nets.interface import PolicyNetwork
 
 from . import compact
 from .config import TrainConfig, training_tables
-from .config_load import from_dict
 
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch, encode_mask_batch
 from sam_env.rules import RuleSet
@@ -122,8 +122,50 @@ def sample_actions(logits: torch.Tensor, gen: torch.Generator) -> tuple[torch.Te
     return act, logp_all.gather(1, act[:, None]).squeeze(-1)
 
 
-class _Stream:
-    """One SelfPlayBatch (one rules/players pair) with its trajectory buffers."""
+@dataclass(frozen=True)
+class RolloutTargets:
+    """What the algorithm learning from these workers asks them to compute (``Algorithm.targets``): GAE
+    with its ``gamma`` and ``gae_lambda`` (from its own section), and whether to record the heuristic's
+    answers at the learner's Sâm decisions (``teach``: PPO's Sâm lesson)."""
+
+    gamma: float = 1.0
+    gae_lambda: float = 0.95
+    teach: bool = False
+
+
+class RolloutStream:
+    """One SelfPlayBatch (one rules/players pair) with its trajectory buffers: ``T`` steps x ``n`` games."""
+
+    rules: RuleSet
+    players: int
+    n: int
+    """Games stepped together."""
+    T: int
+    """Steps per rollout."""
+    env: SelfPlayBatch
+    seat: np.ndarray
+    """``[n]``: the seat to act in each game; ``obs`` and ``mask`` its observation and legal moves."""
+    obs: np.ndarray
+    mask: np.ndarray
+    opp: np.ndarray
+    """``[n]``: each game's opponent kind (OPP_SELF, OPP_HEURISTIC, or a pool slot + 1)."""
+    lseat: np.ndarray
+    """``[n]``: the learner's seat in a game against fixed opponents."""
+    score: np.ndarray
+    """``[n]``: the learner seat's lá in the current game."""
+    b_obs: np.ndarray
+    """``[T, n, OBS_SIZE]``: the rollout's observations; ``b_mask``, ``b_act``, ``b_logp``, ``b_val`` (the
+    baseline) and ``b_hid`` (every hand, for the critic) beside them; ``b_valid`` marks learner decisions."""
+    b_mask: np.ndarray
+    b_act: np.ndarray
+    b_logp: np.ndarray
+    b_val: np.ndarray
+    b_valid: np.ndarray
+    b_hid: np.ndarray
+    b_teach: np.ndarray
+    """``[T, n]``: the heuristic's action at the learner's Sâm decisions (-1: none; RolloutTargets.teach)."""
+    extra: Any
+    """What an algorithm's engine keeps per stream besides (DMC: its ``ReturnTrack``; None for PPO's)."""
 
     def __init__(self, rules: RuleSet, players: int, num_envs: int, steps: int, seed: int, hidden_size: int):
         self.rules, self.players, self.n, self.T = rules, players, num_envs, steps
@@ -131,7 +173,7 @@ class _Stream:
         self.seat, self.obs, self.mask = self.env.reset(seed=seed)
         self.opp = np.full(num_envs, OPP_SELF, dtype=np.int64)
         self.lseat = np.zeros(num_envs, dtype=np.int64)
-        self.score = np.zeros(num_envs, dtype=np.float64)  # the learner seat's lá in the current game
+        self.score = np.zeros(num_envs, dtype=np.float64)
         T, N = steps, num_envs
         self.b_obs = np.zeros((T, N, OBS_SIZE), dtype=np.float32)
         self.b_mask = np.zeros((T, N, NUM_ACTIONS), dtype=np.int8)
@@ -139,8 +181,9 @@ class _Stream:
         self.b_logp = np.zeros((T, N), dtype=np.float32)
         self.b_val = np.zeros((T, N), dtype=np.float32)
         self.b_valid = np.zeros((T, N), dtype=np.bool_)
-        self.b_hid = np.zeros((T, N, hidden_size), dtype=np.uint8)  # every hand, for the critic
-        self.b_teach = np.full((T, N), -1, dtype=np.int16)  # the heuristic's action at Sâm decisions (-1: none)
+        self.b_hid = np.zeros((T, N, hidden_size), dtype=np.uint8)
+        self.b_teach = np.full((T, N), -1, dtype=np.int16)
+        self.extra = None
 
 
 def request_seed(run_seed: int, worker: int, request: int) -> int:
@@ -156,9 +199,9 @@ def table_seed(engine_seed: int, table: int) -> int:
 class RolloutEngine:
     """Plays ``envs_per_worker`` games with the current policy and returns training data."""
 
-    def __init__(self, cfg: TrainConfig, worker_id: int, seed: int):
+    def __init__(self, cfg: TrainConfig, worker_id: int, seed: int, targets: RolloutTargets):
         torch.set_num_threads(1)
-        self.cfg, self.worker_id, self.seed = cfg, worker_id, seed
+        self.cfg, self.worker_id, self.seed, self.want = cfg, worker_id, seed, targets
         self.rng = np.random.default_rng(seed)
         self.gen = torch.Generator().manual_seed(seed)
         tables = training_tables(cfg)
@@ -166,7 +209,7 @@ class RolloutEngine:
         self.full_critic = cfg.model.critic == "full"
         self.pool: dict[int, PolicyNetwork] = {}
         self.pool_ids: list[int] = []
-        self.streams = [_Stream(t.rules, t.players, n, cfg.rollout.steps_per_rollout,
+        self.streams = [RolloutStream(t.rules, t.players, n, cfg.rollout.steps_per_rollout,
                                 table_seed(seed, i), FULL_EXTRA if self.full_critic else 0)
                         for i, (t, n) in enumerate(zip(tables, sizes))]
         for st in self.streams:
@@ -174,7 +217,7 @@ class RolloutEngine:
         self.net = self._new_net()
         self.version = -1
         #: the Sâm lesson's teacher answers at the learner's Sâm decisions (PPO's, ppo.sam_lesson_coef)
-        self.lesson = cfg.ppo.sam_lesson_coef > 0
+        self.lesson = targets.teach
         self._heuristic = None
         self._opponent: Any = None  # rollout.opponent, when it is not the heuristic
 
@@ -255,7 +298,7 @@ class RolloutEngine:
                 del self.pool[sid]
         self.pool_ids = ids
 
-    def _draw(self, st: _Stream, which: np.ndarray) -> None:
+    def _draw(self, st: RolloutStream, which: np.ndarray) -> None:
         """New opponents and learner seat for the games in ``which`` (they just started)."""
         idx = np.flatnonzero(which)
         if idx.size == 0:
@@ -293,7 +336,7 @@ class RolloutEngine:
         stats["seconds"] = time.perf_counter() - t0
         return {"batch": batch, "stats": stats, "version": self.version}
 
-    def _rollout_stream(self, st: _Stream, stats: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _rollout_stream(self, st: RolloutStream, stats: dict[str, Any]) -> dict[str, np.ndarray]:
         cfg = self.cfg
         T, N = st.T, st.n
         pend = np.full((N, MAX_SEATS), -1, dtype=np.int64)
@@ -346,7 +389,7 @@ class RolloutEngine:
         return self.targets(st, pend, nxt, term, rew)
 
     # ---- what the algorithm asks of the play (PPO's; training/algorithms/dmc.py has DMC's) -------------
-    def learner_moves(self, st: _Stream, t: int, sel: slice | np.ndarray, act: np.ndarray) -> None:
+    def learner_moves(self, st: RolloutStream, t: int, sel: slice | np.ndarray, act: np.ndarray) -> None:
         """The learner's moves at step ``t`` in the games ``sel``, into ``act``; their log-probabilities
         and baseline values into ``st.b_logp`` and ``st.b_val``."""
         m = torch.from_numpy(st.b_mask[t][sel])
@@ -366,10 +409,11 @@ class RolloutEngine:
         """A past snapshot's moves, as it played them when it was the learner: sampled."""
         return sample_actions(logits, self.gen)[0]
 
-    def stepped(self, st: _Stream, t: int, seat: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
+    def stepped(self, st: RolloutStream, t: int, seat: np.ndarray, rewards: np.ndarray,
+                done: np.ndarray) -> None:
         """After step ``t`` of the games (``seat`` acted, ``rewards`` in lá for every seat, ``done`` ended)."""
 
-    def targets(self, st: _Stream, pend: np.ndarray, nxt: np.ndarray, term: np.ndarray,
+    def targets(self, st: RolloutStream, pend: np.ndarray, nxt: np.ndarray, term: np.ndarray,
                 rew: np.ndarray) -> dict[str, np.ndarray]:
         """The packed batch of the rollout's learner decisions (``st.b_*``, ``b_valid`` marks them), with
         what the learner needs: GAE advantages and returns over each seat's sequence, a sequence still
@@ -387,15 +431,15 @@ class RolloutEngine:
             boot[pend[e_idx, s_idx], e_idx] = self.net.baseline(torch.from_numpy(bobs),
                                                                 torch.from_numpy(bhid)).numpy()
         adv = np.zeros((T, N), dtype=np.float32)
-        compute_gae(st.b_val, rew, nxt, term, boot, st.b_valid, np.float32(cfg.ppo.gamma),
-                    np.float32(cfg.ppo.gae_lambda), adv)
+        compute_gae(st.b_val, rew, nxt, term, boot, st.b_valid, np.float32(self.want.gamma),
+                    np.float32(self.want.gae_lambda), adv)
         v = st.b_valid
         # the batch the learner trains on: one row per learner decision, packed (compact.expand unpacks it)
         return compact.pack(st.b_obs[v], st.b_mask[v], st.b_hid[v], st.b_act[v],
                             {"logp": st.b_logp[v], "val": st.b_val[v], "adv": adv[v], "ret": adv[v] + st.b_val[v],
                              "teach": st.b_teach[v]})
 
-    def _opponents_act(self, st: _Stream, act: np.ndarray, rows: np.ndarray) -> None:
+    def _opponents_act(self, st: RolloutStream, act: np.ndarray, rows: np.ndarray) -> None:
         opp = st.opp
         h = rows & (opp == OPP_HEURISTIC)
         if h.any():
@@ -410,8 +454,10 @@ class RolloutEngine:
                 act[idx] = self.pool_choice(logits).numpy()
 
 
-def rollout_actor_class(engine_class: type[RolloutEngine] = RolloutEngine) -> type:
-    """The Ray actor class of rollout workers that play with ``engine_class`` (an algorithm's own)."""
+def rollout_actor_class(engine_class: type[RolloutEngine] = RolloutEngine,
+                        targets: RolloutTargets = RolloutTargets()) -> type:
+    """The Ray actor class of rollout workers that play with ``engine_class`` (an algorithm's own) and
+    compute ``targets`` for the algorithm."""
 
     @ray.remote
     class RolloutActor:
@@ -423,9 +469,9 @@ def rollout_actor_class(engine_class: type[RolloutEngine] = RolloutEngine) -> ty
         plays the same rollout for the same request.
         """
 
-        def __init__(self, cfg_dict: dict[str, Any], worker_id: int):
+        def __init__(self, cfg: TrainConfig, worker_id: int):
             torch.set_num_threads(1)  # the thread environment is the Ray runtime_env's (training.workers)
-            self.cfg = from_dict(cfg_dict)
+            self.cfg = cfg
             if self.cfg.rollout.deterministic:
                 torch.use_deterministic_algorithms(True)
             self.worker_id = worker_id
@@ -438,12 +484,12 @@ def rollout_actor_class(engine_class: type[RolloutEngine] = RolloutEngine) -> ty
             streams seeded by ``seed`` alone, whatever this actor did before, and returns its end state."""
             if lane is None:
                 if self.engine is None:
-                    self.engine = engine_class(self.cfg, self.worker_id, seed)
+                    self.engine = engine_class(self.cfg, self.worker_id, seed, targets)
             elif lane["state"] is None:  # the lane's first rollout: fresh games from its seed
-                self.engine = engine_class(self.cfg, self.worker_id, seed)
+                self.engine = engine_class(self.cfg, self.worker_id, seed, targets)
             else:
                 if self.engine is None:
-                    self.engine = engine_class(self.cfg, self.worker_id, seed)
+                    self.engine = engine_class(self.cfg, self.worker_id, seed, targets)
                 self.engine.set_state(lane["state"])
                 self.engine.reseed(seed)
             self.engine.set_weights(weights, version)

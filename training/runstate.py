@@ -203,7 +203,6 @@ class RunState:
                 _, idx, k = key.split(".", 2)
                 opt_state["state"].setdefault(int(idx), {})[k] = v
         learner.opt.load_state_dict(opt_state)  # on the CPU; the loop's start moves it to learner.device
-        learner.set_lr(self.cfg.ppo.lr)
         for sid in c.get("snapshot_ids", []):
             prefix = f"pool.{sid}."
             self.pool.append((sid, {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}))

@@ -25,26 +25,54 @@ import torch
 from sam_env.seeding import mix
 
 from . import compact
-from .algorithms.dmc import MonteCarloEngine, value_regression
-from .config import TrainConfig, to_dict
+from .algorithms.base import value_regression
+from .algorithms.dmc import MonteCarloEngine
+from .config import Section, TrainConfig, need
 from .learner import Learner
-from .rollout import _Stream, rollout_actor_class
+from .rollout import RolloutStream, rollout_actor_class
 
 STEPS = 16  # decisions per game slot between two learning passes
+
+
+@dataclasses.dataclass
+class WarmStartConfig(Section):
+    """Behaviour cloning from the heuristic's games before a new run's first update (training/warm_start.py).
+    The games are played then, inside the run's budget: its minutes count toward max_minutes."""
+
+    decisions: int = 0
+    """Heuristic decisions to clone (0: no warm start); every seat of these games is the heuristic."""
+    envs: int = 1024
+    """Games played side by side to make them."""
+    minibatch: int = 2048
+    """Decisions per gradient step."""
+    lr: float = 1e-3
+    """Adam learning rate while cloning (an optimizer of its own: the algorithm's starts afresh)."""
+    value_coef: float = 0.5
+    """Weight of the value head's (and the critic's) regression on the games' returns, so the algorithm
+    starts with a baseline that knows what the cloned play earns."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping."""
+
+    def check(self, cfg: TrainConfig, name: str) -> None:
+        need(self.decisions >= 0 and self.envs >= 1 and self.minibatch >= 1 and self.lr > 0
+             and self.value_coef >= 0 and self.max_grad_norm > 0,
+             f"{name}.decisions and value_coef must be >= 0; envs, minibatch, lr and max_grad_norm positive")
+        need(not (self.decisions and cfg.init_from), f"{name}.decisions and init_from both give the first"
+             " network: choose one")
 
 
 class HeuristicEngine(MonteCarloEngine):
     """Every seat plays the heuristic; the decisions come out with their whole-game returns."""
 
-    def learner_moves(self, st: _Stream, t: int, sel: slice | np.ndarray, act: np.ndarray) -> None:
+    def learner_moves(self, st: RolloutStream, t: int, sel: slice | np.ndarray, act: np.ndarray) -> None:
         gb = st.env.game_batch
         act[sel] = np.asarray(self.heuristic.act_batch(gb.states[sel], gb.ru, st.obs[sel], st.mask[sel]))
 
 
 def games_config(cfg: TrainConfig) -> TrainConfig:
     """The run's config, its rollouts made the warm start's: every seat in ``warm_start.envs`` games."""
-    ro = dataclasses.replace(cfg.rollout, envs_per_worker=cfg.warm_start.envs, steps_per_rollout=STEPS,
-                             opponent_fraction=0.0)
+    ro = dataclasses.replace(cfg.rollout, envs_per_worker=cfg.section("warm_start").envs,
+                             steps_per_rollout=STEPS, opponent_fraction=0.0)
     return dataclasses.replace(cfg, rollout=ro)
 
 
@@ -57,7 +85,7 @@ def heuristic_batches(cfg: TrainConfig, weights: dict[str, np.ndarray], remote: 
         while True:
             yield engine.rollout()["batch"]
     # num_cpus=0: it plays while the rollout workers, which hold the run's CPUs, wait for the first weights
-    actor = rollout_actor_class(HeuristicEngine).options(num_cpus=0).remote(to_dict(games), 0)
+    actor = rollout_actor_class(HeuristicEngine).options(num_cpus=0).remote(games, 0)
     try:
         ahead = actor.rollout.remote(weights, 0, [], seed)
         while True:
@@ -72,9 +100,9 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
                     remote: bool = False) -> dict[str, float]:
     """Train ``learner.net`` on ``warm_start.decisions`` of the heuristic's decisions (see the module
     docstring); returns the figures of the last pass and the time it took."""
-    ws, t0 = cfg.warm_start, time.perf_counter()
-    net, opt, lr = learner.net, learner.opt, learner.opt.param_groups[0]["lr"]
-    learner.set_lr(ws.lr)
+    ws, t0 = cfg.section("warm_start"), time.perf_counter()
+    net = learner.net
+    opt = learner.new_optimizer(ws.lr)  # its own: the algorithm's optimizer starts without its moments
     gen = torch.Generator().manual_seed(cfg.seed)
     seen, figures = 0, {}
     batches = heuristic_batches(cfg, learner.weights(), remote)
@@ -88,10 +116,7 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
             ce = torch.nn.functional.cross_entropy(logits.float(), data["act"][i])
             ret = data["ret"][i].float()
             v_loss = value_regression(net, value, base, ret)
-            opt.zero_grad(set_to_none=True)
-            (ce + ws.value_coef * v_loss).backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.ppo.max_grad_norm)
-            opt.step()
+            learner.step(ce + ws.value_coef * v_loss, ws.max_grad_norm, opt)
             agree = (logits.detach().argmax(-1) == data["act"][i]).float().mean()
             sums += torch.stack([ce.detach(), v_loss.detach(), agree]).cpu()
             steps += 1
@@ -99,8 +124,6 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
         seen += n
         figures = dict(zip(("cross_entropy", "value_loss", "agreement"), (sums / max(steps, 1)).tolist()))
     batches.close()
-    learner.opt = learner.fresh_optimizer()
-    learner.set_lr(lr)  # the algorithm's
     figures |= {"decisions": float(seen), "seconds": time.perf_counter() - t0}
     log(f"warm start: {seen:,} heuristic decisions cloned in {figures['seconds']:.0f} s (agreement "
         f"{figures['agreement']:.1%}, cross-entropy {figures['cross_entropy']:.3f})")

@@ -20,7 +20,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, AuthenticationError, RayActorError
 from ray.util.placement_group import placement_group, remove_placement_group
 
-from .config import TrainConfig, to_dict
+from .config import TrainConfig
 from .errors import TrainError
 
 #: The thread environment of every Ray worker process (this process's own is set by ``samloc``).
@@ -35,8 +35,9 @@ def embedded_cpus() -> int:
 def cpu_shortfall(cfg: TrainConfig, have: float, embedded: bool) -> str:
     """'' when the workers (rollout, and search with ``distill.enabled``) fit in ``have`` CPUs, else why not
     in one line (for an embedded Ray, which never grows, with the settings that would fit)."""
-    on = {"rollout": not cfg.distill.enabled or cfg.distill.ppo, "distill": cfg.distill.enabled}
-    groups = [(sec, getattr(cfg, sec)) for sec in ("rollout", "distill") if on[sec]]
+    d = cfg.section("distill")
+    on = {"rollout": not d.enabled or d.ppo, "distill": d.enabled}
+    groups = [(sec, g) for sec, g in (("rollout", cfg.rollout), ("distill", d)) if on[sec]]
     need = sum(g.num_workers * g.cpus_per_worker for _, g in groups)
     if need <= have + 1e-9:
         return ""
@@ -258,9 +259,8 @@ class WorkerPool:
     def place(self, actor_class: Any, count: int, what: str, cpus: float) -> tuple[list[Any], list[dict[str, Any]]]:
         """``count`` actors of ``actor_class`` (each a ``what`` asking for ``cpus``) made from the config,
         spread over the cluster: (actors, their placement once every process started)."""
-        cfg_dict = to_dict(self.cfg)
         actors = [actor_class.options(num_cpus=cpus, max_restarts=self.cfg.rollout.max_restarts,
-                                      max_task_retries=0, scheduling_strategy="SPREAD").remote(cfg_dict, w)
+                                      max_task_retries=0, scheduling_strategy="SPREAD").remote(self.cfg, w)
                   for w in range(count)]
         self.groups.append(actors)
         self.group_cpus.append(cpus)

@@ -41,9 +41,9 @@ from .args import Parser, count_arg, minutes_arg, nonempty, parse, path, seed_li
 def _parse(argv: list[str]) -> argparse.Namespace:
     ap = Parser(
         prog="samloc train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="keys for key=value or a --config YAML (defined and documented in training/config.py;"
-               " all of them,\nresolved, each with its doc: samloc train --print-config [--config F |"
-               " --resume RUN]):\n" + keys_help())
+        epilog="keys for key=value or a --config YAML (defined and documented in training/config.py, an"
+               " algorithm's or a\nstage's section in its own module; all of them, resolved, each with its"
+               " doc: samloc train --print-config\n[--config F | --resume RUN]):\n" + keys_help())
     ap.add_argument("--config", type=path, help="a YAML config (configs/quick.yaml, standard, cluster) or its name")
     ap.add_argument("--resume", type=path, metavar="RUN_DIR", help="continue a run from its newest good checkpoint")
     ap.add_argument("--more-minutes", type=minutes_arg, metavar="N",

@@ -14,14 +14,15 @@ but :meth:`learn` has a default that does nothing.  See docs/training.md, "Writi
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import torch
 
-from ..config import TrainConfig
+from ..config import MAX_BATCH_DECISIONS, Section, TrainConfig, need
 from ..learner import Learner
-from ..rollout import rollout_actor_class
+from ..rollout import RolloutEngine, RolloutTargets, rollout_actor_class
 from ..runstate import Restored, RunState
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
@@ -30,15 +31,80 @@ if TYPE_CHECKING:  # the loop imports the algorithms: a type only
 Rows = list[tuple[str, str]]
 
 
+@dataclass
+class OnPolicySettings(Section):
+    """An algorithm on PPO's rollout workers: the returns the workers compute for it, an update's size,
+    its learning rate and loss weights."""
+
+    lr: float = 3e-4
+    """Adam learning rate."""
+    gamma: float = 1.0
+    """Discount between one seat's decisions (a game is short and scored at the end); the rollout
+    workers' returns use it."""
+    gae_lambda: float = 0.95
+    """GAE lambda of the rollout workers' advantages and returns (1: Monte-Carlo returns)."""
+    batch_decisions: int = 16384
+    """Learner decisions gathered before one update (rollouts are taken whole; an update takes every
+    rollout waiting, at most learner.queue_rollouts of them)."""
+    ent_coef: float = 0.01
+    """Entropy bonus."""
+    vf_coef: float = 0.5
+    """Value loss weight (the value head's, and the critic's when the network has one)."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping (the gradients' global norm)."""
+
+    def check(self, cfg: TrainConfig, name: str) -> None:
+        need(self.lr > 0, f"{name}.lr must be positive")
+        need(0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1,
+             f"{name}.gamma must be in (0, 1], {name}.gae_lambda in [0, 1]")
+        need(1 <= self.batch_decisions <= MAX_BATCH_DECISIONS, f"{name}.batch_decisions must be from 1 to"
+             f" {MAX_BATCH_DECISIONS:,} (the learner expands ~4.5 KB per decision)")
+        need(self.ent_coef >= 0 and self.vf_coef >= 0 and self.max_grad_norm > 0,
+             f"{name}.ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
+
+
+def value_regression(net: torch.nn.Module, value: torch.Tensor, base: torch.Tensor,
+                     ret: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of the value head, and of the critic when the network has one, on returns (the
+    critic is the baseline the rollout workers bootstrap from: every algorithm that has one trains it)."""
+    loss = (value.float() - ret).pow(2).mean()
+    return loss + (base.float() - ret).pow(2).mean() if getattr(net, "has_critic", False) else loss
+
+
+def policy_terms(net: torch.nn.Module, data: dict[str, torch.Tensor]
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(logp, entropy, value, baseline)`` of a batch through ``net.train_forward``: the taken moves'
+    log-probabilities, the policy's mean entropy over the legal moves, the value head and the baseline
+    (the critic, or the value head without one)."""
+    logits, value, baseline = net.train_forward(data["obs"], data["mask"], data["hid"])
+    logp_all = torch.log_softmax(logits.float(), dim=-1)
+    entropy = -(logp_all.exp() * logp_all.masked_fill(data["mask"] <= 0, 0.0)).sum(-1).mean()
+    return logp_all.gather(1, data["act"][:, None]).squeeze(-1), entropy, value.float(), baseline.float()
+
+
 class Algorithm(ABC):
     """One learning algorithm (see the module docstring).  ``learner`` holds the network and its
-    optimizer (the checkpoint's weights and ``opt.*``); ``losses`` the last update's figures."""
+    optimizer (the checkpoint's weights and ``opt.*``); ``losses`` the last update's figures.
+
+    ``name`` is its registry name and its section's (``section`` when they differ: expert iteration's is
+    ``distill``); ``Settings`` is its section's dataclass (a :class:`training.config.Section`; None: no
+    settings), ``self.settings`` its values in this run."""
+
+    name: ClassVar[str] = ""
+    section: ClassVar[str] = ""
+    Settings: ClassVar[type[Section] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "section" not in cls.__dict__:
+            cls.section = cls.name
 
     def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None],
                  learner: Learner | None = None):
         self.cfg, self.state, self.log = cfg, state, log
+        self.settings: Any = cfg.section(self.section) if self.Settings is not None else None
         #: on the CPU until the loop's start has the device; an algorithm that composes another shares it
-        self.learner = learner or Learner(cfg)
+        self.learner = learner or Learner(cfg, self.learning_rate())
         self.losses: dict[str, float] = {}
 
     # ---- what the workers collect -------------------------------------------------------------------
@@ -49,12 +115,19 @@ class Algorithm(ABC):
 
     @property
     def batch_decisions(self) -> int:
-        """Learner decisions one update takes (``ppo.batch_decisions``)."""
-        return self.cfg.ppo.batch_decisions
+        """Learner decisions one update takes (its section's ``batch_decisions``)."""
+        return self.settings.batch_decisions
+
+    @classmethod
+    def targets(cls, cfg: TrainConfig) -> RolloutTargets:
+        """What PPO's rollout workers compute for this algorithm: returns with its section's ``gamma`` and
+        ``gae_lambda`` (an algorithm on those workers has them, as :class:`OnPolicySettings` does)."""
+        s = cfg.section(cls.section)
+        return RolloutTargets(gamma=s.gamma, gae_lambda=s.gae_lambda)
 
     def rollout_actor(self) -> type:
         """The Ray actor class of the rollout workers (the PPO rollouts of :mod:`training.rollout`)."""
-        return rollout_actor_class()
+        return rollout_actor_class(RolloutEngine, self.targets(self.cfg))
 
     def begin(self, restored: Restored | None) -> None:
         """The run is set up (``restored``: the checkpoint a resume read, with this algorithm's part)."""
@@ -74,16 +147,19 @@ class Algorithm(ABC):
 
     # ---- learning ---------------------------------------------------------------------------------------
     @abstractmethod
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
-        """One update on ``batches``: the weights, ``losses``, the counters (``updates``,
-        ``decisions_trained`` …), the weights published to the workers (``run.scheduler.publish``) and the
-        update's TensorBoard figures.  ``run.between_steps`` keeps the workers busy during a long one."""
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
+        """One update on ``batches``: its loss through ``self.learner.step``, at the learning rate the loop
+        set (:meth:`learning_rate`); returns the update's losses and figures (``losses/<name>``).  The loop
+        then publishes the weights and counts the update.  ``run.between_steps`` keeps the workers busy
+        during a long one."""
 
-    def anneal(self) -> None:
-        """``ppo.anneal_lr``: the learning rate for the share of ``total_decisions`` still to train."""
-        cfg = self.cfg
-        if cfg.ppo.anneal_lr:
-            self.learner.set_lr(cfg.ppo.lr * max(0.0, 1.0 - self.state.c.decisions_trained / cfg.total_decisions))
+    def learning_rate(self) -> float:
+        """The learning rate of the next update (its section's ``lr``; PPO's anneals it)."""
+        return self.settings.lr
+
+    def decisions_in(self, batches: list[dict[str, Any]]) -> int:
+        """Learner decisions an update on ``batches`` trained on (``decisions_trained`` counts them)."""
+        return sum(len(b["batch"]["act"]) for b in batches)
 
     def write_losses(self, run: "RunLoop", lr: float, step: int) -> None:
         """The update's losses (``losses/<name>``; the search's agreement is ``charts/search_agreement``) and
@@ -91,29 +167,6 @@ class Algorithm(ABC):
         for k, v in self.losses.items():
             run.board.scalar("charts/search_agreement" if k == "search_agreement" else f"losses/{k}", v, step)
         run.board.scalar("charts/learning_rate", lr, step)
-
-    def count_update(self, run: "RunLoop", batches: list[dict[str, Any]], lr: float) -> None:
-        """The counters of one update on ``batches`` and its TensorBoard figures: the losses, and the
-        lá of the training games against fixed opponents (what every algorithm on these workers logs)."""
-        c = self.state.c
-        c.updates += 1
-        c.decisions_trained += sum(len(b["batch"]["act"]) for b in batches)
-        c.rollouts += len(batches)
-        st: dict[str, float] = {}
-        for b in batches:
-            for k, v in b["stats"].items():
-                st[k] = st.get(k, 0) + v
-        c.games += int(st["games"])
-        c.decisions += int(st["decisions"])
-        c.sam_declared += int(st["sam_declared"])
-        step = c.decisions_trained
-        self.write_losses(run, lr, step)
-        if st["vs_heuristic_games"]:
-            run.board.scalar("charts/train_vs_heuristic_la", st["vs_heuristic_sum"] / st["vs_heuristic_games"], step)
-        if st["vs_pool_games"]:
-            run.board.scalar("charts/train_vs_pool_la", st["vs_pool_sum"] / st["vs_pool_games"], step)
-        run.board.scalar("charts/sam_declared_per_game", st["sam_declared"] / max(1, st["games"]), step)
-        run.board.episodes(st, step)
 
     def after_update(self, run: "RunLoop") -> None:
         """After the loop's own after-update work (snapshot, evaluation, checkpoint on their schedules)."""

@@ -21,19 +21,51 @@ checkpoints, TensorBoard, the evaluation) is the run loop's and :mod:`training.r
 
 from __future__ import annotations
 
-import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
 
 from .. import compact
-from ..config import DMCConfig, TrainConfig
-from ..rollout import MAX_SEATS, RolloutEngine, _Stream, rollout_actor_class
-from .base import Algorithm
+from ..config import MAX_BATCH_DECISIONS, Section, TrainConfig, need
+from ..ppo import Step
+from ..rollout import MAX_SEATS, RolloutEngine, RolloutTargets, RolloutStream, rollout_actor_class
+from .base import Algorithm, value_regression
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
     from ..loop import RunLoop
+
+@dataclass
+class DMCConfig(Section):
+    """Deep Monte-Carlo (``algorithm: dmc``, after DouZero): the network's action head is a Q-value per move
+    of the action table, learned by regression on each decision's whole-game return (docs/training.md)."""
+
+    epsilon: float = 0.01
+    """Share of the learner's moves drawn uniformly among the legal ones in self-play (the rest: the
+    highest Q); past snapshots in the pool play greedily."""
+    lr: float = 3e-4
+    """Adam learning rate."""
+    epochs: int = 1
+    """Passes over each batch (DouZero: each decision is learned from once)."""
+    minibatch: int = 4096
+    """Decisions per gradient step."""
+    batch_decisions: int = 16384
+    """Decisions with a known return gathered before one update."""
+    value_coef: float = 0.5
+    """Weight of the value head's (and the critic's) regression on the same returns: they are what the
+    search's leaves and the exported value read."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping."""
+
+    def check(self, cfg: TrainConfig, name: str) -> None:
+        need(0 <= self.epsilon <= 1, f"{name}.epsilon must be from 0 to 1")
+        need(self.lr > 0 and self.epochs >= 1 and self.minibatch >= 1 and self.value_coef >= 0
+             and self.max_grad_norm > 0,
+             f"{name}.lr, epochs, minibatch and max_grad_norm must be positive, {name}.value_coef >= 0")
+        need(1 <= self.batch_decisions <= MAX_BATCH_DECISIONS,
+             f"{name}.batch_decisions must be from 1 to {MAX_BATCH_DECISIONS:,}")
+
 
 #: what a worker keeps of a learner decision whose game has not ended yet, besides the decision packed
 #: (training.compact): its seat's lá before the move, its game slot and its seat
@@ -50,6 +82,33 @@ def first_end(ended: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass
+class ReturnTrack:
+    """What the DMC engine keeps per stream (``RolloutStream.extra``) to give each decision its return."""
+
+    cum: np.ndarray
+    """``[n, MAX_SEATS]``: each seat's lá so far in the current game."""
+    c0: np.ndarray
+    """``[T, n]``: the acting seat's ``cum`` before its move at each step."""
+    acted: np.ndarray
+    """``[T, n]``: the seat that acted at each step."""
+    ended: np.ndarray
+    """``[T, n]``: whether the game ended at that step."""
+    final: np.ndarray
+    """``[T, n, MAX_SEATS]``: ``cum`` after each step (at a game's end: its result for every seat)."""
+    carry: dict[str, np.ndarray]
+    """Packed decisions of games still running when a rollout ended, with ``c0``, ``env`` and ``seat``."""
+
+    @classmethod
+    def of(cls, st: RolloutStream) -> "ReturnTrack":
+        T, n = st.T, st.n
+        return cls(np.zeros((n, MAX_SEATS)), np.zeros((T, n)), np.zeros((T, n), np.int64),
+                   np.zeros((T, n), np.bool_), np.zeros((T, n, MAX_SEATS)),
+                   compact.pack(st.b_obs[:0, 0], st.b_mask[:0, 0], st.b_hid[:0, 0], st.b_act[:0, 0],
+                                {"c0": np.zeros(0), "env": np.zeros(0, np.int64),
+                                 "seat": np.zeros(0, np.int64)}))
+
+
 class MonteCarloEngine(RolloutEngine):
     """The rollout worker's engine for DMC: ε-greedy play, whole-game returns.
 
@@ -58,18 +117,11 @@ class MonteCarloEngine(RolloutEngine):
     less ``c0``.  Decisions of games still running at the end of a rollout wait in ``carry``.
     """
 
-    def __init__(self, cfg: TrainConfig, worker_id: int, seed: int):
-        super().__init__(cfg, worker_id, seed)
-        self.lesson = False  # the Sâm lesson is PPO's
-        self.dmc: DMCConfig = cfg.dmc
+    def __init__(self, cfg: TrainConfig, worker_id: int, seed: int, targets: RolloutTargets | None = None):
+        super().__init__(cfg, worker_id, seed, RolloutTargets(teach=False))  # whole-game returns: no GAE
+        self.dmc: DMCConfig = cfg.section("dmc")
         for st in self.streams:
-            st.cum = np.zeros((st.n, MAX_SEATS), dtype=np.float64)
-            st.c0 = np.zeros((st.T, st.n), dtype=np.float64)
-            st.acted = np.zeros((st.T, st.n), dtype=np.int64)
-            st.ended = np.zeros((st.T, st.n), dtype=np.bool_)
-            st.final = np.zeros((st.T, st.n, MAX_SEATS), dtype=np.float64)
-            st.carry = compact.pack(st.b_obs[:0, 0], st.b_mask[:0, 0], st.b_hid[:0, 0], st.b_act[:0, 0],
-                                    {"c0": np.zeros(0), "env": np.zeros(0, np.int64), "seat": np.zeros(0, np.int64)})
+            st.extra = ReturnTrack.of(st)
 
     def explore(self, logits: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The highest Q, or with probability ε a legal move drawn uniformly; no log-probabilities."""
@@ -81,29 +133,31 @@ class MonteCarloEngine(RolloutEngine):
     def pool_choice(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.argmax(-1)
 
-    def stepped(self, st: _Stream, t: int, seat: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
-        rows = np.arange(st.n)
-        st.acted[t] = seat
-        st.c0[t] = st.cum[rows, seat]
-        st.cum += rewards[:, :MAX_SEATS] / self.cfg.env.reward_scale
-        st.ended[t] = done
-        st.final[t] = st.cum
-        st.cum[done] = 0.0
+    def stepped(self, st: RolloutStream, t: int, seat: np.ndarray, rewards: np.ndarray,
+                done: np.ndarray) -> None:
+        rows, tr = np.arange(st.n), st.extra
+        tr.acted[t] = seat
+        tr.c0[t] = tr.cum[rows, seat]
+        tr.cum += rewards[:, :MAX_SEATS] / self.cfg.env.reward_scale
+        tr.ended[t] = done
+        tr.final[t] = tr.cum
+        tr.cum[done] = 0.0
 
-    def targets(self, st: _Stream, pend: np.ndarray, nxt: np.ndarray, term: np.ndarray,
+    def targets(self, st: RolloutStream, pend: np.ndarray, nxt: np.ndarray, term: np.ndarray,
                 rew: np.ndarray) -> dict[str, np.ndarray]:
         """The decisions whose games ended in this rollout (earlier ones carried in first), each with its
         return ``ret``; the others are carried to the next rollout."""
-        end = first_end(st.ended)
+        tr = st.extra
+        end = first_end(tr.ended)
         v = st.b_valid
         t_idx, e_idx = np.nonzero(v)  # the order of st.b_obs[v]
         new = compact.pack(st.b_obs[v], st.b_mask[v], st.b_hid[v], st.b_act[v],
-                           {"c0": st.c0[v], "env": e_idx, "seat": st.acted[v]})
-        rows = compact.concat([st.carry, new])
-        d = np.concatenate([end[0, st.carry["env"]], end[t_idx, e_idx]])
+                           {"c0": tr.c0[v], "env": e_idx, "seat": tr.acted[v]})
+        rows = compact.concat([tr.carry, new])
+        d = np.concatenate([end[0, tr.carry["env"]], end[t_idx, e_idx]])
         done = d >= 0
-        ret = st.final[d[done], rows["env"][done], rows["seat"][done]] - rows["c0"][done]
-        st.carry = {k: a[~done] for k, a in rows.items()}
+        ret = tr.final[d[done], rows["env"][done], rows["seat"][done]] - rows["c0"][done]
+        tr.carry = {k: a[~done] for k, a in rows.items()}
         out = {k: a[done] for k, a in rows.items() if k not in CARRY}
         out["ret"] = ret.astype(np.float32)
         return out
@@ -111,32 +165,26 @@ class MonteCarloEngine(RolloutEngine):
     # ---- deterministic mode: the carried decisions and the lá so far are a part of the games' state ---
     def get_state(self) -> dict[str, np.ndarray]:
         out = super().get_state()
-        for i, st in enumerate(self.streams):
-            out[f"{i}.cum"] = st.cum.copy()
-            out |= {f"{i}.carry.{k}": a.copy() for k, a in st.carry.items()}
+        for i, tr in enumerate(st.extra for st in self.streams):
+            out[f"{i}.cum"] = tr.cum.copy()
+            out |= {f"{i}.carry.{k}": a.copy() for k, a in tr.carry.items()}
         return out
 
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         super().set_state(state)
-        for i, st in enumerate(self.streams):
-            missing = [k for k in (f"{i}.cum", *(f"{i}.carry.{k}" for k in st.carry)) if k not in state]
-            if missing or np.shape(state[f"{i}.cum"]) != st.cum.shape:
+        for i, tr in enumerate(st.extra for st in self.streams):
+            missing = [k for k in (f"{i}.cum", *(f"{i}.carry.{k}" for k in tr.carry)) if k not in state]
+            if missing or np.shape(state[f"{i}.cum"]) != tr.cum.shape:
                 raise ValueError(f"rollout state: {(missing or [f'{i}.cum'])[0]} does not fit this DMC engine")
-            st.cum[:] = state[f"{i}.cum"]
-            st.carry = {k: np.asarray(state[f"{i}.carry.{k}"]).copy() for k in st.carry}
+            tr.cum[:] = state[f"{i}.cum"]
+            tr.carry = {k: np.asarray(state[f"{i}.carry.{k}"]).copy() for k in tr.carry}
 
 
-def value_regression(net: torch.nn.Module, value: torch.Tensor, base: torch.Tensor,
-                     ret: torch.Tensor) -> torch.Tensor:
-    """Mean squared error of the value head, and of the critic when the network has one, on returns."""
-    loss = (value.float() - ret).pow(2).mean()
-    return loss + (base.float() - ret).pow(2).mean() if getattr(net, "has_critic", False) else loss
-
-
-def q_update(net: torch.nn.Module, opt: torch.optim.Optimizer, data: dict[str, torch.Tensor], cfg: DMCConfig,
+def q_update(net: torch.nn.Module, step: Step, data: dict[str, torch.Tensor], cfg: DMCConfig,
              gen: torch.Generator, bf16: bool, between_steps: Callable[[], None] | None = None) -> dict[str, float]:
     """``cfg.epochs`` passes of minibatch regression of Q(s, a) (and the value head, and the critic) on the
-    returns ``data["ret"]``; returns the mean losses and figures of the batch."""
+    returns ``data["ret"]``, each minibatch one ``step`` (the learner's); returns the mean losses and
+    figures of the batch."""
     n = int(data["act"].shape[0])
     names = ("q_loss", "value_loss", "q_mean", "grad_norm")
     sums, steps = torch.zeros(len(names)), 0
@@ -151,11 +199,7 @@ def q_update(net: torch.nn.Module, opt: torch.optim.Optimizer, data: dict[str, t
             q = q_all.float().gather(1, data["act"][i][:, None]).squeeze(-1)
             q_loss = (q - ret).pow(2).mean()
             v_loss = value_regression(net, value, base, ret)
-            loss = q_loss + cfg.value_coef * v_loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-            opt.step()
+            grad_norm = step(q_loss + cfg.value_coef * v_loss)
             sums += torch.stack([q_loss.detach(), v_loss.detach(), q.detach().mean(), grad_norm.float()]).cpu()
             steps += 1
             if between_steps is not None:
@@ -170,30 +214,22 @@ class DeepMonteCarlo(Algorithm):
     """Deep Monte-Carlo on the rollout workers' self-play (see the module docstring)."""
 
     name = "dmc"
+    Settings = DMCConfig
 
     def rollout_actor(self) -> type:
         return rollout_actor_class(MonteCarloEngine)
 
-    def begin(self, restored: Any) -> None:
-        self.learner.set_lr(self.cfg.dmc.lr)
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
+        """One regression update on these rollouts' finished decisions."""
+        dm, learner = self.settings, self.learner
+        lags = [self.state.c.updates - b["version"] for b in batches]
+        losses = q_update(learner.net, lambda loss: learner.step(loss, dm.max_grad_norm),
+                          learner.batch([b["batch"] for b in batches]), dm, self.state.gen,
+                          self.cfg.learner.precision == "bf16", run.between_steps)
+        return losses | {"policy_lag": float(np.mean(lags))}
 
-    @property
-    def batch_decisions(self) -> int:
-        return self.cfg.dmc.batch_decisions
-
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
-        """One regression update on these rollouts' finished decisions; new weights go out at once."""
-        c, lr = self.state.c, self.learner.opt.param_groups[0]["lr"]
-        lags = [c.updates - b["version"] for b in batches]
-        t0 = time.perf_counter()
-        data = compact.expand(compact.to_device(compact.concat([b["batch"] for b in batches]), self.learner.device))
-        self.losses = q_update(self.learner.net, self.learner.opt, data, self.cfg.dmc, self.state.gen,
-                               self.cfg.learner.precision == "bf16", run.between_steps)
-        self.losses["update_s"] = time.perf_counter() - t0
-        self.losses["policy_lag"] = float(np.mean(lags))
-        run.scheduler.publish(self.learner.weights())
-        self.count_update(run, batches, lr)
-        run.board.scalar("charts/epsilon", self.cfg.dmc.epsilon, c.decisions_trained)
+    def log_scalars(self, run: "RunLoop", step: int) -> None:
+        run.board.scalar("charts/epsilon", self.settings.epsilon, step)
 
     def display_rows(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         ls = self.losses

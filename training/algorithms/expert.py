@@ -29,10 +29,11 @@ from sam_env.seeding import mix
 
 from ..belief import collect, fit
 from ..config import TrainConfig, training_tables
-from ..distill import (BELIEF_STREAM, HOLD_EVERY, DistillCounters, TargetBuffer, _search_actor_class, belief_net,
-                       kl_to_targets, search_request_seed)
+from ..distill import (BELIEF_STREAM, HOLD_EVERY, DistillConfig, DistillCounters, TargetBuffer,
+                       _search_actor_class, belief_net, kl_to_targets, search_request_seed)
 from ..errors import TrainError
-from ..rollout import load_numpy_weights, weights_to_numpy
+from ..ppo import distill_update
+from ..rollout import RolloutTargets, load_numpy_weights, weights_to_numpy
 from ..runstate import Restored, RunState
 from ..workers import WorkerHealth, arrived
 from .base import Algorithm, Rows
@@ -46,16 +47,20 @@ class ExpertIteration(Algorithm):
     """Search workers and a distillation term, on PPO's rollouts or alone (see the module docstring)."""
 
     name = "expert_iteration"
+    section = "distill"
+    Settings = DistillConfig
 
     def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None]):
-        super().__init__(cfg, state, log)
-        self.ppo = PPO(cfg, state, log, learner=self.learner)  # PPO's update, on the same network
+        ppo = PPO(cfg, state, log)  # PPO's update and settings, on the same network
+        super().__init__(cfg, state, log, learner=ppo.learner)
+        self.ppo = ppo
+        self.ppo.distill_coef = self.settings.coef
         self.d = DistillCounters()
         self.round_weights: dict[str, np.ndarray] | None = None
         self.belief: dict[str, Any] | None = None  # {"hidden", "weights", "info"}: the round's hand belief
         self.precision: dict[int, str] = {}        # each search worker's rollouts, as it last reported
-        self.buffer = TargetBuffer(cfg.distill.buffer)
-        self.held = TargetBuffer(cfg.distill.heldout) if cfg.distill.heldout else None  # never trained on
+        self.buffer = TargetBuffer(self.settings.buffer)
+        self.held = TargetBuffer(self.settings.heldout) if self.settings.heldout else None  # never trained on
         self.drawn = self.received = self.fresh = 0  # this sitting's draws into minibatches, arrivals
         self.search_actors: list[Any] = []
         self.search_placement: list[dict[str, Any]] = []
@@ -65,9 +70,20 @@ class ExpertIteration(Algorithm):
         self.marks = dataclasses.replace(self.d, rounds=[])  # the counters at the last charts written
         self.held_kl: dict[str, float] = {}  # the last measure on the held-out decisions
 
+    @classmethod
+    def targets(cls, cfg: TrainConfig) -> RolloutTargets:
+        return PPO.targets(cfg)
+
+    @property
+    def batch_decisions(self) -> int:
+        return self.ppo.batch_decisions
+
+    def learning_rate(self) -> float:
+        return self.ppo.learning_rate()
+
     @property
     def rollout_workers(self) -> int:
-        return self.cfg.rollout.num_workers if self.cfg.distill.ppo else 0
+        return self.cfg.rollout.num_workers if self.settings.ppo else 0
 
     def begin(self, restored: Restored | None) -> None:
         """A resume restores the stage; a new stage's round 0 searches the starting network."""
@@ -97,7 +113,7 @@ class ExpertIteration(Algorithm):
         """Learn the hand belief of the round's network (training/belief.py), here, before the search
         uses it; kept only where it beats the round's belief so far on the same held-out decisions of the
         new network (a small ``belief_deals`` can learn a worse one).  Returns "learned" or "kept"."""
-        cfg, d = self.cfg, self.cfg.distill
+        cfg, d = self.cfg, self.settings
         t0 = time.perf_counter()
         net = cfg.model.build()
         load_numpy_weights(net, self.round_weights)
@@ -142,7 +158,7 @@ class ExpertIteration(Algorithm):
         self.d.round += 1
         self.d.round_start = c.updates
         self.round_weights = self.learner.weights()
-        belief = self._retrain_belief() if self.cfg.distill.belief_deals else "kept"
+        belief = self._retrain_belief() if self.settings.belief_deals else "kept"
         self._put_round()
         flight = run.evaluator.in_flight
         if flight is not None and flight[1]["updates"] != c.updates:
@@ -156,7 +172,7 @@ class ExpertIteration(Algorithm):
 
     # ---- the search workers ------------------------------------------------------------------------------
     def start(self, run: "RunLoop") -> None:
-        d = self.cfg.distill
+        d = self.settings
         if self.d.round == 0 and self.belief is None and d.belief_deals:
             self.d.rounds[0]["belief"] = self._retrain_belief()
         self._put_round()
@@ -239,7 +255,7 @@ class ExpertIteration(Algorithm):
     def _sample(self) -> dict[str, torch.Tensor] | None:
         """A distillation minibatch from the buffer, or None while drawing it would use the searched
         decisions more than ``distill.reuse`` times each on average."""
-        d = self.cfg.distill
+        d = self.settings
         if len(self.buffer) < d.minibatch or self.drawn + d.minibatch > d.reuse * self.received + 1e-9:
             return None
         self.drawn += d.minibatch
@@ -248,36 +264,28 @@ class ExpertIteration(Algorithm):
     def take(self, run: "RunLoop") -> list[dict[str, Any]]:
         if self.rollout_workers:
             return super().take(run)
-        d = self.cfg.distill
+        d = self.settings
         if self.fresh < d.batch_decisions or len(self.buffer) < d.minibatch:
             return []
         fresh, self.fresh = self.fresh, 0
         return [{"searched": fresh}]
 
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
+    def decisions_in(self, batches: list[dict[str, Any]]) -> int:
+        return super().decisions_in(batches) if self.rollout_workers else batches[0]["searched"]
+
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
         """With PPO: its update, a distillation minibatch riding on each step; without: distillation steps
         on the buffer for the new searched decisions (``distill.reuse`` x them / ``distill.minibatch``)."""
-        c = self.state.c
         if self.rollout_workers:
-            self.learner.distill = self._sample
+            self.ppo.distill = self._sample
             try:
-                self.ppo.learn(run, batches)
+                return self.ppo.learn(run, batches)
             finally:
-                self.learner.distill = None
-            self.losses = self.ppo.losses
-        else:
-            d = self.cfg.distill
-            self.anneal()
-            lr = self.learner.opt.param_groups[0]["lr"]
-            fresh = batches[0]["searched"]
-            t0 = time.perf_counter()
-            self.losses = self.learner.distill_update(self._sample, math.ceil(d.reuse * fresh / d.minibatch),
-                                                      run.between_steps)
-            self.losses["update_s"] = time.perf_counter() - t0
-            c.updates += 1
-            c.decisions_trained += fresh
-            self.write_losses(run, lr, c.decisions_trained)
-        self._search_charts(run, c.decisions_trained)
+                self.ppo.distill = None
+        d, learner = self.settings, self.learner
+        return distill_update(learner.net, lambda loss: learner.step(loss, self.ppo.settings.max_grad_norm),
+                              self._sample, math.ceil(d.reuse * batches[0]["searched"] / d.minibatch),
+                              self.cfg.learner.precision == "bf16", run.between_steps)
 
     def _search_charts(self, run: "RunLoop", step: int) -> None:
         """What the search workers delivered since the last update: the searching seat's lá, how often the
@@ -296,7 +304,8 @@ class ExpertIteration(Algorithm):
         self.marks = dataclasses.replace(d, rounds=[])
 
     def after_update(self, run: "RunLoop") -> None:
-        if self.state.c.updates - self.d.round_start >= self.cfg.distill.round_updates:
+        self._search_charts(run, self.state.c.decisions_trained)
+        if self.state.c.updates - self.d.round_start >= self.settings.round_updates:
             self._next_round(run)
 
     # ---- what it shows and keeps --------------------------------------------------------------------
@@ -308,7 +317,7 @@ class ExpertIteration(Algorithm):
         run.board.scalar("charts/searched_decisions", self.d.searched, step)
         if self.held is not None and len(self.held):
             self.held_kl = kl_to_targets(self.learner.net, self.held.rows(np.arange(len(self.held))),
-                                         self.cfg.distill.temperature)
+                                         self.settings.temperature)
             run.board.scalar("losses/distill_kl_heldout", self.held_kl["distill_kl"], step)
             run.board.scalar("charts/search_agreement_heldout", self.held_kl["search_agreement"], step)
 
@@ -335,8 +344,8 @@ class ExpertIteration(Algorithm):
 
     def metadata(self, meta: dict[str, Any]) -> None:
         d = self.d
-        if not self.cfg.distill.ppo:  # the opponent mix the network learned from is the search games'
-            meta["heuristic_share"] = self.cfg.distill.heuristic_share
+        if not self.settings.ppo:  # the opponent mix the network learned from is the search games'
+            meta["heuristic_share"] = self.settings.heuristic_share
         meta["distill"] = {"round": d.round, "round_start_update": d.round_start, "searched": d.searched,
                            "games": d.games, "search_la": round(d.la_sum / d.games, 4) if d.games else None,
                            "rounds": d.rounds, "belief": (self.belief or {}).get("info"),

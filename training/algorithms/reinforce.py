@@ -1,47 +1,43 @@
 """REINFORCE with a learned baseline: the smallest algorithm on the PPO workers' rollouts.
 
 The example of docs/training.md, "Writing an algorithm": one gradient step per batch on
-``-log π(a|s) · (G - V(s))`` plus the value loss and an entropy bonus, with ``ppo.lr``, ``ppo.vf_coef``,
-``ppo.ent_coef`` and ``ppo.max_grad_norm``.  It reuses the rollout workers and their batches as they
-are (the return ``ret`` they computed), so it is only this file and its name in the registry.
+``-log π(a|s) · (G - b(s))`` (b: the critic, or the value head without one) plus the value loss of
+both (the workers bootstrap unfinished games from the critic) and an entropy bonus, with the
+``reinforce`` section's ``lr``, ``vf_coef``, ``ent_coef`` and ``max_grad_norm``.  It reuses the rollout workers and their batches
+as they are (the return ``ret`` they computed with its ``gamma`` and ``gae_lambda``), so it is only this
+file and its name in the registry.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from .. import compact
-from .base import Algorithm
+from .base import Algorithm, OnPolicySettings, policy_terms, value_regression
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
     from ..loop import RunLoop
+
+
+@dataclass
+class ReinforceConfig(OnPolicySettings):
+    """REINFORCE with a learned baseline (algorithm: reinforce): one gradient step per batch."""
 
 
 class Reinforce(Algorithm):
     """Monte-Carlo policy gradient with a baseline, on-policy: stale rollouts are not corrected."""
 
     name = "reinforce"
+    Settings = ReinforceConfig
 
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> None:
-        cfg, net = self.cfg.ppo, self.learner.net
-        data = compact.expand(compact.to_device(compact.concat([b["batch"] for b in batches]), self.learner.device))
+    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
+        s, net = self.settings, self.learner.net
+        data = self.learner.batch([b["batch"] for b in batches])
         net.train()
-        logits, value, _ = net.train_forward(data["obs"], data["mask"], data["hid"])
-        logp_all = torch.log_softmax(logits.float(), dim=-1)
-        logp = logp_all.gather(1, data["act"][:, None]).squeeze(-1)
-        advantage = (data["ret"] - value.float()).detach()
-        entropy = -(logp_all.exp() * logp_all.masked_fill(data["mask"] <= 0, 0.0)).sum(-1).mean()
-        pg = -(logp * advantage).mean()
-        v_loss = 0.5 * (value.float() - data["ret"]).pow(2).mean()
-        loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
-        self.learner.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-        self.learner.opt.step()
+        logp, entropy, value, baseline = policy_terms(net, data)
+        pg = -(logp * (data["ret"] - baseline).detach()).mean()
+        v_loss = 0.5 * value_regression(net, value, baseline, data["ret"])
+        loss = pg + s.vf_coef * v_loss - s.ent_coef * entropy
+        self.learner.step(loss, s.max_grad_norm)
         net.eval()
-        pg, v_loss, entropy = pg.detach(), v_loss.detach(), entropy.detach()
-        self.losses = {"policy": pg.item(), "value": v_loss.item(), "entropy": entropy.item(), "approx_kl": 0.0}
-        run.scheduler.publish(self.learner.weights())
-        self.count_update(run, batches, self.learner.opt.param_groups[0]["lr"])
+        return {"policy": pg.item(), "value": v_loss.item(), "entropy": entropy.item(), "approx_kl": 0.0}
