@@ -33,7 +33,7 @@ def test_the_mlp_and_a_network_that_keeps_the_hands_in_its_critic_pass() -> None
         check_blind_policy(net)
         assert torch.equal(torch.random.get_rng_state(), state)  # the probe draws from its own generator
         assert net.training  # left as it was
-    Learner(load_config("quick", ["model.hidden=32"]))  # the default network, built for training
+    Learner(load_config("quick", ["model.hidden=32"]), 1e-3)  # the default network, built for training
 
 
 def test_a_network_whose_policy_reads_the_hidden_hands_is_refused_naming_its_kind() -> None:
@@ -47,7 +47,7 @@ def test_a_network_whose_policy_reads_the_hidden_hands_is_refused_naming_its_kin
         net.peek.bias.zero_()
     check_blind_policy(net)
     with pytest.raises(NetworkError, match="its acting logits change with the hidden hands"):
-        Learner(load_config("quick", [f"model.kind={PEEK}", "model.kwargs.width=8"]))
+        Learner(load_config("quick", [f"model.kind={PEEK}", "model.kwargs.width=8"]), 1e-3)
     check_blind_policy(TinyNet(OBS_SIZE, NUM_ACTIONS, 0, width=8))  # no critic: no hands to read
 
 

@@ -258,8 +258,9 @@ def run_trial(config: dict[str, Any]) -> None:
 def concurrency(cfg: TrainConfig, cpus: float) -> int:
     """Trials at once: as many as ``cpus`` hold with each one's learner and rollout workers (at least one)."""
     need = cfg.rollout.num_workers * cfg.rollout.cpus_per_worker
-    if cfg.distill.enabled:
-        need = cfg.distill.num_workers * cfg.distill.cpus_per_worker + (need if cfg.distill.ppo else 0)
+    d = cfg.section("distill")
+    if d.enabled:
+        need = d.num_workers * d.cpus_per_worker + (need if d.ppo else 0)
     return max(1, int(cpus // (need + 1)))
 
 
