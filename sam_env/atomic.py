@@ -53,31 +53,32 @@ def _kind(st: os.stat_result) -> str:
     return next((text for test, text in _KINDS if test(st.st_mode)), "of an unknown kind")
 
 
-def check_target(path: str | Path) -> Path:
-    """``path`` as a Path, when a file may be written there: it does not exist yet, or is a regular
-    file (not a link to one).  UnsafeTarget otherwise."""
+def _check_kind(path: str | Path, wanted: Callable[[int], bool], refusal: str) -> Path:
+    """``path`` as a Path when nothing is there (a link is something) or ``wanted(mode)``; else
+    UnsafeTarget with ``refusal`` filled in (``{p}``: the path, ``{kind}``: what is there)."""
     p = _named(path)
     try:
         st = os.lstat(p)
     except FileNotFoundError:
         return p
-    if not stat.S_ISREG(st.st_mode):
-        raise UnsafeTarget(f"refusing to write {p}: it is {_kind(st)}, not a regular file; nothing was written")
+    if not wanted(st.st_mode):
+        raise UnsafeTarget(refusal.format(p=p, kind=_kind(st)))
     return p
+
+
+def check_target(path: str | Path) -> Path:
+    """``path`` as a Path, when a file may be written there: it does not exist yet, or is a regular
+    file (not a link to one).  UnsafeTarget otherwise."""
+    return _check_kind(path, stat.S_ISREG, "refusing to write {p}: it is {kind}, not a regular file;"
+                                           " nothing was written")
 
 
 def check_folder(path: str | Path) -> Path:
     """``path`` as a Path, when files may be written into it (a run or report folder): it does not
     exist yet, or is a folder (not a link to one; what it holds besides the files written stays).
     UnsafeTarget otherwise."""
-    p = _named(path)
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        return p
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeTarget(f"refusing to write into {p}: it is {_kind(st)}, not a folder; nothing was written")
-    return p
+    return _check_kind(path, stat.S_ISDIR, "refusing to write into {p}: it is {kind}, not a folder;"
+                                           " nothing was written")
 
 
 def check_dir_target(path: str | Path, replaceable: Callable[[Path], bool] | None = None,
@@ -85,14 +86,8 @@ def check_dir_target(path: str | Path, replaceable: Callable[[Path], bool] | Non
     """``path`` as a Path, when a folder may be put there: it does not exist, is an empty folder, or
     ``replaceable(path)`` recognises the folder as one the caller made (``what`` says which, for the
     message).  UnsafeTarget otherwise (a link, a file, a device, a folder holding anything else)."""
-    p = _named(path)
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        return p
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeTarget(f"refusing to write the folder {p}: it is {_kind(st)}; nothing was written")
-    if any(p.iterdir()) and not (replaceable is not None and replaceable(p)):
+    p = _check_kind(path, stat.S_ISDIR, "refusing to write the folder {p}: it is {kind}; nothing was written")
+    if p.exists() and any(p.iterdir()) and not (replaceable is not None and replaceable(p)):
         holds = f"files that are not {what}" if what else "files"
         raise UnsafeTarget(f"refusing to use the folder {p}: it holds {holds} (choose a new or empty folder);"
                            " nothing was touched")

@@ -13,7 +13,6 @@ metadata records (a user's kind imports its module: see there).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 from sam_env.atomic import check_dir_target, replace_dir, temp_dir_for, write_atomic
 
@@ -45,16 +44,14 @@ def save_checkpoint(ckpt_dir: str | Path, net: PolicyNetwork, metadata: dict[str
     UnsafeTarget otherwise."""
     ckpt_dir = Path(ckpt_dir)
     tmp = temp_dir_for(ckpt_dir)
-    try:
-        save_file({k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}, str(tmp / MODEL_FILE))
+    try:  # each file by the one atomic write (flushed to disk), into the folder made for them
+        write_atomic(tmp / MODEL_FILE, _safetensors(net.state_dict()))
         files = [MODEL_FILE]
         if trainer_tensors is not None:
-            save_file({k: v.detach().cpu().contiguous() for k, v in trainer_tensors.items()},
-                      str(tmp / TRAINER_TENSORS))
+            write_atomic(tmp / TRAINER_TENSORS, _safetensors(trainer_tensors))
             files.append(TRAINER_TENSORS)
         if trainer_state is not None:
-            with open(tmp / TRAINER_JSON, "w", encoding="utf-8") as f:
-                json.dump(trainer_state, f)
+            write_atomic(tmp / TRAINER_JSON, json.dumps(trainer_state))
             files.append(TRAINER_JSON)
         meta = dict(metadata)
         meta["format"] = FORMAT
@@ -62,16 +59,17 @@ def save_checkpoint(ckpt_dir: str | Path, net: PolicyNetwork, metadata: dict[str
         meta["sha256"] = {name: file_sha256(tmp / name) for name in files}
         meta = sealed(meta)  # with the hash of itself
         CheckpointMeta.from_json(meta, str(ckpt_dir))  # what is written must read back
-        with open(tmp / META_FILE, "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=2)
-        for name in files + [META_FILE]:
-            with open(tmp / name, "rb") as f:
-                os.fsync(f.fileno())
+        write_atomic(tmp / META_FILE, json.dumps(meta, indent=2))
     except BaseException:  # a full disk, say: free what was written; the previous checkpoints stay as they were
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     name = str(meta.get("name") or "")
     return replace_dir(tmp, ckpt_dir, lambda p: is_checkpoint_of(p, name), f"a checkpoint of the run {name!r}")
+
+
+def _safetensors(tensors: dict[str, torch.Tensor]) -> bytes:
+    """Tensors as the bytes of a safetensors file (CPU, contiguous: as any device wrote them)."""
+    return save({k: v.detach().cpu().contiguous() for k, v in tensors.items()})
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PolicyNetwork, CheckpointMeta]:
