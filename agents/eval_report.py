@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sam_env.atomic import write_atomic, write_with
+from sam_env.atomic import check_folder, write_atomic, write_with
 
 def _markdown(res: dict[str, Any]) -> str:
     lines = [f"# Evaluation: {res['agent']} vs {res['opponents']}", "",
@@ -72,7 +72,7 @@ def write_folder(out_dir: str | Path, res: dict[str, Any], json_name: str,
                  markdown: tuple[str, Callable[[dict[str, Any]], str]],
                  plot: tuple[str, Callable[[dict[str, Any], Path], None]]) -> Path:
     """A report folder: ``res`` as JSON, then its Markdown and its figure, each (file name, maker)."""
-    d = Path(out_dir)
+    d = check_folder(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     write_atomic(d / json_name, json.dumps(res, indent=2, ensure_ascii=False) + "\n")
     write_atomic(d / markdown[0], markdown[1](res))

@@ -42,7 +42,7 @@ from torch import nn
 
 from sam_env import obs as obs_mod
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
-from sam_env.atomic import write_atomic, write_json_atomic
+from sam_env.atomic import check_target, write_atomic, write_json_atomic
 from sam_env.rules import RuleSet
 from sam_env.vector import SelfPlayBatch
 
@@ -94,8 +94,10 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
     ckpt = resolve(checkpoint)
     net, meta = load_checkpoint(ckpt)  # CheckpointError (a ValueError): damaged, or for another engine
     out_path = Path(out) if out is not None else ckpt / ONNX_FILE
+    check_target(out_path)  # UnsafeTarget before any work: the model and its sidecar are files
     if out_path.suffix != ".onnx":
         raise ValueError(f"the output file must end in .onnx, not {out_path.name!r}")
+    check_target(out_path.with_suffix(".json"))
     model = Served(net).eval()
     sidecar = _sidecar(ckpt, meta)
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,20 @@
-"""Atomic writes: a reader sees the old file or the new one, never half of either.
+"""Atomic writes: a reader sees the old file or the new one, never half of either; and nothing but a
+regular file (or a folder this program made) is ever replaced.
 
-Every file the project writes for others to read (records, reports,
-checkpoints, exported models) goes through here: the data goes to a
-temporary file in the same folder, is flushed to disk, and is renamed over
-the target (``os.replace`` is atomic on one file system).  A crash or a full
-disk leaves the previous file untouched and no stray temporary behind.
+Every file the project writes for others to read (records, reports, plots,
+checkpoints, exported models) goes through :func:`write_with`: the data goes to
+a temporary file in the same folder, is flushed to disk, and is renamed over the
+target (``os.replace`` is atomic on one file system).  A crash or a full disk
+leaves the previous file untouched and no stray temporary behind.
+
+Before anything is written the target is checked (:func:`check_target`): an
+empty path, ``.``, ``..``, a folder, a device node, a FIFO, a socket and a
+symbolic link are refused with :class:`UnsafeTarget`, one line naming the path
+and why.  A symbolic link is refused whatever it points to: replacing it would
+cut the link, and writing through it would write somewhere the command line did
+not name.  (Run as root, a rename over ``/dev/null`` would break the machine.)
+A folder (:func:`replace_dir`) replaces only a folder its caller recognises as
+its own.
 """
 
 from __future__ import annotations
@@ -12,19 +22,85 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable
 
-__all__ = ["write_atomic", "write_json_atomic", "write_with", "replace_dir"]
+__all__ = ["UnsafeTarget", "check_target", "check_folder", "check_dir_target", "write_atomic", "write_json_atomic",
+           "write_with", "temp_dir_for", "replace_dir"]
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISREG, "a file"))
+
+
+class UnsafeTarget(OSError, ValueError):
+    """A write refused before anything was touched (one line: the path and why).  Both an OSError
+    (it is about the file system) and a ValueError (it is bad input: exit 2 where a command checks it
+    first)."""
+
+
+def _named(path: str | Path) -> Path:
+    """``path`` as a Path, refused when it names no file: empty, ``.``, ``..`` or a root."""
+    if str(path) == "":
+        raise UnsafeTarget("refusing to write to an empty path")
+    if os.path.basename(str(path).rstrip("/")) in ("", ".", ".."):
+        raise UnsafeTarget(f"refusing to write {str(path)!r}: it names no file or folder of its own (., .., /)")
+    return Path(path)
+
+
+def _kind(st: os.stat_result) -> str:
+    return next((text for test, text in _KINDS if test(st.st_mode)), "of an unknown kind")
+
+
+def _check_kind(path: str | Path, wanted: Callable[[int], bool], refusal: str) -> Path:
+    """``path`` as a Path when nothing is there (a link is something) or ``wanted(mode)``; else
+    UnsafeTarget with ``refusal`` filled in (``{p}``: the path, ``{kind}``: what is there)."""
+    p = _named(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return p
+    if not wanted(st.st_mode):
+        raise UnsafeTarget(refusal.format(p=p, kind=_kind(st)))
+    return p
+
+
+def check_target(path: str | Path) -> Path:
+    """``path`` as a Path, when a file may be written there: it does not exist yet, or is a regular
+    file (not a link to one).  UnsafeTarget otherwise."""
+    return _check_kind(path, stat.S_ISREG, "refusing to write {p}: it is {kind}, not a regular file;"
+                                           " nothing was written")
+
+
+def check_folder(path: str | Path) -> Path:
+    """``path`` as a Path, when files may be written into it (a run or report folder): it does not
+    exist yet, or is a folder (not a link to one; what it holds besides the files written stays).
+    UnsafeTarget otherwise."""
+    return _check_kind(path, stat.S_ISDIR, "refusing to write into {p}: it is {kind}, not a folder;"
+                                           " nothing was written")
+
+
+def check_dir_target(path: str | Path, replaceable: Callable[[Path], bool] | None = None,
+                     what: str = "") -> Path:
+    """``path`` as a Path, when a folder may be put there: it does not exist, is an empty folder, or
+    ``replaceable(path)`` recognises the folder as one the caller made (``what`` says which, for the
+    message).  UnsafeTarget otherwise (a link, a file, a device, a folder holding anything else)."""
+    p = _check_kind(path, stat.S_ISDIR, "refusing to write the folder {p}: it is {kind}; nothing was written")
+    if p.exists() and any(p.iterdir()) and not (replaceable is not None and replaceable(p)):
+        holds = f"files that are not {what}" if what else "files"
+        raise UnsafeTarget(f"refusing to use the folder {p}: it holds {holds} (choose a new or empty folder);"
+                           " nothing was touched")
+    return p
 
 
 def write_with(path: str | Path, write: Callable[[IO[bytes]], Any], mode: int = 0o644) -> Any:
     """Call ``write(f)`` on a temporary binary file next to ``path``, then rename it into place.
 
     Returns what ``write`` returned.  ``mode`` is the finished file's permission
-    (a temporary file is private; a finished one is for everyone by default)."""
-    path = Path(path)
+    (a temporary file is private; a finished one is for everyone by default).
+    UnsafeTarget, before anything is written, for a target that is not a file (:func:`check_target`)."""
+    path = check_target(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -32,6 +108,7 @@ def write_with(path: str | Path, write: Callable[[IO[bytes]], Any], mode: int = 
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
+        check_target(path)  # again: what was there may have changed while the data was made
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -50,18 +127,33 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
     write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-def replace_dir(tmp: str | Path, dest: str | Path) -> Path:
-    """Move the finished folder ``tmp`` to ``dest``, replacing an older one there.
+def temp_dir_for(dest: str | Path) -> Path:
+    """A new private folder next to ``dest`` (``.NAME.*.tmp``), to fill and then :func:`replace_dir`."""
+    dest = _named(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp"))
+
+
+def replace_dir(tmp: str | Path, dest: str | Path, replaceable: Callable[[Path], bool] | None = None,
+                what: str = "") -> Path:
+    """Move the finished folder ``tmp`` to ``dest``, replacing an older one there only when it is empty
+    or ``replaceable`` recognises it (:func:`check_dir_target`; UnsafeTarget otherwise, and ``tmp``
+    is removed).
 
     Two renames: the old folder steps aside, the new one takes its name; only
     then is the old one deleted, so a crash between them leaves a complete
     folder under one of the two names."""
-    tmp, dest = Path(tmp), Path(dest)
-    if dest.exists():
-        old = dest.with_name(dest.name + f".old{os.getpid()}")
-        os.replace(dest, old)
+    tmp = Path(tmp)
+    try:
+        dest = check_dir_target(dest, replaceable, what)
+    except UnsafeTarget:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if dest.exists() and any(dest.iterdir()):
+        old = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".old"))
+        os.replace(dest, old)  # onto the empty folder just made
         os.replace(tmp, dest)
         shutil.rmtree(old, ignore_errors=True)
     else:
-        os.replace(tmp, dest)
+        os.replace(tmp, dest)  # a rename onto an empty folder replaces it
     return dest

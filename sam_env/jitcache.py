@@ -23,9 +23,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable
+
+from .atomic import write_atomic
 
 STAMP = "numba-sources.sha256"
 _done: set[str] = set()
@@ -65,18 +66,6 @@ def cache_dirs(folder: Path) -> list[tuple[Path, bool]]:
     return [(in_tree, True), (Path(AppDirs(appname="numba", appauthor=False).user_cache_dir) / sub, False)]
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def refresh(package: str, uses: Iterable[str] = ()) -> bool:
     """Delete package ``package``'s numba caches if its sources, or those of the packages named
     in ``uses``, changed since they were cached.  Returns whether a cache file was deleted.
@@ -102,7 +91,7 @@ def refresh(package: str, uses: Iterable[str] = ()) -> bool:
             for f in [*d.glob("*.nbi"), *d.glob("*.nbc")]:
                 f.unlink(missing_ok=True)
                 cleared = True
-            _write_atomic(stamp, fp + "\n")
+            write_atomic(stamp, fp + "\n")
         except OSError:
             continue  # a folder we may not write: numba cannot cache there either
     return cleared

@@ -35,7 +35,7 @@ from agents.export import export  # noqa: E402
 from agents.nets.belief import PLACES, BeliefNet, load_belief, save_belief  # noqa: E402
 from agents.nets.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from agents.nets.format import (MAX_JSON_BYTES, CheckpointError, belief_shapes, file_sha256,  # noqa: E402
-                                policy_shapes)
+                                policy_shapes, sealed)
 from agents.nets.policy import PolicyNet, build_net  # noqa: E402
 from agents.onnx_agent import OnnxAgent  # noqa: E402
 from agents.registry import make_agent  # noqa: E402
@@ -192,7 +192,7 @@ def _nan_copy(src: Path, dest: Path) -> Path:
     save_file(tensors, str(weights))
     meta = json.loads((folder / "metadata.json").read_text())
     meta["sha256"]["model.safetensors"] = file_sha256(weights)
-    (folder / "metadata.json").write_text(json.dumps(meta))
+    (folder / "metadata.json").write_text(json.dumps(sealed(meta)))
     return folder
 
 
@@ -247,7 +247,7 @@ def test_a_run_folder_is_served_from_its_newest_good_checkpoints_export(exported
 def _edit_metadata(folder: Path, **model: int) -> None:
     meta = json.loads((folder / "metadata.json").read_text())
     meta["model"].update(model)
-    (folder / "metadata.json").write_text(json.dumps(meta))
+    (folder / "metadata.json").write_text(json.dumps(sealed(meta)))  # a consistent edit: the later checks
 
 
 def test_an_absurd_model_shape_is_refused_before_it_is_built(exported: Path, tmp_path: Path) -> None:
@@ -282,7 +282,7 @@ def test_a_weights_file_whose_tensors_overrun_it_is_refused(exported: Path, tmp_
     weights.write_bytes(weights.read_bytes()[:-1000])
     meta = json.loads((folder / "metadata.json").read_text())
     meta["sha256"]["model.safetensors"] = file_sha256(weights)  # the damage recorded as if it were the file
-    (folder / "metadata.json").write_text(json.dumps(meta))
+    (folder / "metadata.json").write_text(json.dumps(sealed(meta)))
     with pytest.raises(CheckpointError, match="does not lie in the file"):
         load_checkpoint(folder)
 

@@ -25,7 +25,7 @@ with warnings.catch_warnings():  # Starlette's notice about httpx, at import
 
 from agents.nets.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from agents.nets.factory import NetworkError, build_network, network_class  # noqa: E402
-from agents.nets.format import MODEL_FILE, CheckpointError, policy_shapes, read_metadata  # noqa: E402
+from agents.nets.format import MODEL_FILE, CheckpointError, policy_shapes, read_metadata, sealed  # noqa: E402
 from agents.nets.policy import PolicyNet, build_net  # noqa: E402
 from agents.policy_agent import PolicyAgent  # noqa: E402
 from agents.search import SearchAgent  # noqa: E402
@@ -136,11 +136,11 @@ def test_a_users_checkpoint_records_its_kind_and_loads_its_class(tmp_path: Path)
     # weights of another shape are refused before anything is built; so is a module that is not there
     meta = json.loads((ckpt / "metadata.json").read_text())
     meta["model"]["width"] = 9
-    (ckpt / "metadata.json").write_text(json.dumps(meta))
+    (ckpt / "metadata.json").write_text(json.dumps(sealed(meta)))
     with pytest.raises(CheckpointError, match=r"model.safetensors does not hold the network its metadata"):
         load_checkpoint(ckpt)
     meta["model"]["kind"] = "gone_pkg.nets:TinyNet"
-    (ckpt / "metadata.json").write_text(json.dumps(meta))
+    (ckpt / "metadata.json").write_text(json.dumps(sealed(meta)))
     with pytest.raises(CheckpointError, match=r"its model gone_pkg.nets:TinyNet does not build \(model kind"):
         load_checkpoint(ckpt)
     with pytest.raises(NetworkError, match="neither a registered network"):

@@ -128,9 +128,11 @@ def test_bad_arguments_are_one_line_and_start_nothing(argv: list[str], message: 
 def test_an_out_folder_in_use_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "old.txt").write_text("x")
     assert bench.main(["--to-strength", "--out", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == f"samloc bench: --out {tmp_path} is not a new or empty folder\n"
+    assert capsys.readouterr().err == (f"samloc bench: --out: refusing to use the folder {tmp_path}: it holds files"
+                                       " (choose a new or empty folder); nothing was touched\n")
     assert bench.main(["--to-strength", "--out", str(tmp_path / "old.txt")]) == 2
-    assert capsys.readouterr().err == f"samloc bench: --out {tmp_path / 'old.txt'} is not a new or empty folder\n"
+    assert capsys.readouterr().err == (f"samloc bench: --out: refusing to write the folder {tmp_path / 'old.txt'}:"
+                                       " it is a file; nothing was written\n")
 
 
 def test_checkpoint_every_minutes_and_keep_all_are_config_keys() -> None:

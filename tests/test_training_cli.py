@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.nets.format import file_sha256
+from agents.nets.format import file_sha256, sealed
 from samloc.commands import train as cli
 from training import pipeline
 from training.config import ConfigError, TrainConfig
@@ -222,7 +222,7 @@ def test_a_resume_whose_counters_are_not_numbers_names_the_file_and_the_field(
     meta_file = trainer.with_name("metadata.json")  # the hash made to match, as a hand edit would
     meta = json.loads(meta_file.read_text())
     meta["sha256"]["trainer.json"] = file_sha256(trainer)
-    meta_file.write_text(json.dumps(meta))
+    meta_file.write_text(json.dumps(sealed(meta)))
     assert cli.main(["--resume", str(run), "--more-minutes", "1"]) == 2
     assert capsys.readouterr().err.strip() == (f"samloc train: {trainer}: counters.decisions_trained is \"5000\","
                                                " not a number")

@@ -444,18 +444,18 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_good_one_stays
     from agents.nets import checkpoint as ckpt_mod
     from samloc.commands.train import main
 
-    real = ckpt_mod.save_file
+    real = ckpt_mod.write_atomic
     calls = {"n": 0}
 
-    def fill_up(tensors: Any, path: str, *a: Any, **kw: Any) -> None:
-        calls["n"] += 1
+    def fill_up(path: Path, data: Any) -> None:
+        calls["n"] += str(path).endswith(".safetensors")
         if calls["n"] > 4:  # two checkpoints (weights + trainer state each), then the disk is full
             with open(path, "wb") as f:
                 f.write(b"x" * 100)
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
-        real(tensors, path, *a, **kw)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real(path, data)
 
-    monkeypatch.setattr(ckpt_mod, "save_file", fill_up)
+    monkeypatch.setattr(ckpt_mod, "write_atomic", fill_up)
     run = tmp_path / "run"
     rc = main(["--config", "quick", "--run-dir", str(run), *TINY, "checkpoint.every_updates=5",
                "total_decisions=10000000"])

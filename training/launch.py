@@ -12,9 +12,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from agents.nets.checkpoint import check_bot_folder
 from agents.nets.factory import network_shapes
 from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read_json_file, read_metadata,
                                 resolve, verify)
+from sam_env.atomic import UnsafeTarget, check_folder
 
 from .config import ConfigError, TrainConfig, stop_reason, training_tables
 from .config_load import load_config
@@ -169,11 +171,27 @@ def check_memory(cfg: TrainConfig, embedded: bool) -> None:
                          f" this machine has {have / 2**30:,.1f} GiB (make model.hidden or model.layers smaller)")
 
 
+def check_write_targets(cfg: TrainConfig, run_dir: Path) -> None:
+    """The run folder is a folder (or new); ``checkpoint.export_to`` is a new or empty folder or a bot
+    this run's name made (never ``.``, ``..``, a link, a file or a folder holding anything else: it is
+    replaced whole).  TrainError (one line) otherwise."""
+    try:
+        check_folder(run_dir)
+    except UnsafeTarget as exc:
+        raise TrainError(f"the run folder: {exc}") from None
+    try:
+        if cfg.checkpoint.export_to:
+            check_bot_folder(cfg.checkpoint.export_to, cfg.name)
+    except UnsafeTarget as exc:
+        raise TrainError(f"checkpoint.export_to: {exc}") from None
+
+
 def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> Any:
     """Every check that needs no Ray; the learner's device.  Raises the first problem found."""
     cfg, ckpt = launch.cfg, launch.ckpt
+    check_write_targets(cfg, run_dir)
     for what, path in (("the run folder", run_dir), ("checkpoint.export_to", Path(cfg.checkpoint.export_to))):
-        if str(path) not in ("", ".") and not _writable(path):
+        if (cfg.checkpoint.export_to or what == "the run folder") and not _writable(path):
             raise TrainError(f"{what} {path} cannot be written here")
     check_memory(cfg, embedded=not ray_address)
     shape = cfg.model.hparams()

@@ -136,9 +136,12 @@ class RunLoop:
                     self.log_progress()
                     if batches or not in_order:  # deterministic: only after an update (nothing queued)
                         reason = self._stop_reason() or stop.reason
-            self.evaluator.finish()  # a periodic evaluation in flight is part of the curve
-            self.log_scalars()
-            final = self.save()
+            with stop:  # the end too: a signal now stops nothing half-way, a second one stops at once
+                if self.evaluator.in_flight is not None:
+                    self.save()  # a checkpoint before waiting for the evaluation: a Ctrl-C there leaves it
+                self.evaluator.finish()  # a periodic evaluation in flight is part of the curve
+                self.log_scalars()
+                final = self.save()
         finally:
             self.algo.stop()
             self.workers.stop()

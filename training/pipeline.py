@@ -24,7 +24,7 @@ from .belief import train_belief
 from .config import TrainConfig, eval_players, eval_rules
 from .curve import plot_curve
 from .evaluation import EvalTarget, evaluate_weights
-from .launch import check_memory
+from .launch import check_memory, check_write_targets
 from .loop import RunLoop
 from .rollout import weights_to_numpy
 
@@ -118,6 +118,7 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     t0 = time.time()
     torch.set_num_threads(1)
     check_memory(cfg, embedded=not ray_address)
+    check_write_targets(cfg, run_dir)  # before training: export_to is replaced at the end
     loop = RunLoop(cfg, run_dir, resume=resume, ray_address=ray_address, command=command, dashboard=dashboard,
                    on_update=on_update, evaluation=evaluation)
     say(f"samloc train: run folder {run_dir}  (tensorboard --logdir {run_dir.parent})")
@@ -140,7 +141,10 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     loop.board.close(summary, report)
     if cfg.checkpoint.export_to:                                             # the copy of the bot
         extra = {"eval_report.json": report} if report else {}
-        summary["exported_to"] = str(copy_checkpoint(ckpt_dir, Path(cfg.checkpoint.export_to), extra))
+        try:
+            summary["exported_to"] = str(copy_checkpoint(ckpt_dir, cfg.checkpoint.export_to, extra))
+        except OSError as exc:  # UnsafeTarget: something was put there while it trained
+            res.errors.append(f"checkpoint.export_to: {exc}; the run's checkpoint is kept in {ckpt_dir}")
     write_json_atomic(run_dir / "summary.json", summary)
     res.seconds = time.time() - t0
     return res

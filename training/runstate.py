@@ -22,7 +22,7 @@ import torch
 from agents.nets import checkpoint as ckpt
 from agents.nets.format import CheckpointMeta, latest_good, list_checkpoints
 from sam_env.actions import ACTION_TABLE_VERSION
-from sam_env.atomic import write_atomic, write_json_atomic
+from sam_env.atomic import check_folder, check_target, write_atomic, write_json_atomic
 from sam_env.machine import git_commit
 from sam_env.obs import OBS_VERSION
 from sam_env.seeding import mix
@@ -113,7 +113,7 @@ class RunState:
         #: the code this sitting runs, read once: the tree may move on while it trains
         self.code_commit = git_commit()
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            check_folder(self.run_dir).mkdir(parents=True, exist_ok=True)
             write_atomic(self.run_dir / "config.yaml", to_yaml(self.cfg))
             if not resume:
                 write_json_atomic(self.run_dir / "run.json", {
@@ -243,5 +243,5 @@ class RunState:
         """A finished evaluation: into the history and ``eval.jsonl``."""
         self.eval_history.append(entry)
         self.last_eval = entry
-        with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as f:
+        with open(check_target(self.run_dir / "eval.jsonl"), "a", encoding="utf-8") as f:  # appended: a file
             f.write(json.dumps(entry) + "\n")

@@ -27,7 +27,7 @@ import torch
 
 from agents.evaluate import evaluate
 from agents.nets.format import list_checkpoints, read_metadata
-from sam_env.atomic import write_json_atomic, write_with
+from sam_env.atomic import UnsafeTarget, check_dir_target, write_json_atomic, write_with
 from sam_env.rules import RuleSet
 
 from .config import ConfigError, TrainConfig, eval_players, eval_rules, to_dict
@@ -83,8 +83,11 @@ def check_scoring(deals: int, few_deals_ok: bool) -> None:
 
 
 def check_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"--out {out} is not a new or empty folder")
+    """The benchmark's folder: new or empty (UnsafeTarget as a ConfigError)."""
+    try:
+        check_dir_target(out)
+    except UnsafeTarget as exc:
+        raise ConfigError(f"--out: {exc}") from None
 
 
 def seed_config(plan: Plan, seed: int) -> TrainConfig:

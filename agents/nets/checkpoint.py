@@ -13,7 +13,6 @@ metadata records (a user's kind imports its module: see there).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,56 +20,56 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
-from sam_env.atomic import replace_dir
+from sam_env.atomic import check_dir_target, replace_dir, temp_dir_for, write_atomic
 
-from .format import (BELIEF_FILE, BELIEF_META, FORMAT, ONNX_FILE, ONNX_META, META_FILE, MODEL_FILE,
+from .format import (BELIEF_FILE, BELIEF_META, BOT_FILES, FORMAT, ONNX_FILE, ONNX_META, META_FILE, MODEL_FILE,
                      TRAINER_JSON, TRAINER_TENSORS, CheckpointError, CheckpointMeta, check_size,
-                     check_tensors, file_sha256, list_checkpoints, resolve, verify)
+                     check_tensors, file_sha256, is_checkpoint_of, list_checkpoints, read_metadata,
+                     resolve, sealed, verify)
 from .factory import build_network, network_shapes
 from .interface import PolicyNetwork
 from .outputs import Infer, check_known_positions
 
-__all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", "copy_checkpoint"]
+__all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", "check_bot_folder", "copy_checkpoint"]
 
 
 def save_checkpoint(ckpt_dir: str | Path, net: PolicyNetwork, metadata: dict[str, Any],
                     trainer_tensors: dict[str, torch.Tensor] | None = None,
                     trainer_state: dict[str, Any] | None = None) -> Path:
     """Write a checkpoint folder atomically (temp folder, then rename); returns its path.  On an error
-    (a full disk) the temporary folder is removed and the error raised."""
+    (a full disk) the temporary folder is removed and the error raised.  A folder already there is
+    replaced only when it is a checkpoint of the same run (a resumed run writing its step again):
+    UnsafeTarget otherwise."""
     ckpt_dir = Path(ckpt_dir)
-    ckpt_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = ckpt_dir.with_name(ckpt_dir.name + f".tmp{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    try:
-        save_file({k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}, str(tmp / MODEL_FILE))
+    tmp = temp_dir_for(ckpt_dir)
+    try:  # each file by the one atomic write (flushed to disk), into the folder made for them
+        write_atomic(tmp / MODEL_FILE, _safetensors(net.state_dict()))
         files = [MODEL_FILE]
         if trainer_tensors is not None:
-            save_file({k: v.detach().cpu().contiguous() for k, v in trainer_tensors.items()},
-                      str(tmp / TRAINER_TENSORS))
+            write_atomic(tmp / TRAINER_TENSORS, _safetensors(trainer_tensors))
             files.append(TRAINER_TENSORS)
         if trainer_state is not None:
-            with open(tmp / TRAINER_JSON, "w", encoding="utf-8") as f:
-                json.dump(trainer_state, f)
+            write_atomic(tmp / TRAINER_JSON, json.dumps(trainer_state))
             files.append(TRAINER_JSON)
         meta = dict(metadata)
         meta["format"] = FORMAT
         meta["model"] = net.hparams()
         meta["sha256"] = {name: file_sha256(tmp / name) for name in files}
+        meta = sealed(meta)  # with the hash of itself
         CheckpointMeta.from_json(meta, str(ckpt_dir))  # what is written must read back
-        with open(tmp / META_FILE, "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=2)
-        for name in files + [META_FILE]:
-            with open(tmp / name, "rb") as f:
-                os.fsync(f.fileno())
+        write_atomic(tmp / META_FILE, json.dumps(meta, indent=2))
     except BaseException:  # a full disk, say: free what was written; the previous checkpoints stay as they were
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return replace_dir(tmp, ckpt_dir)  # the same step written again (a resumed run) is replaced
+    name = str(meta.get("name") or "")
+    return replace_dir(tmp, ckpt_dir, lambda p: is_checkpoint_of(p, name), f"a checkpoint of the run {name!r}")
+
+
+def _safetensors(tensors: dict[str, torch.Tensor]) -> bytes:
+    """Tensors as the bytes of a safetensors file (CPU, contiguous: as any device wrote them)."""
+    return save({k: v.detach().cpu().contiguous() for k, v in tensors.items()})
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PolicyNetwork, CheckpointMeta]:
@@ -126,20 +125,26 @@ def prune(run_dir: str | Path, keep: int) -> None:
                 shutil.rmtree(p, ignore_errors=True)
 
 
+def check_bot_folder(dest: str | Path, name: str) -> Path:
+    """``dest`` as a Path, when a bot of the run called ``name`` may be put there
+    (:func:`copy_checkpoint`): a new or empty folder, or one that holds a bot of that run and nothing
+    else.  UnsafeTarget (one line) otherwise: nothing else is ever deleted or renamed."""
+    return check_dir_target(dest, lambda p: is_checkpoint_of(p, name, BOT_FILES), f"a bot of the run {name!r}")
+
+
 def copy_checkpoint(ckpt_dir: str | Path, dest: str | Path, extra_files: dict[str, Any] | None = None) -> Path:
     """Copy a checkpoint's weights, metadata, belief and ONNX export (not the trainer state) to ``dest``,
-    atomically: what a bot folder serves."""
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    shutil.copy2(Path(ckpt_dir) / MODEL_FILE, tmp / MODEL_FILE)
-    shutil.copy2(Path(ckpt_dir) / META_FILE, tmp / META_FILE)
-    for name in (BELIEF_FILE, BELIEF_META, ONNX_FILE, ONNX_META):  # when the run made them
-        if (Path(ckpt_dir) / name).is_file():
-            shutil.copy2(Path(ckpt_dir) / name, tmp / name)
-    for name, data in (extra_files or {}).items():
-        (tmp / name).write_text(json.dumps(data, indent=2) if not isinstance(data, str) else data,
-                                encoding="utf-8")
-    return replace_dir(tmp, dest)
+    atomically: what a bot folder serves.  ``dest`` is checked first (:func:`check_bot_folder`)."""
+    name = read_metadata(ckpt_dir).name
+    dest = check_bot_folder(dest, name)
+    tmp = temp_dir_for(dest)
+    try:
+        for file in (MODEL_FILE, META_FILE, BELIEF_FILE, BELIEF_META, ONNX_FILE, ONNX_META):
+            if (Path(ckpt_dir) / file).is_file():  # the belief and ONNX: when the run made them
+                shutil.copy2(Path(ckpt_dir) / file, tmp / file)
+        for file, data in (extra_files or {}).items():
+            write_atomic(tmp / file, json.dumps(data, indent=2) if not isinstance(data, str) else data)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return replace_dir(tmp, dest, lambda p: is_checkpoint_of(p, name, BOT_FILES), f"a bot of the run {name!r}")

@@ -34,6 +34,7 @@ import os
 import re
 import stat
 import struct
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping
@@ -46,6 +47,10 @@ MODEL_FILE, META_FILE = "model.safetensors", "metadata.json"
 TRAINER_TENSORS, TRAINER_JSON = "trainer.safetensors", "trainer.json"
 BELIEF_FILE, BELIEF_META = "belief.safetensors", "belief.json"
 ONNX_FILE, ONNX_META = "policy.onnx", "policy.json"  # the served artifact (agents/export.py)
+REPORT_FILE = "eval_report.json"  # the final evaluation, beside the weights it scored
+#: Every file a checkpoint folder may hold; a bot folder (``checkpoint.export_to``) holds the first ones.
+BOT_FILES = frozenset({MODEL_FILE, META_FILE, BELIEF_FILE, BELIEF_META, ONNX_FILE, ONNX_META, REPORT_FILE})
+CHECKPOINT_FILES = BOT_FILES | {TRAINER_TENSORS, TRAINER_JSON}
 FORMAT = "samloc-checkpoint/1"
 DEFAULT_KIND = "mlp"  # the registered network (agents.nets.policy.PolicyNet); a model without "kind" is one
 #: A user's network: ``package.module:Class`` (agents.nets.factory imports it).
@@ -317,13 +322,36 @@ def read_metadata(ckpt_dir: str | Path) -> CheckpointMeta:
     return CheckpointMeta.from_json(raw, str(path))
 
 
-def verify(ckpt_dir: str | Path, trainer: bool = False) -> CheckpointMeta:
-    """The metadata, after checking the versions and the hash of the weights (and of the trainer
-    files when asked)."""
+def metadata_digest(raw: Mapping[str, Any]) -> str:
+    """The SHA-256 a metadata document records of itself: of its canonical JSON (sorted keys, no
+    spaces, ASCII) without that entry, so that it can be written into the file it covers."""
+    body = dict(raw)
+    hashes = body.get("sha256")
+    if isinstance(hashes, dict):
+        body["sha256"] = {k: v for k, v in hashes.items() if k != META_FILE}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def sealed(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A metadata document (as it will read back from JSON) with its own hash set: what is written."""
+    out = json.loads(json.dumps(raw))
+    out.setdefault("sha256", {})[META_FILE] = metadata_digest(out)
+    return out
+
+
+def verify(ckpt_dir: str | Path, trainer: bool = False, served: bool = False) -> CheckpointMeta:
+    """The metadata, after checking its own hash (where it records one), the versions and the hash of
+    the weights (and of the trainer files when asked; of the exported ``policy.onnx``, when
+    ``served`` and the checkpoint has one)."""
     ckpt_dir = Path(ckpt_dir)
     meta = read_metadata(ckpt_dir)
-    check_versions({**meta.raw, **meta.model}, str(ckpt_dir))
     hashes = meta.raw.get("sha256") or {}
+    if not isinstance(hashes, dict):
+        raise CheckpointError(f"{ckpt_dir}: {META_FILE} is damaged (its sha256 is not a table)")
+    if META_FILE in hashes and hashes[META_FILE] != metadata_digest(meta.raw):
+        raise CheckpointError(f"{ckpt_dir}: {META_FILE} is damaged or was changed (hash mismatch)")
+    check_versions({**meta.raw, **meta.model}, str(ckpt_dir))
     for name in [MODEL_FILE] + ([TRAINER_TENSORS, TRAINER_JSON] if trainer else []):
         if name not in hashes:
             raise CheckpointError(f"{ckpt_dir}: {name} is not part of this checkpoint")
@@ -332,7 +360,35 @@ def verify(ckpt_dir: str | Path, trainer: bool = False) -> CheckpointMeta:
             raise CheckpointError(f"{ckpt_dir}: {name} is missing")
         if file_sha256(p) != hashes[name]:
             raise CheckpointError(f"{ckpt_dir}: {name} is truncated or corrupt (hash mismatch)")
+    if served and (ckpt_dir / ONNX_FILE).exists():
+        _verify_onnx(ckpt_dir, hashes[MODEL_FILE])
     return meta
+
+
+def _verify_onnx(ckpt_dir: Path, weights_sha256: str) -> None:
+    """The exported model matches the SHA-256 its sidecar records, and was exported from these weights."""
+    try:
+        side = read_json_file(ckpt_dir / ONNX_META)
+    except FileNotFoundError:
+        raise CheckpointError(f"{ckpt_dir}: {ONNX_FILE} has no {ONNX_META} beside it") from None
+    if not isinstance(side, dict) or side.get("onnx_sha256") != file_sha256(ckpt_dir / ONNX_FILE):
+        raise CheckpointError(f"{ckpt_dir}: {ONNX_FILE} is truncated or corrupt (hash mismatch with {ONNX_META})")
+    if side.get("checkpoint_sha256") not in (None, weights_sha256):
+        raise CheckpointError(f"{ckpt_dir}: {ONNX_FILE} was not exported from these weights")
+
+
+def is_checkpoint_of(folder: Path, name: str, files: frozenset[str] = CHECKPOINT_FILES) -> bool:
+    """Whether ``folder`` holds a checkpoint of the run called ``name`` and nothing else: only regular
+    files a checkpoint has (``files``), with a metadata.json that names that run.  What a run may
+    replace (its own checkpoint written again; its bot in ``checkpoint.export_to``)."""
+    try:
+        entries = list(folder.iterdir())
+        if not all(p.name in files and not p.is_symlink() and p.is_file() for p in entries):
+            return False
+        raw = read_json_file(folder / META_FILE)
+    except (OSError, CheckpointError):
+        return False
+    return isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("name") == name
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -343,15 +399,16 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if p.is_dir() and p.name.startswith("ckpt_") and "." not in p.name)
 
 
-def latest_good(run_dir: str | Path, trainer: bool = True, warn: Any = None) -> Path:
-    """The newest checkpoint of a run that verifies; ``warn(msg)`` hears about each bad one skipped."""
+def latest_good(run_dir: str | Path, trainer: bool = True, warn: Any = None, served: bool = False) -> Path:
+    """The newest checkpoint of a run that verifies (:func:`verify` with ``trainer`` and ``served``);
+    ``warn(msg)`` hears about each bad one skipped."""
     cands = list_checkpoints(run_dir)
     if not cands:
         raise CheckpointError(f"{run_dir}: no checkpoints in this run folder")
     errors = []
     for p in reversed(cands):
         try:
-            verify(p, trainer=trainer)
+            verify(p, trainer=trainer, served=served)
             return p
         except CheckpointError as exc:
             errors.append(str(exc))
@@ -360,13 +417,26 @@ def latest_good(run_dir: str | Path, trainer: bool = True, warn: Any = None) -> 
     raise CheckpointError(f"{run_dir}: no usable checkpoint ({errors[0]})")
 
 
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One line on standard error, once per process (a command may resolve a run folder twice): a
+    damaged checkpoint skipped."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"samloc: {message}", file=sys.stderr)
+
+
 def resolve(path: str | Path) -> Path:
-    """A checkpoint folder, or a run folder (→ its newest good checkpoint)."""
+    """A checkpoint folder, or a run folder (→ its newest good checkpoint: weights, metadata and
+    exported model verified, so that every command falls back to the same one; a warning line for
+    each damaged one skipped)."""
     p = Path(path)
     if not p.exists():
         raise CheckpointError(f"{path}: no such checkpoint or run folder")
     if (p / META_FILE).exists():
         return p
     if (p / "checkpoints").is_dir():
-        return latest_good(p, trainer=False)
+        return latest_good(p, trainer=False, warn=warn, served=True)
     raise CheckpointError(f"{path}: neither a checkpoint folder nor a run folder")

@@ -8,7 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from agents.nets.format import BELIEF_FILE, MODEL_FILE
+from agents.nets.format import BELIEF_FILE, BELIEF_META, MODEL_FILE
+from sam_env.atomic import UnsafeTarget, check_target
 from training import belief
 from training.belief import train_belief
 
@@ -36,6 +37,12 @@ def main(argv: list[str]) -> int:
     if not (Path(args.checkpoint) / MODEL_FILE).is_file():
         print(f"samloc belief: {args.checkpoint} is not a checkpoint folder (no {MODEL_FILE})",
               file=sys.stderr)
+        return 2
+    try:  # the belief's two files, before the games are played
+        for name in (BELIEF_FILE, BELIEF_META):
+            check_target(Path(args.checkpoint) / name)
+    except UnsafeTarget as exc:
+        print(f"samloc belief: {exc}", file=sys.stderr)
         return 2
     command = "samloc belief " + " ".join(shlex.quote(a) for a in argv)
     try:

@@ -10,6 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
+from sam_env.atomic import UnsafeTarget, check_target
 from sam_env.roundtrip import roundtrip
 from sam_env.rules import DEFAULT_PRESET, RulesError
 
@@ -46,7 +47,8 @@ def ends_text(ends: dict[str, int]) -> str:
 def main(args: argparse.Namespace) -> int:
     try:
         rules = table(args.rules, args.players)
-    except RulesError as exc:
+        check_target(args.out)  # before the games are played
+    except (RulesError, UnsafeTarget) as exc:
         return fail("samloc demo", exc)
     r = roundtrip(rules, args.players, args.games, args.seed, Path(args.out))
     print(f"played {r.games} random games ({rules.name}, {args.players} players) in {r.play_seconds:.1f} s")

@@ -22,6 +22,7 @@ from agents.eval_report import write_report
 from agents.evaluate import evaluate, evaluate_tables, safe_name, table_name, trained_tables
 from agents.matches import IllegalMoveError
 from agents.registry import make_agent
+from sam_env.atomic import check_folder, check_target
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
 from .args import Parser, agent_spec, non_negative, nonempty, parse, parse_tables, path, positive
@@ -80,6 +81,10 @@ def _plan(args: argparse.Namespace) -> _Plan:
         raise ValueError(f"--workers plays the chunks apart, which this run cannot: {why}")
     if args.resume and not args.out:
         raise ValueError("--resume continues the run in --out: give the --out folder of the interrupted run")
+    if args.save_games is not None:
+        check_target(args.save_games)  # UnsafeTarget (a ValueError) now, not after the games
+    if args.out is not None:
+        check_folder(args.out)
     own = trained_tables(agent)
     if tables is None:
         tables = list(own) if own else [(RuleSet.preset(DEFAULT_PRESET), 4)]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from agents.export import RANDOM_TOLERANCE, TOLERANCE, export
+from sam_env.atomic import UnsafeTarget
 
 from .args import Parser, integer, non_negative, parse, path
 
@@ -31,6 +32,9 @@ def main(argv: list[str]) -> int:
         return args
     try:
         side = export(args.checkpoint, args.out, samples=args.samples, seed=args.seed)
+    except UnsafeTarget as exc:  # --out is not a file: a usage error
+        print(f"samloc export: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, OSError) as exc:
         print(f"samloc export: {exc}", file=sys.stderr)
         return 1

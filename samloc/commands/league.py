@@ -18,6 +18,7 @@ from agents.evaluate import table_name, trained_tables
 from agents.league import Entry, expand, rate_league, write_report
 from agents.matches import IllegalMoveError
 from agents.registry import make_agent
+from sam_env.atomic import check_folder
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
 from .args import Parser, agent_spec, integer, non_negative, nonempty, parse, parse_tables, path
@@ -90,6 +91,8 @@ def main(argv: list[str]) -> int:
         return args
     try:
         rules, players, entries, pin, off = _plan(args)
+        if args.out is not None:
+            check_folder(args.out)  # UnsafeTarget (a ValueError) now, not after the games
     except (RulesError, ValueError) as exc:
         print(f"samloc league: {exc}", file=sys.stderr)
         return 2

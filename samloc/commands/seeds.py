@@ -19,6 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from sam_env.atomic import check_target
 from training import seed_curve
 from training.seed_curve import AXES, check_opponents, load_run, plot, table
 
@@ -42,6 +43,8 @@ def main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     try:
+        if args.png is not None:
+            check_target(args.png)  # UnsafeTarget (a ValueError) before anything is read
         runs = [load_run(Path(r)) for r in args.runs]
         check_opponents(runs, [str(r) for r in args.runs], args.opponents)
     except (ValueError, OSError, KeyError) as exc:  # json's errors are ValueErrors
