@@ -46,8 +46,8 @@ from .learner import DeviceError, resolve_device, wants_cuda
 from .runlog import Board, Display, Rate, StopSignals
 from .runstate import Counters, RunState
 from .scheduler import make_scheduler
-from .warm_start import clone_heuristic
 from .sizing import apply_sizing
+from .warm_start import clone_heuristic
 from .workers import WorkerPool
 
 
