@@ -134,8 +134,11 @@ class ModelConfig:
 class RolloutConfig:
     """Self-play generation on Ray actors."""
 
-    num_workers: int = 1
-    """Rollout actors (processes); each runs its own batch of games on one CPU thread."""
+    num_workers: int | str = 1
+    """Rollout actors (processes); each runs its own batch of games on one CPU thread.  auto (the shipped
+    configs but cluster): the CPUs Ray has less 1 for the learner, 1 for the periodic evaluation and the
+    search workers, at least 1 (training/sizing.py); a run says what it chose at its start and records the
+    figure in its config.yaml, which a resume keeps."""
     envs_per_worker: int = 512
     """Games each worker steps together."""
     steps_per_rollout: int = 32

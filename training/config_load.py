@@ -26,6 +26,7 @@ from sam_env.rules import RuleSet, RulesError
 from .algorithms import resolve, sections
 from .config import (CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_players, need,
                      to_dict, training_tables)
+from .sizing import AUTO
 
 
 #: A layer of settings: what to call it (a file, or an override's key), its plain containers, and an
@@ -256,7 +257,9 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.model.hidden >= 8 and cfg.model.layers >= 1, "model.hidden must be >= 8 and model.layers >= 1")
     need(cfg.model.critic in ("full", "obs"), f"model.critic must be full or obs, not {cfg.model.critic!r}")
     ro = cfg.rollout
-    need(1 <= ro.num_workers <= MAX_WORKERS, f"rollout.num_workers must be from 1 to {MAX_WORKERS:,}")
+    auto = ro.num_workers == AUTO
+    need(auto or (isinstance(ro.num_workers, int) and 1 <= ro.num_workers <= MAX_WORKERS),
+         f"rollout.num_workers must be {AUTO} or a whole number from 1 to {MAX_WORKERS:,}, not {ro.num_workers!r}")
     need(ro.envs_per_worker >= len(tabs),
          "rollout.envs_per_worker must give every (rules, players) pair at least one game")
     need(ro.steps_per_rollout >= 1, "rollout.steps_per_rollout must be at least 1")
@@ -277,7 +280,7 @@ def validate(cfg: TrainConfig) -> None:
     need(le.max_policy_lag >= 0 and le.queue_rollouts >= 0 and le.correct_from_lag >= 0,
          "learner.max_policy_lag, queue_rollouts and correct_from_lag must be >= 0")
     need(le.is_clip > 0, "learner.is_clip must be positive")
-    need(le.queue_rollouts == 0 or le.queue_rollouts >= ro.num_workers,
+    need(le.queue_rollouts == 0 or auto or le.queue_rollouts >= ro.num_workers,  # auto: sizing.py checks
          "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
     ev = cfg.eval
     need(ev.every_updates >= 0 and ev.every_minutes >= 0 and ev.deals >= 1 and ev.final_deals >= 0,

@@ -23,6 +23,7 @@ from .config_load import load_config
 from .errors import TrainError
 from .learner import DeviceError, resolve_device
 from .runstate import Counters, new_run_dir
+from .sizing import AUTO, apply_sizing
 from .workers import cpu_shortfall, embedded_cpus
 
 
@@ -163,7 +164,8 @@ def check_memory(cfg: TrainConfig, embedded: bool) -> None:
     network is built on the meta device, so nothing is allocated to count it."""
     shapes = network_shapes(cfg.model.hparams(), "model")
     nbytes = 4 * sum(math.prod(s) for s in shapes.values())
-    copies = 4 + (cfg.rollout.num_workers if embedded else 0)
+    workers = cfg.rollout.num_workers if cfg.rollout.num_workers != AUTO else embedded_cpus()  # auto's most
+    copies = 4 + (workers if embedded else 0)
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if nbytes * copies > have:
         raise TrainError(f"model: the network has {nbytes // 4:,} parameters ({nbytes / 2**30:,.1f} GiB in fp32);"
@@ -186,8 +188,9 @@ def check_write_targets(cfg: TrainConfig, run_dir: Path) -> None:
         raise TrainError(f"checkpoint.export_to: {exc}") from None
 
 
-def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> Any:
-    """Every check that needs no Ray; the learner's device.  Raises the first problem found."""
+def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any, str]:
+    """Every check that needs no Ray: (the learner's device, the line saying what ``auto`` sized on the
+    embedded Ray, '' when nothing).  Raises the first problem found."""
     cfg, ckpt = launch.cfg, launch.ckpt
     check_write_targets(cfg, run_dir)
     for what, path in (("the run folder", run_dir), ("checkpoint.export_to", Path(cfg.checkpoint.export_to))):
@@ -207,10 +210,13 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> Any:
         device = resolve_device(cfg.learner.device)
     except DeviceError as exc:
         raise TrainError(str(exc)) from None
-    short = "" if ray_address else cpu_shortfall(cfg, embedded_cpus(), embedded=True)
+    if ray_address:
+        return device, ""
+    sized = apply_sizing(cfg, embedded_cpus(), device.type)
+    short = cpu_shortfall(cfg, embedded_cpus(), embedded=True)
     if short:
         raise TrainError(short)
-    return device
+    return device, sized
 
 
 def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> list[str]:
@@ -218,14 +224,14 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
     problem found (TrainError, CheckpointError, ConfigError)."""
     cfg, ckpt, counters = launch.cfg, launch.ckpt, launch.counters
     folder = launch.run_dir or new_run_folder(cfg, run_dir)
-    device = _check(launch, folder, ray_address)
+    device, sized = _check(launch, folder, ray_address)
     tables = ", ".join(f"{t.rules.name}/{t.players}" for t in training_tables(cfg))
     ro, ev, d = cfg.rollout, cfg.eval, cfg.section("distill")
     where = (f"the Ray cluster at {ray_address} (not contacted)" if ray_address
              else f"the embedded Ray ({embedded_cpus()} CPUs)")
     minutes = f"max_minutes {cfg.max_minutes:g}" if cfg.max_minutes else "no max_minutes"
-    rollout = (f"{ro.num_workers} x {ro.cpus_per_worker:g} CPU" if not d.enabled or d.ppo
-               else "no rollout workers")
+    count = ro.num_workers if ro.num_workers != AUTO else "auto (sized to the cluster's CPUs when it is joined)"
+    rollout = (f"{count} x {ro.cpus_per_worker:g} CPU" if not d.enabled or d.ppo else "no rollout workers")
     lines = ["samloc train --dry-run: everything checks out; nothing was started",
              f"  run folder:  {folder}" + (f" (resume from {ckpt.name}: update {counters['updates']},"
                                            f" {counters['decisions_trained']:,} decisions,"
@@ -234,6 +240,8 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)",
              f"  workers:     {rollout} on {where}; learner on {device}"
              f" ({cfg.learner.precision})" + ("; deterministic (reproducible)" if ro.deterministic else "")]
+    if sized:
+        lines.append(f"  sizing:      {sized}")
     if d.enabled:
         lines.append(f"  expert iteration: {d.num_workers} x {d.cpus_per_worker:g} CPU search workers"
                      f" (candidates {d.candidates}, worlds {d.worlds}, horizon {d.horizon}, critic {d.critic});"

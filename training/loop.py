@@ -46,6 +46,7 @@ from .learner import DeviceError, resolve_device, wants_cuda
 from .runlog import Board, Display, Rate, StopSignals
 from .runstate import Counters, RunState
 from .scheduler import make_scheduler
+from .sizing import apply_sizing
 from .warm_start import clone_heuristic
 from .workers import WorkerPool
 
@@ -167,9 +168,14 @@ class RunLoop:
         if wants_cuda(cfg.learner.device):
             self.workers.reserve_gpu()
         try:
-            self.algo.learner.to(resolve_device(cfg.learner.device))
+            device = resolve_device(cfg.learner.device)
         except DeviceError as exc:
             raise TrainError(str(exc)) from None
+        self.algo.learner.to(device)
+        sized = apply_sizing(cfg, self.workers.cpus(), device.type)
+        if sized:  # the figure chosen goes into the run folder's config, which a resume reads
+            self.log(sized)
+            self.state.write_config()
         self.workers.check_cpus()
         self.board = Board(cfg, self.state, self.state.c.decisions_trained if self.state.resumed_from else -1)
         actors, self.placement = self.workers.place(self.algo.rollout_actor(), self.algo.rollout_workers,

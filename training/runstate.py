@@ -114,7 +114,7 @@ class RunState:
         self.code_commit = git_commit()
         try:
             check_folder(self.run_dir).mkdir(parents=True, exist_ok=True)
-            write_atomic(self.run_dir / "config.yaml", to_yaml(self.cfg))
+            self.write_config()
             if not resume:
                 write_json_atomic(self.run_dir / "run.json", {
                     "git_commit": self.code_commit, "command": self.command,
@@ -122,6 +122,10 @@ class RunState:
                     "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
         except OSError as exc:
             raise TrainError(f"cannot write the run folder {self.run_dir}: {exc.strerror or exc}") from None
+
+    def write_config(self) -> None:
+        """The run's config as it runs (``auto`` figures once resolved): what a resume reads."""
+        write_atomic(self.run_dir / "config.yaml", to_yaml(self.cfg))
 
     def metadata(self) -> dict[str, Any]:
         cfg, c = self.cfg, self.c

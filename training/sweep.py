@@ -48,6 +48,7 @@ from .evaluation import OpponentsEval
 from .launch import new_run_folder, resolve_launch
 from .loop import RunLoop
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
+from .sizing import AUTO, size_workers
 from .to_strength import (AFTER_TRAINING, OPPONENT, check_out, check_scoring, score_snapshots,
                           snapshot_point)
 from .workers import WorkerPool, embedded_cpus
@@ -257,7 +258,10 @@ def run_trial(config: dict[str, Any]) -> None:
 
 def concurrency(cfg: TrainConfig, cpus: float) -> int:
     """Trials at once: as many as ``cpus`` hold with each one's learner and rollout workers (at least one)."""
-    need = cfg.rollout.num_workers * cfg.rollout.cpus_per_worker
+    workers = cfg.rollout.num_workers
+    if workers == AUTO:  # a trial sizes itself to every CPU: one at a time
+        workers = size_workers(cfg, cpus, "cpu").rollout_workers
+    need = workers * cfg.rollout.cpus_per_worker
     d = cfg.section("distill")
     if d.enabled:
         need = d.num_workers * d.cpus_per_worker + (need if d.ppo else 0)

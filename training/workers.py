@@ -248,9 +248,13 @@ class WorkerPool:
             raise TrainError(f"learner.device={spec}: the GPU of this node ({ip}) is held by other Ray work")
         self.gpu_reservation = pg
 
+    def cpus(self) -> float:
+        """The CPUs of the Ray this run started or joined (a cluster's: every node joined so far)."""
+        return float(ray.cluster_resources().get("CPU", 0))
+
     def check_cpus(self) -> None:
         """Workers that cannot fit: refused here at once (an embedded Ray never grows), said on a cluster."""
-        msg = cpu_shortfall(self.cfg, ray.cluster_resources().get("CPU", 0), embedded=not self.ray_address)
+        msg = cpu_shortfall(self.cfg, self.cpus(), embedded=not self.ray_address)
         if msg and not self.ray_address:
             raise TrainError(msg)
         if msg:

@@ -1,0 +1,146 @@
+"""``rollout.num_workers: auto``: the choice for a faked core count and learner device, its validation, the
+shipped configs that use it, the line a run and a dry run print, and the figure the run folder records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from samloc.commands.train import main
+from training import launch, workers
+from training.config import CONFIG_DIR, ConfigError
+from training.config_load import load_config
+from training.errors import TrainError
+from training.launch import read_run_config
+from training.loop import RunLoop
+from training.runstate import RunState
+from training.sizing import apply_sizing, size_workers
+
+#: A config with the periodic evaluation on (quick's every_minutes) and no search workers.
+QUICK = ["rollout.num_workers=auto"]
+SEARCH = [*QUICK, "distill.enabled=true", "distill.num_workers=4"]
+
+
+@pytest.mark.parametrize("cpus, device, overrides, workers, why", [
+    (2, "cpu", QUICK, 1, "2 CPUs - 1 learner (cpu) - 1 evaluation; at least 1"),
+    (2, "cuda", QUICK, 1, "2 CPUs - 1 learner (cuda) - 1 evaluation; at least 1"),
+    (16, "cpu", QUICK, 14, "16 CPUs - 1 learner (cpu) - 1 evaluation"),
+    (16, "cuda", QUICK, 14, "16 CPUs - 1 learner (cuda) - 1 evaluation"),
+    (64, "cuda", QUICK, 62, "64 CPUs - 1 learner (cuda) - 1 evaluation"),
+    (64, "cpu", [*QUICK, "eval.every_minutes=0", "eval.every_updates=0"], 63, "64 CPUs - 1 learner (cpu)"),
+    (16, "cpu", SEARCH, 10, "16 CPUs - 1 learner (cpu) - 1 evaluation - 4 search workers"),
+    (64, "cuda", [*SEARCH, "distill.num_workers=48"], 14,
+     "64 CPUs - 1 learner (cuda) - 1 evaluation - 48 search workers"),
+    (2, "cpu", [*SEARCH, "distill.num_workers=1"], 1,
+     "2 CPUs - 1 learner (cpu) - 1 evaluation - 1 search worker; at least 1"),
+    (16, "cpu", [*QUICK, "rollout.cpus_per_worker=0.5"], 28, "16 CPUs - 1 learner (cpu) - 1 evaluation, 0.5 CPU each"),
+    (7.5, "cpu", [*QUICK, "rollout.cpus_per_worker=2"], 2, "7.5 CPUs - 1 learner (cpu) - 1 evaluation, 2 CPU each"),
+])
+def test_the_choice_for_a_core_count_a_device_and_search_workers(cpus: float, device: str, overrides: list[str],
+                                                                  workers: int, why: str) -> None:
+    cfg = load_config("quick", overrides)
+    sizing = size_workers(cfg, cpus, device)
+    assert sizing.rollout_workers == workers
+    assert sizing.line == f"rollout.num_workers=auto → {workers} ({why})"
+
+
+def test_only_auto_is_resolved_and_the_config_then_holds_the_number() -> None:
+    fixed = load_config("quick", ["rollout.num_workers=3"])
+    assert apply_sizing(fixed, 64, "cpu") == "" and fixed.rollout.num_workers == 3
+    cfg = load_config("quick", QUICK)
+    assert apply_sizing(cfg, 16, "cpu") == "rollout.num_workers=auto → 14 (16 CPUs - 1 learner (cpu) - 1 evaluation)"
+    assert cfg.rollout.num_workers == 14
+    assert apply_sizing(cfg, 64, "cpu") == "" and cfg.rollout.num_workers == 14  # resolved once
+
+
+def test_a_queue_smaller_than_the_figure_is_refused_in_one_line() -> None:
+    cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
+    assert apply_sizing(cfg, 4, "cpu") and cfg.rollout.num_workers == 2  # 4 rollouts hold 2 workers
+    cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
+    with pytest.raises(TrainError, match=r"^rollout.num_workers=auto → 14 .*: learner.queue_rollouts=4 must be"
+                                         r" 0 \(num_workers \+ 1\) or at least 14$"):
+        apply_sizing(cfg, 16, "cpu")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("autox", "rollout.num_workers must be auto or a whole number from 1 to 10,000, not 'autox'"),
+    ("0", "rollout.num_workers must be auto or a whole number from 1 to 10,000, not 0"),
+    ("10001", "rollout.num_workers must be auto or a whole number from 1 to 10,000, not 10001"),
+    ("2.5", "rollout.num_workers: Value '2.5' of type 'float' is incompatible"),
+    ("true", "rollout.num_workers: Value 'True' of type 'bool' is incompatible"),
+])
+def test_anything_but_auto_or_a_number_in_range_is_one_line_naming_the_key(value: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("quick", [f"rollout.num_workers={value}"])
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    assert load_config("quick", ["rollout.num_workers=auto"]).rollout.num_workers == "auto"
+    assert load_config("quick", ["rollout.num_workers=7"]).rollout.num_workers == 7
+
+
+def test_every_shipped_config_but_cluster_sizes_its_workers() -> None:
+    shipped = {p.stem: yaml.safe_load(p.read_text())["rollout"]["num_workers"] for p in CONFIG_DIR.glob("*.yaml")}
+    assert shipped.pop("cluster") == 62
+    assert shipped and set(shipped.values()) == {"auto"}, shipped
+    for name in shipped:  # each loads as auto, and on two cores it is one worker (measured best there)
+        cfg = load_config(name)
+        assert cfg.rollout.num_workers == "auto" and size_workers(cfg, 2, "cpu").rollout_workers == 1
+
+
+def test_print_config_shows_auto(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--config", "quick", "--print-config"]) == 0
+    assert "  num_workers: auto " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cpus, device, line", [
+    (2, "cpu", "rollout.num_workers=auto → 1 (2 CPUs - 1 learner (cpu) - 1 evaluation; at least 1)"),
+    (16, "cuda", "rollout.num_workers=auto → 14 (16 CPUs - 1 learner (cuda) - 1 evaluation)"),
+])
+def test_the_dry_run_says_what_auto_chose(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                         tmp_path: Path, cpus: int, device: str, line: str) -> None:
+    monkeypatch.setattr(launch, "embedded_cpus", lambda: cpus)
+    monkeypatch.setattr(launch, "resolve_device", lambda spec: torch.device(device))
+    assert main(["--config", "quick", "--run-dir", str(tmp_path / "run"), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    workers = line.split("→ ")[1].split(" ")[0]
+    assert f"  workers:     {workers} x 1 CPU on the embedded Ray ({cpus} CPUs); learner on {device} (fp32)" in out
+    assert f"  sizing:      {line}" in out
+
+
+def test_a_dry_run_on_a_cluster_leaves_auto_to_the_cluster(capsys: pytest.CaptureFixture[str],
+                                                          tmp_path: Path) -> None:
+    assert main(["--config", "quick", "--run-dir", str(tmp_path / "run"), "--dry-run",
+                 "--ray-address", "10.0.0.1:6379"]) == 0
+    out = capsys.readouterr().out
+    assert "workers:     auto (sized to the cluster's CPUs when it is joined) x 1 CPU on the Ray cluster" in out
+    assert "sizing:" not in out
+
+
+def test_the_run_folder_records_the_figure_and_a_resume_keeps_it(tmp_path: Path) -> None:
+    cfg = load_config("quick", QUICK)
+    state = RunState(cfg, tmp_path, "samloc train --config quick", log=lambda m: None)
+    state.write_run_files(resume=False)
+    assert read_run_config(tmp_path).rollout.num_workers == "auto"  # before the run has Ray
+    apply_sizing(cfg, 16, "cpu")
+    state.write_config()
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["rollout"]["num_workers"] == 14
+    assert read_run_config(tmp_path).rollout.num_workers == 14  # what --resume reads
+    assert read_run_config(tmp_path, ["rollout.num_workers=auto"]).rollout.num_workers == "auto"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_run_prints_the_choice_and_records_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A tiny run on an embedded Ray faked to 3 CPUs, without a periodic evaluation: 2 workers."""
+    monkeypatch.setattr(workers, "embedded_cpus", lambda: 3)
+    cfg = load_config("quick", [*QUICK, "learner.device=cpu", "warm_start.decisions=0", "eval.every_minutes=0",
+                                "eval.every_updates=0", "eval.final_deals=0", "model.hidden=32", "model.layers=1",
+                                "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.batch_decisions=200",
+                                "ppo.minibatch=128", "ppo.epochs=1", "total_decisions=400", "display=none",
+                                "max_minutes=0"])
+    said: list[str] = []
+    summary = RunLoop(cfg, tmp_path / "run", log=said.append).run()
+    assert "rollout.num_workers=auto → 2 (3 CPUs - 1 learner (cpu))" in said
+    assert summary["decisions_trained"] >= 400
+    assert read_run_config(tmp_path / "run").rollout.num_workers == 2
