@@ -52,13 +52,14 @@ from agents import make_agent
 from agents.nets.belief import BeliefNet
 from agents.policy_agent import PolicyAgent
 from agents.search import SearchAgent, prefers_bf16, rollout_rates, search_targets
+from agents.search_settings import check_search_settings
 from sam_env.obs import OBS_SIZE
 from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
 from . import compact
-from .config import MAX_WORKERS, Section, TrainConfig, need, training_tables
+from .config import MAX_WORKERS, ConfigError, Section, TrainConfig, need, training_tables
 from .ppo import DISTILL_NAMES, distill_terms
 from .rollout import load_numpy_weights, request_seed, slot_shares, table_seed
 
@@ -150,9 +151,11 @@ class DistillConfig(Section):
         want(self.envs_per_worker >= len(training_tables(cfg)),
              "envs_per_worker must give every (rules, players) pair at least one game")
         want(self.decisions_per_request >= 1, "decisions_per_request must be at least 1")
-        want(self.candidates >= 2, f"candidates must be at least 2 (one is no search), not {self.candidates}")
-        want(self.worlds >= 1 and self.horizon >= -1, "worlds must be >= 1 and horizon >= -1")
-        want(0 <= self.critic <= 100, f"critic is a percentage (0 to 100), not {self.critic}")
+        try:  # the bounds a served search has: each setting's range, worlds x candidates by their memory
+            check_search_settings({"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon,
+                                   "critic": self.critic})
+        except ValueError as exc:  # its words name the setting; here it is a key of this section
+            raise ConfigError(str(exc).replace("search setting ", f"{name}.").replace("search worlds", f"{name}.worlds")) from None
         want(0 <= self.heuristic_share <= 1, "heuristic_share must be in [0, 1]")
         want(self.minibatch >= 1 and self.batch_decisions >= 1,
              "minibatch and batch_decisions must be positive")
