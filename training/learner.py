@@ -81,11 +81,16 @@ class Learner:
         """One PPO update on packed rollouts; ``lags[k]``: updates between the weights that made ``batches[k]``
         and these."""
         packed = compact.to_device(compact.concat(batches), self.device)
-        data = compact.expand(packed)
+        data = compact.expand(packed, sparse=self.sparse_input())
         sizes = torch.tensor([len(b["act"]) for b in batches])
         data["lag"] = torch.repeat_interleave(torch.tensor(lags), sizes).to(self.device)
         return ppo_update(self.net, self.opt, data, self.cfg.ppo, self.cfg.learner, gen, between_steps,
                           self.distill, self.cfg.distill.coef)
+
+    def sparse_input(self) -> bool:
+        """Whether updates feed the network its inputs' nonzero cells (agents/nets/sparse.py): on a CPU in fp32,
+        where skipping the zeros beats the dense products; a GPU's dense products beat the gathers."""
+        return self.device.type == "cpu" and self.cfg.learner.precision == "fp32" and self.net.takes_sparse_rows
 
     def distill_update(self, sample: DistillSampler, steps: int,
                        between_steps: Callable[[], None] | None = None) -> dict[str, float]:
