@@ -183,7 +183,8 @@ class PPOConfig:
     epochs: int = 2
     """Passes over each batch."""
     minibatch: int = 4096
-    """Decisions per gradient step."""
+    """Decisions per gradient step, at most: an epoch cuts the batch into ceil(batch / minibatch) minibatches
+    of near-equal size, so every decision is learned once per epoch."""
     batch_decisions: int = 16384
     """Learner decisions gathered before one update (rollouts are taken whole; an update takes every
     rollout waiting, at most learner.queue_rollouts of them)."""

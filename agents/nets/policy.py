@@ -70,8 +70,10 @@ class PolicyNet(PolicyNetwork):
                 "hidden": self.hidden, "layers": self.layers, "critic_size": self.critic_size}
 
     def trunk(self, obs: Obs) -> torch.Tensor:
-        first = self.inp(obs) if torch.is_tensor(obs) else sparse_linear(obs, self.inp.weight, self.inp.bias)
-        h = torch.relu(first)
+        if torch.is_tensor(obs):
+            h = torch.relu(self.inp(obs))
+        else:
+            h = sparse_linear(obs, self.inp.weight, self.inp.bias, relu=True)
         for blk in self.blocks:
             h = h + torch.relu(blk(h))
         return h

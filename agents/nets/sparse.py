@@ -85,12 +85,13 @@ class SparseRows:
         return out.scatter_add_(1, self.cols.long(), self.vals)
 
 
-def sparse_linear(x: SparseRows, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def sparse_linear(x: SparseRows, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                  relu: bool = False) -> torch.Tensor:
     """``F.linear(x.dense(), weight, bias)``, touching only ``x``'s nonzero cells (``weight``: ``[out, width]``,
-    a parameter or a slice of one)."""
+    a parameter or a slice of one); ``relu``: and its ReLU, in the same pass."""
     if bias is None:
         bias = weight.new_zeros(())
-    return _SparseLinear.apply(x.cols, x.vals, weight.t().contiguous(), bias)
+    return _SparseLinear.apply(x.cols, x.vals, weight.t().contiguous(), bias, relu)
 
 
 def masked_linear(h: torch.Tensor, mask: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
@@ -101,22 +102,22 @@ def masked_linear(h: torch.Tensor, mask: torch.Tensor, layer: nn.Linear) -> torc
 class _SparseLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, cols: torch.Tensor, vals: torch.Tensor, wt: torch.Tensor,  # type: ignore[override]
-                bias: torch.Tensor) -> torch.Tensor:
+                bias: torch.Tensor, relu: bool) -> torch.Tensor:
         out = torch.empty(cols.shape[0], wt.shape[1], dtype=wt.dtype)
         b = bias.detach().expand(wt.shape[1]).contiguous()
-        _gather_rows(cols.numpy(), vals.numpy(), wt.detach().numpy(), b.numpy(), out.numpy())
-        ctx.save_for_backward(cols, vals)
-        ctx.wt_shape, ctx.bias_shape = wt.shape, bias.shape
+        _gather_rows(cols.numpy(), vals.numpy(), wt.detach().numpy(), b.numpy(), relu, out.numpy())
+        ctx.save_for_backward(cols, vals, out)
+        ctx.wt_shape, ctx.bias_shape, ctx.relu = wt.shape, bias.shape, relu
         return out
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
-        cols, vals = ctx.saved_tensors
-        g = grad.contiguous()
-        gwt = torch.zeros(ctx.wt_shape, dtype=g.dtype)
-        _scatter_rows(cols.numpy(), vals.numpy(), g.numpy(), gwt.numpy())
-        gb = g.sum(0) if len(ctx.bias_shape) else None
-        return None, None, gwt, gb
+        cols, vals, out = ctx.saved_tensors
+        gwt = torch.zeros(ctx.wt_shape, dtype=grad.dtype)
+        gb = torch.zeros(ctx.wt_shape[1], dtype=grad.dtype)
+        _scatter_rows(cols.numpy(), vals.numpy(), grad.contiguous().numpy(), out.numpy(), ctx.relu,
+                      gwt.numpy(), gb.numpy())
+        return None, None, gwt, gb if len(ctx.bias_shape) else None, None
 
 
 class _MaskedLinear(torch.autograd.Function):
@@ -200,24 +201,42 @@ def _packed_fill(bits: np.ndarray, keep: np.ndarray, extra_cols: np.ndarray, ext
 
 
 @njit(cache=True, fastmath=True, boundscheck=False)
-def _gather_rows(cols: np.ndarray, vals: np.ndarray, wt: np.ndarray, bias: np.ndarray, out: np.ndarray) -> None:
-    """``out[b] = bias + sum_k vals[b, k] * wt[cols[b, k]]``."""
+def _gather_rows(cols: np.ndarray, vals: np.ndarray, wt: np.ndarray, bias: np.ndarray, relu: bool,
+                 out: np.ndarray) -> None:
+    """``out[b] = bias + sum_k vals[b, k] * wt[cols[b, k]]`` (then ``max(0, .)`` if ``relu``), four rows of
+    ``wt`` at a time while they last (the padding, value 0, is at the end of a row)."""
+    n = cols.shape[1]
     for b in range(cols.shape[0]):
         o = out[b]
         o[:] = bias
-        for k in range(cols.shape[1]):
+        k = 0
+        while k + 4 <= n and vals[b, k + 3] != 0.0:
+            v0, v1, v2, v3 = vals[b, k], vals[b, k + 1], vals[b, k + 2], vals[b, k + 3]
+            w0, w1, w2, w3 = wt[cols[b, k]], wt[cols[b, k + 1]], wt[cols[b, k + 2]], wt[cols[b, k + 3]]
+            for j in range(o.shape[0]):
+                o[j] += v0 * w0[j] + v1 * w1[j] + v2 * w2[j] + v3 * w3[j]
+            k += 4
+        for k in range(k, n):
             v = vals[b, k]
             if v != 0.0:
                 w = wt[cols[b, k]]
                 for j in range(o.shape[0]):
                     o[j] += v * w[j]
+        if relu:
+            for j in range(o.shape[0]):
+                o[j] = max(o[j], 0.0)
 
 
 @njit(cache=True, fastmath=True, boundscheck=False)
-def _scatter_rows(cols: np.ndarray, vals: np.ndarray, g: np.ndarray, gwt: np.ndarray) -> None:
-    """``gwt[cols[b, k]] += vals[b, k] * g[b]`` (the transpose of :func:`_gather_rows`)."""
+def _scatter_rows(cols: np.ndarray, vals: np.ndarray, g: np.ndarray, out: np.ndarray, relu: bool,
+                  gwt: np.ndarray, gbias: np.ndarray) -> None:
+    """The transpose of :func:`_gather_rows`: ``gwt[cols[b, k]] += vals[b, k] * g[b]`` and ``gbias += g[b]``,
+    ``g[b]`` taken where ``out[b] > 0`` only if ``relu``."""
+    gb = np.empty(g.shape[1], g.dtype)
     for b in range(cols.shape[0]):
-        gb = g[b]
+        for j in range(gb.shape[0]):
+            gb[j] = g[b, j] if not relu or out[b, j] > 0.0 else 0.0
+            gbias[j] += gb[j]
         for k in range(cols.shape[1]):
             v = vals[b, k]
             if v != 0.0:
