@@ -33,6 +33,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from agents.nets.sparse import SparseRows
 from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, OBS_VERSION
 from sam_env.obs_layout import QUARTER, cell_kinds
@@ -157,14 +158,18 @@ def _on(device: torch.device) -> tuple[torch.Tensor, tuple[tuple[torch.Tensor, t
             tuple((torch.from_numpy(c.cols).to(device), torch.from_numpy(c.table()).to(device)) for c in lay.coded))
 
 
-def expand(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def expand(packed: dict[str, torch.Tensor], sparse: bool = False) -> dict[str, torch.Tensor | SparseRows]:
     """The training batch from packed tensors, on their device: obs float32, mask int8, hid uint8,
-    act int64, and the per-row figures as shipped."""
-    obs, mask = expand_obs(packed)
+    act int64, and the per-row figures as shipped.  ``sparse`` (CPU tensors only): obs and hid as
+    :class:`agents.nets.sparse.SparseRows`, their nonzero cells, for a network that takes them."""
     hid_size = FULL_EXTRA if packed["hid"].shape[1] else 0  # no critic: no hands
-    out = {"obs": obs, "mask": mask,
-           "hid": _unpack_bits(packed["hid"], hid_size).to(torch.uint8),
-           "act": packed["act"].to(torch.int64)}
+    if sparse:
+        obs, mask = expand_obs_sparse(packed)
+        hid = SparseRows.from_bits(packed["hid"].numpy(), np.packbits(np.ones(hid_size, bool)), hid_size)
+    else:
+        obs, mask = expand_obs(packed)
+        hid = _unpack_bits(packed["hid"], hid_size).to(torch.uint8)
+    out = {"obs": obs, "mask": mask, "hid": hid, "act": packed["act"].to(torch.int64)}
     out.update({k: v for k, v in packed.items() if k not in _PACKED and not k.startswith("obs_")})
     return out
 
@@ -181,3 +186,29 @@ def expand_obs(packed: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Ten
     for c, (cols, table) in zip(layout().coded, coded):
         obs.index_copy_(1, cols, table[packed[f"obs_{c.name}"].to(torch.int64) - c.lo])
     return obs, _unpack_bits(packed["mask"], NUM_ACTIONS).to(torch.int8)
+
+
+@lru_cache(maxsize=1)
+def _sparse_tables() -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """For :func:`expand_obs_sparse`: the bits that are cells worth 1 (packed), and where the quarters and
+    each coded group sit among ``layout().other``."""
+    lay = layout()
+    binary = np.ones(OBS_SIZE, bool)
+    binary[lay.other] = False
+    return np.packbits(binary), tuple(np.searchsorted(lay.other, c) for c in (lay.quarters, *(c.cols for c in lay.coded)))
+
+
+def expand_obs_sparse(packed: dict[str, torch.Tensor]) -> tuple[SparseRows, torch.Tensor]:
+    """:func:`expand_obs` on the CPU as the observations' nonzero cells, without the dense matrix: the 0/1
+    cells straight from the bits, the other cells' values computed as :func:`expand_obs` computes them."""
+    lay = layout()
+    keep, (qplace, *cplace) = _sparse_tables()
+    bits = packed["obs_bits"].numpy()
+    q = np.unpackbits(bits, axis=1)[:, lay.quarters]
+    high = np.unpackbits(packed["obs_quarters"].numpy(), axis=-1, count=len(q[0]))
+    other = np.empty((len(bits), len(lay.other)), np.float32)
+    other[:, qplace] = (q | (high[:, 0] << 1) | (high[:, 1] << 2)).astype(np.float32) * np.float32(0.25)  # exact
+    for c, place in zip(lay.coded, cplace):
+        other[:, place] = c.table()[packed[f"obs_{c.name}"].numpy().astype(np.int64) - c.lo]
+    rows = SparseRows.from_bits(bits, keep, OBS_SIZE, lay.other, other)
+    return rows, _unpack_bits(packed["mask"], NUM_ACTIONS).to(torch.int8)

@@ -91,15 +91,21 @@ class Learner:
         opt.step()
         return grad_norm
 
-    def batch(self, batches: list[dict[str, np.ndarray]],
-              lags: list[int] | None = None) -> dict[str, torch.Tensor]:
+    def batch(self, batches: list[dict[str, np.ndarray]], lags: list[int] | None = None,
+              sparse: bool = False) -> dict[str, torch.Tensor]:
         """Packed rollouts as one batch of tensors on the device (:func:`training.compact.expand`); with
-        ``lags`` (updates between the weights that made ``batches[k]`` and these), each row's ``lag``."""
-        data = compact.expand(compact.to_device(compact.concat(batches), self.device))
+        ``lags`` (updates between the weights that made ``batches[k]`` and these), each row's ``lag``; with
+        ``sparse``, the inputs as their nonzero cells (:meth:`sparse_input` says when a loss may take them)."""
+        data = compact.expand(compact.to_device(compact.concat(batches), self.device), sparse=sparse)
         if lags is not None:
             sizes = torch.tensor([len(b["act"]) for b in batches])
             data["lag"] = torch.repeat_interleave(torch.tensor(lags), sizes).to(self.device)
         return data
+
+    def sparse_input(self) -> bool:
+        """Whether updates may feed the network its inputs' nonzero cells (agents/nets/sparse.py): on a CPU in
+        fp32, where skipping the zeros beats the dense products; a GPU's dense products beat the gathers."""
+        return self.device.type == "cpu" and self.cfg.learner.precision == "fp32" and self.net.takes_sparse_rows
 
     def weights(self) -> dict[str, np.ndarray]:
         """The network's weights as CPU numpy arrays (what the workers and the evaluation load)."""

@@ -49,6 +49,9 @@ class PolicyNetwork(nn.Module, metaclass=ABCMeta):
     """The registered name (``mlp``); empty: the class is named by its import path."""
     has_critic: bool = False
     """Whether :meth:`train_forward` gives a critic's value (``model.critic: full``)."""
+    takes_sparse_rows: ClassVar[bool] = False
+    """Whether :meth:`forward` and :meth:`train_forward` also take ``obs`` and ``hidden_hands`` as
+    :class:`agents.nets.sparse.SparseRows` (their nonzero cells), as a CPU learner passes them."""
 
     @abstractmethod
     def arguments(self) -> dict[str, HParam]:

@@ -17,6 +17,7 @@ gradient shapes the trunk as a value head would.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sam_env.actions import NUM_ACTIONS, SAM
@@ -24,6 +25,10 @@ from sam_env.obs import FULL_EXTRA, OBS_SIZE
 
 from .format import DEFAULT_KIND
 from .interface import MASK_LOGIT, HParam, PolicyNetwork
+from .sparse import SparseRows, masked_linear, sparse_linear
+
+#: An observation batch: dense, or its nonzero cells (a CPU learner's input, agents/nets/sparse.py).
+Obs = torch.Tensor | SparseRows
 
 SAM_PRIOR_LOGIT = -3.0  # a fresh policy declares Sâm ~5% of the time, not 50%
 
@@ -35,6 +40,7 @@ class PolicyNet(PolicyNetwork):
     """
 
     kind = DEFAULT_KIND
+    takes_sparse_rows = True
 
     def __init__(self, obs_size: int, num_actions: int = NUM_ACTIONS, hidden: int = 256, layers: int = 2,
                  critic_size: int = 0):
@@ -63,27 +69,33 @@ class PolicyNet(PolicyNetwork):
         return {"obs_size": self.obs_size, "num_actions": self.num_actions,
                 "hidden": self.hidden, "layers": self.layers, "critic_size": self.critic_size}
 
-    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(self.inp(obs))
+    def trunk(self, obs: Obs) -> torch.Tensor:
+        if torch.is_tensor(obs):
+            h = torch.relu(self.inp(obs))
+        else:
+            h = sparse_linear(obs, self.inp.weight, self.inp.bias, relu=True)
         for blk in self.blocks:
             h = h + torch.relu(blk(h))
         return h
 
-    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._heads(self.trunk(obs), mask)
+    def forward(self, obs: Obs, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._heads(self.trunk(obs), mask, sparse=not torch.is_tensor(obs))
 
     def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
         return self.pi(self.trunk(obs))  # without the value head and the masked copy
 
-    def _heads(self, h: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = self.pi(h)
-        masked = torch.where(mask > 0, logits, torch.full_like(logits, MASK_LOGIT))
+    def _heads(self, h: torch.Tensor, mask: torch.Tensor, sparse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        if sparse:  # the logits at the legal moves alone
+            masked = masked_linear(h, mask, self.pi)
+        else:
+            logits = self.pi(h)
+            masked = torch.where(mask > 0, logits, torch.full_like(logits, MASK_LOGIT))
         return masked, self.v(h).squeeze(-1)
 
-    def train_forward(self, obs: torch.Tensor, mask: torch.Tensor,
-                      hidden_hands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def train_forward(self, obs: Obs, mask: torch.Tensor,
+                      hidden_hands: torch.Tensor | SparseRows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         h = self.trunk(obs)
-        masked, value = self._heads(h, mask)
+        masked, value = self._heads(h, mask, sparse=not torch.is_tensor(obs))
         return masked, value, value if self.critic is None else self._critic(h, hidden_hands)
 
     def leaf_value(self, obs: torch.Tensor, hidden_hands: torch.Tensor, critic_weight: float) -> torch.Tensor:
@@ -98,7 +110,9 @@ class PolicyNet(PolicyNetwork):
             return critic
         return critic_weight * critic + (1.0 - critic_weight) * self.v(h).squeeze(-1)
 
-    def _critic(self, h: torch.Tensor, hidden_hands: torch.Tensor) -> torch.Tensor:
+    def _critic(self, h: torch.Tensor, hidden_hands: torch.Tensor | SparseRows) -> torch.Tensor:
+        if isinstance(hidden_hands, SparseRows):
+            return self.critic.split(h, hidden_hands)
         return self.critic(torch.cat([h, hidden_hands.to(h.dtype)], dim=-1))
 
 
@@ -120,6 +134,15 @@ class _Critic(nn.Module):
         nn.init.zeros_(self.v.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(self.inp(x))
+        return self._rest(self.inp(x))
+
+    def split(self, h: torch.Tensor, hands: SparseRows) -> torch.Tensor:
+        """``forward(cat([h, hands.dense()]))`` with the hands' columns of the first layer sparse and no
+        gradient computed for the hands (the dense path's backward computes one and drops it)."""
+        w, n = self.inp.weight, h.shape[1]
+        return self._rest(F.linear(h, w[:, :n], self.inp.bias) + sparse_linear(hands, w[:, n:]))
+
+    def _rest(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(x)
         h = h + torch.relu(self.block(h))
         return self.v(h).squeeze(-1)

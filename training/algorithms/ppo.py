@@ -31,7 +31,8 @@ class PPOConfig(OnPolicySettings):
     epochs: int = 2
     """Passes over each batch."""
     minibatch: int = 4096
-    """Decisions per gradient step."""
+    """Decisions per gradient step, at most: an epoch cuts the batch into ceil(batch / minibatch) minibatches
+    of near-equal size, so every decision is learned once per epoch."""
     sam_lesson_coef: float = 0.5
     """Weight of the Sâm lesson: at the learner's Sâm decisions (declare or not, then its plays as the
     declarer), cross-entropy towards the heuristic agent's choice (0: off; see docs/training.md)."""
@@ -49,7 +50,7 @@ def update(learner: Learner, settings: PPOConfig, batches: list[dict[str, np.nda
     """One PPO update of ``learner`` on packed rollouts; ``lags[k]``: updates between the weights that made
     ``batches[k]`` and these (``samloc bench --learner`` times this)."""
     return ppo_update(learner.net, lambda loss: learner.step(loss, settings.max_grad_norm),
-                      learner.batch(batches, lags), settings, learner.cfg.learner, gen, between_steps,
+                      learner.batch(batches, lags, sparse=learner.sparse_input()), settings, learner.cfg.learner, gen, between_steps,
                       distill, distill_coef)
 
 

@@ -1,0 +1,168 @@
+"""The CPU learner's sparse arithmetic (agents/nets/sparse.py) computes what the dense layers compute.
+
+On the observations, masks and hands of random games of every preset: the
+packed rollout read as nonzero cells is the dense batch bit for bit; the
+network's outputs, its losses and every parameter's gradient agree with the
+dense path to float rounding; a whole PPO update lands on the same weights.
+And an epoch's minibatches learn every row exactly once.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.nets.policy import build_net
+from agents.nets.sparse import SparseRows
+from sam_env.rules import PRESET_NAMES
+from tests.test_compact import random_states
+from training import compact
+from training.config import LearnerConfig, PPOConfig
+from training.learner import Learner
+from training.config_load import load_config
+from training.ppo import minibatch_indices, ppo_update
+
+CPU = torch.device("cpu")
+
+
+def batches(net: torch.nn.Module, rules: str, players: int, seed: int) -> tuple[dict, dict]:
+    """The same decisions of random games, expanded densely and sparsely, with a taken legal action, the
+    network's own log-probability of it, and random advantages, returns and Sâm lessons."""
+    s = random_states(rules, players, games=24, steps=40, seed=seed)
+    n = len(s["obs"])
+    rng = np.random.default_rng(seed)
+    act = np.array([rng.choice(np.flatnonzero(m)) for m in s["mask"]])
+    with torch.no_grad():
+        logits, _ = net(torch.from_numpy(s["obs"]), torch.from_numpy(s["mask"]))
+    logp = torch.log_softmax(logits, -1)[torch.arange(n), torch.from_numpy(act)].numpy()
+    plain = {"logp": logp, "val": rng.standard_normal(n).astype(np.float32),
+             "adv": rng.standard_normal(n).astype(np.float32), "ret": rng.standard_normal(n).astype(np.float32),
+             "teach": np.where(rng.random(n) < 0.1, act, -1).astype(np.int16)}
+    packed = compact.to_device(compact.pack(s["obs"], s["mask"], s["hid"], act, plain), CPU)
+    dense, sparse = compact.expand(packed), compact.expand(packed, sparse=True)
+    for d in (dense, sparse):
+        d["lag"] = torch.zeros(n, dtype=torch.int64)
+    return dense, sparse
+
+
+def loss_of(net: torch.nn.Module, data: dict, rows: torch.Tensor) -> torch.Tensor:
+    """PPO's terms (policy, value, critic, entropy, lesson) on ``rows``, as ppo_update combines them."""
+    mask = data["mask"][rows]
+    logits, value, base = net.train_forward(data["obs"][rows], mask, data["hid"][rows])
+    logp_all = torch.log_softmax(logits, -1)
+    ratio = (logp_all.gather(1, data["act"][rows][:, None]).squeeze(-1) - data["logp"][rows]).exp()
+    adv = data["adv"][rows]
+    pg = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean()
+    v = 0.5 * ((value - data["ret"][rows]) ** 2).mean() + 0.5 * ((base - data["ret"][rows]) ** 2).mean()
+    entropy = -(torch.softmax(logits, -1) * logp_all.masked_fill(mask <= 0, 0.0)).sum(-1).mean()
+    teach = data["teach"][rows]
+    lesson = -logp_all[teach >= 0].gather(1, teach[teach >= 0].long()[:, None]).mean()
+    return pg + 0.5 * v - 0.01 * entropy + lesson
+
+
+CASES = [(rules, p) for rules in PRESET_NAMES for p in (2, 4)]
+
+
+@pytest.mark.parametrize("rules,players", CASES)
+def test_sparse_rows_are_the_dense_batch_bit_for_bit(rules: str, players: int) -> None:
+    dense, sparse = batches(build_net(64, 2, "full"), rules, players, seed=players)
+    assert torch.equal(sparse["obs"].dense(), dense["obs"])
+    assert torch.equal(sparse["hid"].dense(), dense["hid"].float())
+    assert torch.equal(sparse["mask"], dense["mask"])
+    again = SparseRows.from_dense(dense["obs"])  # the other way in: the same cells
+    assert torch.equal(again.dense(), dense["obs"])
+    assert sorted(map(int, again.vals.count_nonzero(1))) == sorted(map(int, sparse["obs"].vals.count_nonzero(1)))
+    assert sparse["obs"].shape == dense["obs"].shape and len(sparse["obs"]) == len(dense["obs"])
+
+
+@pytest.mark.parametrize("critic", ["full", "obs"])
+@pytest.mark.parametrize("rules,players", CASES)
+def test_outputs_losses_and_gradients_match_the_dense_network(rules: str, players: int, critic: str) -> None:
+    torch.manual_seed(players)
+    net = build_net(128, 3, critic).train()
+    dense, sparse = batches(net, rules, players, seed=10 + players)
+    rows = torch.randperm(len(dense["act"]))[:700]
+    out = {}
+    for name, data in (("dense", dense), ("sparse", sparse)):
+        net.zero_grad()
+        logits, value, base = net.train_forward(data["obs"][rows], data["mask"][rows], data["hid"][rows])
+        loss = loss_of(net, data, rows)
+        loss.backward()
+        out[name] = (logits.detach(), value.detach(), base.detach(), loss.detach(),
+                     {k: p.grad.clone() for k, p in net.named_parameters()})
+    (ld, vd, bd, lossd, gd), (ls, vs, bs, losss, gs) = out["dense"], out["sparse"]
+    legal = dense["mask"][rows] > 0
+    assert torch.equal(ls[~legal], ld[~legal])  # MASK_LOGIT, exactly
+    torch.testing.assert_close(ls[legal], ld[legal], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(vs, vd, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(bs, bd, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(losss, lossd, rtol=1e-5, atol=1e-6)
+    assert gd.keys() == gs.keys()
+    for k in gd:
+        assert gd[k].abs().max() > 0, k  # every parameter is trained: a zero gradient would compare trivially
+        torch.testing.assert_close(gs[k], gd[k], rtol=1e-4, atol=1e-5 * float(gd[k].abs().max()), msg=k)
+
+
+def test_the_sparse_forward_plays_as_the_dense_one() -> None:
+    """``forward`` (the stale rows' proximal policy) on nonzero cells: the served forward's numbers."""
+    net = build_net(64, 2, "full").eval()
+    dense, sparse = batches(net, "online", 3, seed=4)
+    with torch.no_grad():
+        ld, vd = net(dense["obs"], dense["mask"])
+        ls, vs = net(sparse["obs"], sparse["mask"])
+    torch.testing.assert_close(ls, ld, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(vs, vd, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_ppo_update_lands_on_the_same_weights(stale: bool) -> None:
+    torch.manual_seed(0)
+    net = build_net(128, 2, "full")
+    dense, sparse = batches(net, "hoi_quan_bai", 4, seed=7)
+    lcfg = LearnerConfig(correct_from_lag=1)
+    cfg = PPOConfig(minibatch=1000, epochs=2, lr=1e-3)
+    result = {}
+    for name, data in (("dense", dense), ("sparse", sparse)):
+        if stale:  # half the rows a few updates old: the proximal policy's forward runs too
+            data["lag"] = torch.arange(len(data["act"])) % 2
+        twin = copy.deepcopy(net)
+        opt = torch.optim.Adam(twin.parameters(), lr=cfg.lr, eps=1e-5)
+        losses = ppo_update(twin, opt, data, cfg, lcfg, torch.Generator().manual_seed(3))
+        result[name] = losses, dict(twin.named_parameters())
+    (ld, pd), (ls, ps) = result["dense"], result["sparse"]
+    assert ld.keys() == ls.keys()
+    for k in ld:
+        assert ls[k] == pytest.approx(ld[k], rel=1e-4, abs=1e-6), k
+    for k in pd:
+        moved = float((pd[k].detach() - net.state_dict()[k]).abs().max())
+        assert moved > 0, k
+        torch.testing.assert_close(ps[k], pd[k], rtol=0, atol=1e-3 * moved, msg=k)
+
+
+def test_the_learner_takes_sparse_rows_on_a_cpu_in_fp32_only() -> None:
+    cfg = load_config("quick", [])
+    assert Learner(cfg).sparse_input()
+    assert not Learner(load_config("quick", ["learner.precision=bf16"])).sparse_input()
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 5000), size=st.integers(1, 5000), seed=st.integers(0, 2**31))
+def test_an_epoch_learns_every_row_exactly_once(n: int, size: int, seed: int) -> None:
+    parts = minibatch_indices(n, size, torch.Generator().manual_seed(seed))
+    lengths = [len(p) for p in parts]
+    assert len(parts) == -(-n // size)
+    assert max(lengths) <= size and max(lengths) - min(lengths) <= 1
+    assert torch.equal(torch.cat(parts).sort().values, torch.arange(n))
+    again = minibatch_indices(n, size, torch.Generator().manual_seed(seed))
+    assert all(torch.equal(a, b) for a, b in zip(parts, again))
+
+
+def test_the_quick_config_no_longer_drops_a_third_of_each_epoch() -> None:
+    """12,000 decisions in minibatches of 4,096: three of 4,000, not two of 4,096 and 3,808 rows left out."""
+    parts = minibatch_indices(12000, 4096, torch.Generator().manual_seed(0))
+    assert [len(p) for p in parts] == [4000, 4000, 4000]
