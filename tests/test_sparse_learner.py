@@ -22,7 +22,8 @@ from agents.nets.sparse import SparseRows
 from sam_env.rules import PRESET_NAMES
 from tests.test_compact import random_states
 from training import compact
-from training.config import LearnerConfig, PPOConfig
+from training.algorithms.ppo import PPOConfig
+from training.config import LearnerConfig
 from training.learner import Learner
 from training.config_load import load_config
 from training.ppo import minibatch_indices, ppo_update
@@ -131,8 +132,11 @@ def test_a_ppo_update_lands_on_the_same_weights(stale: bool) -> None:
         if stale:  # half the rows a few updates old: the proximal policy's forward runs too
             data["lag"] = torch.arange(len(data["act"])) % 2
         twin = copy.deepcopy(net)
+        learner = Learner(load_config("quick", []), cfg.lr)
+        learner.net = twin  # the learner's one gradient step, on the twin with an optimizer of its own
         opt = torch.optim.Adam(twin.parameters(), lr=cfg.lr, eps=1e-5)
-        losses = ppo_update(twin, opt, data, cfg, lcfg, torch.Generator().manual_seed(3))
+        losses = ppo_update(twin, lambda loss: learner.step(loss, cfg.max_grad_norm, opt), data, cfg, lcfg,
+                            torch.Generator().manual_seed(3))
         result[name] = losses, dict(twin.named_parameters())
     (ld, pd), (ls, ps) = result["dense"], result["sparse"]
     assert ld.keys() == ls.keys()
@@ -146,8 +150,8 @@ def test_a_ppo_update_lands_on_the_same_weights(stale: bool) -> None:
 
 def test_the_learner_takes_sparse_rows_on_a_cpu_in_fp32_only() -> None:
     cfg = load_config("quick", [])
-    assert Learner(cfg).sparse_input()
-    assert not Learner(load_config("quick", ["learner.precision=bf16"])).sparse_input()
+    assert Learner(cfg, 1e-3).sparse_input()
+    assert not Learner(load_config("quick", ["learner.precision=bf16"]), 1e-3).sparse_input()
 
 
 @settings(max_examples=200, deadline=None)
