@@ -74,7 +74,7 @@ def test_the_trials_are_the_grid_times_the_draws_and_the_same_each_time(tmp_path
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--grid", "foo.bar=1,2"], "foo.bar=1: Key 'foo' not in 'TrainConfig'"),
+    (["--grid", "foo.bar=1,2"], "foo.bar=1: foo.bar: Key 'foo' not in 'TrainConfig'"),
     (["--grid", "model.hidden=abc,16"], "model.hidden=abc: model.hidden: Value 'abc' of type 'str' could not be"
                                         " converted to Integer"),
     (["--grid", "model.hidden"], "argument --grid: --grid 'model.hidden': give KEY=V1,V2,..."),

@@ -483,7 +483,7 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     assert resumed.metadata()["lineage"] == lineage and resumed.state.resumes == ["samloc train --resume"]
     bad = json.loads((paths[2] / ckfmt.META_FILE).read_text())
     bad["lineage"] = "gen0, gen1"
-    (paths[2] / ckfmt.META_FILE).write_text(json.dumps(bad))
+    (paths[2] / ckfmt.META_FILE).write_text(json.dumps(ckfmt.sealed(bad)))  # a consistent edit: the later check
     with pytest.raises(TrainError, match="lineage is not a list"):
         RunLoop(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)
 
