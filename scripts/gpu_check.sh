@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU figures of docs/training.md ("Sizing a cluster run") in one go, in under 10 minutes:
+# The GPU figures of docs/results.md ("The learner on a GPU: one H200") in one go, in under 10 minutes:
 # one worker's rollout bench, the learner benches (standard: fp32, bf16, and minibatches of 16,384 in
 # a batch of 65,536; cluster's 512x4) and a 5-minute `samloc train --config configs/standard.yaml` with the learner
 # on the GPU.  Installs nothing: it needs a Python with requirements.txt and a CUDA build of torch

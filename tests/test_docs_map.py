@@ -1,4 +1,5 @@
 """docs/architecture.md is the one file map: every package module has its row, and every path it names exists.
+And the links between the docs (README.md, docs/**/*.md) reach a file and, with ``#``, a heading there.
 
 The map is the section "Which file holds which part"; a path is a backticked token with a ``/`` in it
 (``training/loop.py``, ``sam_env/presets/``).  A module moved or added without its row, or a row left
@@ -58,3 +59,39 @@ def test_the_parser_reads_rows_only() -> None:
     text = ("# A\n## Which file holds which part\n| `a/b.py` | x `c.d` `http://e/f` |\n"
             "## Next\n`g/h.py`\n")
     assert map_paths(map_section(text)) == {"a/b.py"}
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    out, in_code = set(), False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and (m := re.match(r"#{1,6} (.*)", line)):
+            out.add(slug(m.group(1)))
+    return out
+
+
+def test_the_links_between_the_docs_resolve() -> None:
+    broken = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for link in re.findall(r"\]\(([^)\s]+)\)", doc.read_text(encoding="utf-8")):
+            if "://" in link or link.startswith("mailto:"):
+                continue
+            path, _, anchor = link.partition("#")
+            target = (doc.parent / path).resolve() if path else doc
+            if not target.exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {link} (no such file)")
+            elif anchor and target.suffix == ".md" and anchor not in anchors(target.read_text(encoding="utf-8")):
+                broken.append(f"{doc.relative_to(ROOT)}: {link} (no such heading)")
+    assert not broken, "links that lead nowhere: " + "; ".join(broken)
+
+
+def test_a_heading_s_anchor_is_github_s() -> None:
+    assert slug("Seeds: `samloc seeds`") == "seeds-samloc-seeds"
+    assert slug("The all_tables run behind `checkpoints/all_tables/`") == "the-all_tables-run-behind-checkpointsall_tables"
+    assert slug("The temperature, and sitting 1 at 0.25 lá") == "the-temperature-and-sitting-1-at-025-lá"

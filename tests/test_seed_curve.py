@@ -1,4 +1,4 @@
-"""`samloc seeds`: the compute-to-strength table of docs/training.md, from run folders."""
+"""`samloc seeds`: the compute-to-strength table of docs/results.md, from run folders."""
 
 from __future__ import annotations
 

@@ -182,7 +182,7 @@ class LearnerConfig:
     cpu, cuda or cuda:N.  A CUDA learner asks Ray for a GPU on the node samloc train runs on."""
     precision: str = "fp32"
     """fp32, or bf16: forward and loss under bfloat16 autocast (weights, optimizer and gradients stay
-    float32; its effect on the loss is measured in docs/training.md)."""
+    float32; its effect on the loss is measured in docs/results.md)."""
     max_policy_lag: int = 8
     """Updates a rollout may lag behind the weights that learn from it (updates made between its request
     and the update that takes it); older rollouts are dropped and counted (charts/dropped_rollouts), so

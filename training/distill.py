@@ -129,7 +129,7 @@ class DistillConfig(Section):
     precision: str = "auto"
     """The search workers' rollouts: bf16, fp32, or auto: the faster of the two on the worker's own core,
     measured once when it starts (agents.search.rollout_rates; bf16 is 3x faster with AMX and slower on
-    some CPUs with AVX512-BF16 alone, docs/training.md).  The leaves' values are float32 either way."""
+    some CPUs with AVX512-BF16 alone, docs/results.md).  The leaves' values are float32 either way."""
     belief_deals: int = 0
     """Duplicate deals the new network plays at each round's start to learn the search's hand belief
     again (training/belief.py, belief.hidden and belief.epochs), kept only where it beats the round's belief
