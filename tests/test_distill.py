@@ -1,4 +1,4 @@
-"""Expert iteration (training/distill.py): the search workers' games and what they record, the buffer, the
+"""Expert iteration (training/algorithms/distill.py): the search workers' games and what they record, the buffer, the
 distillation term, the config's errors, and tiny stages on Ray: the loss falls and the policy moves towards
 the search's targets on held-out decisions, with PPO and without, across rounds and a resume."""
 
@@ -27,8 +27,8 @@ from training.config_load import load_config
 from training.algorithms import algorithm_class
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO
-from training.distill import SearchEngine, TargetBuffer, kl_to_targets, search_request_seed, target_batch
-from training.ppo import distill_terms
+from training.algorithms.distill import SearchEngine, TargetBuffer, kl_to_targets, search_request_seed, target_batch
+from training.algorithms.losses import distill_terms
 from training.rollout import request_seed, weights_to_numpy
 from training.loop import RunLoop
 

@@ -309,7 +309,7 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
 def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
     from sam_env.actions import NO_SAM, SAM
     from training.learner import Learner
-    from training.ppo import ppo_update
+    from training.algorithms.ppo import ppo_update
 
     torch.manual_seed(0)
     cfg = load_config("quick", ["ppo.sam_lesson_coef=1.0", "ppo.minibatch=256", "ppo.epochs=4", "ppo.lr=1e-3",
@@ -427,8 +427,8 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     from training.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
-                                "ppo.minibatch=64", "ppo.epochs=1", "learner.correct_from_lag=3",
-                                "learner.is_clip=1.0"])
+                                "ppo.minibatch=64", "ppo.epochs=1", "ppo.correct_from_lag=3",
+                                "ppo.is_clip=1.0"])
     batch = _recorded(cfg)
     batch["logp"] = batch["logp"] - 1.0  # a behaviour policy far from the learner's
     runs = {}
@@ -444,7 +444,7 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
 def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     from training.algorithms.ppo import update
     from training.learner import Learner
-    from training.ppo import explained_variance
+    from training.algorithms.losses import explained_variance
 
     ret = torch.tensor([1.0, -2.0, 0.5, 3.0])
     assert explained_variance(ret, ret) == 1.0

@@ -19,7 +19,7 @@ at the config's opponent mix), and ``bytes_per_decision``, the size of what
 the worker ships divided by the learner decisions it holds.
 
 ``--search``: one expert-iteration search worker on one core, as in the
-stage (``training.distill.SearchEngine`` with the config's ``distill``
+stage (``training.algorithms.distill.SearchEngine`` with the config's ``distill``
 settings, the ``init_from`` network and its belief): searched decisions per
 second with its rollouts in fp32 and in bf16, and the rollout forward's rows
 per second that ``distill.precision: auto`` compares to choose.
@@ -43,7 +43,7 @@ from agents.search import prefers_bf16, rollout_rates
 
 from . import compact
 from .config import TrainConfig
-from .distill import SearchEngine
+from .algorithms.distill import SearchEngine
 from .algorithms.ppo import ppo_engine, update as ppo_update
 from .learner import Learner
 from .rollout import weights_to_numpy

@@ -47,7 +47,7 @@ from .runlog import Board, Display, Rate, StopSignals
 from .runstate import Counters, RunState
 from .scheduler import make_scheduler
 from .sizing import apply_sizing
-from .warm_start import clone_heuristic
+from .algorithms.warm_start import clone_heuristic
 from .workers import WorkerPool
 
 

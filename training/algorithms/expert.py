@@ -1,7 +1,7 @@
 """Expert iteration as an algorithm: search workers' targets distilled into the policy, beside PPO.
 
 The stage itself (rounds, search workers, the buffer, seeds, resume) is described in
-:mod:`training.distill`, which holds its pieces; this part runs them in the loop: it starts the search
+:mod:`training.algorithms.distill`, which holds its pieces; this part runs them in the loop: it starts the search
 workers, takes their results into the buffer, learns (PPO's update with a distillation minibatch on each
 step, or distillation steps alone without ``distill.ppo``), ends a round after ``distill.round_updates``
 updates, and keeps its state in every checkpoint.
@@ -29,14 +29,14 @@ from sam_env.seeding import mix
 
 from ..belief import collect, fit
 from ..config import TrainConfig, training_tables
-from ..distill import (BELIEF_STREAM, HOLD_EVERY, DistillConfig, DistillCounters, TargetBuffer,
+from .distill import (BELIEF_STREAM, HOLD_EVERY, DistillConfig, DistillCounters, TargetBuffer,
                        _search_actor_class, belief_net, kl_to_targets, search_request_seed)
 from ..errors import TrainError
-from ..ppo import distill_update
 from ..rollout import RolloutTargets, load_numpy_weights, weights_to_numpy
 from ..runstate import Restored, RunState
 from ..workers import WorkerHealth, arrived
 from .base import Algorithm, Rows
+from .losses import distill_update
 from .ppo import PPO
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only

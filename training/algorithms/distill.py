@@ -58,10 +58,10 @@ from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
-from . import compact
-from .config import MAX_WORKERS, ConfigError, Section, TrainConfig, need, training_tables
-from .ppo import DISTILL_NAMES, distill_terms
-from .rollout import load_numpy_weights, request_seed, slot_shares, table_seed
+from .. import compact
+from ..config import MAX_WORKERS, ConfigError, Section, TrainConfig, need, training_tables
+from .losses import DISTILL_NAMES, distill_terms
+from ..rollout import load_numpy_weights, request_seed, slot_shares, table_seed
 
 HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of training (distill.heldout)
 SEARCH_STREAM = 0x5EA4C4  # the search workers' seeds: a stream of their own beside the rollout workers'
@@ -71,7 +71,7 @@ OPP_HEURISTIC, OPP_POLICY = 0, 1  # who sits in a search game's other seats
 
 @dataclass
 class DistillConfig(Section):
-    """Expert iteration: the policy trained towards what play-time search finds (training/distill.py)."""
+    """Expert iteration: the policy trained towards what play-time search finds (training/algorithms/distill.py)."""
 
     enabled: bool = False
     """Run the stage (docs/training.md, Expert iteration): search workers play games with the search and
