@@ -3,7 +3,7 @@ variance of a baseline, and expert iteration's distillation term, which rides on
 (:func:`training.algorithms.ppo.ppo_update`) or, without PPO, makes steps of its own (:func:`distill_update`).
 
 The distillation term is KL(search target || policy) on a minibatch of decisions the play-time search
-answered (training/algorithms/distill.py makes them), weighted by ``distill.coef``."""
+answered (training/algorithms/expert_search.py makes them), weighted by ``distill.coef``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from agents.nets.interface import PolicyNetwork
 
 #: A minibatch of search targets (``obs``, ``mask``, ``target``, ``target_entropy``, ``move``), or None
-#: when none is due (training/algorithms/distill.py: ``TargetBuffer.sample``).
+#: when none is due (training/algorithms/expert_search.py: ``TargetBuffer.sample``).
 DistillSampler = Callable[[], Optional[dict]]
 DISTILL_NAMES = ("distill_kl", "distill_ce", "search_agreement")
 #: The learner's gradient step on a loss, returning the gradient norm before clipping (``Learner.step``).
