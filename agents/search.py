@@ -471,7 +471,8 @@ class SearchAgent(Agent):
     def search_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
                      masks: np.ndarray, until: float | None = None) -> SearchResult:
         """The search of every row with a real play choice, and the move each row plays
-        (:meth:`act_batch` is its ``acts``; expert iteration records the rest, training/algorithms/expert_search.py).
+        (:meth:`act_batch` is its ``acts``; expert iteration records the rest,
+        training/algorithms/expert_search.py).
         ``until``: a ``time.perf_counter()`` reading to stop at (a server counts its deadline from the
         request's arrival, time queued included; ``inf``: none, but searched in slices); default:
         ``deadline_ms`` from now."""

@@ -1,5 +1,5 @@
-"""Expert iteration (training/algorithms/expert_search.py): the search workers' games and what they record, the buffer, the
-distillation term, the config's errors, and tiny stages on Ray: the loss falls and the policy moves towards
+"""Expert iteration (training/algorithms/expert_search.py): the search workers' games and what they record,
+the buffer, the distillation term, the config's errors, and tiny stages on Ray: the loss falls and the policy moves towards
 the search's targets on held-out decisions, with PPO and without, across rounds and a resume."""
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from training.config_load import load_config
 from training.algorithms import algorithm_class
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO
-from training.algorithms.expert_search import SearchEngine, TargetBuffer, kl_to_targets, search_request_seed, target_batch
+from training.algorithms.expert_search import (SearchEngine, TargetBuffer, kl_to_targets, search_request_seed,
+                                               target_batch)
 from training.algorithms.losses import distill_terms
 from training.rollout import request_seed, weights_to_numpy
 from training.loop import RunLoop

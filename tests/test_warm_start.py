@@ -1,5 +1,5 @@
-"""A new run's warm start (training/algorithms/warm_start.py): behaviour cloning from heuristic games made in the
-run's own budget."""
+"""A new run's warm start (training/algorithms/warm_start.py): behaviour cloning from heuristic games made
+in the run's own budget."""
 
 from __future__ import annotations
 

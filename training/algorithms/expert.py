@@ -1,8 +1,8 @@
 """Expert iteration as an algorithm: search workers' targets distilled into the policy, beside PPO.
 
 The stage itself (rounds, search workers, the buffer, seeds, resume) is described in
-:mod:`training.algorithms.expert_search`, which holds its pieces; this part runs them in the loop: it starts the search
-workers, takes their results into the buffer, learns (PPO's update with a distillation minibatch on each
+:mod:`training.algorithms.expert_search`, which holds its pieces; this part runs them in the loop: it
+starts the search workers, takes their results into the buffer, learns (PPO's update with a distillation minibatch on each
 step, or distillation steps alone without ``distill.ppo``), ends a round after ``distill.round_updates``
 updates, and keeps its state in every checkpoint.
 """

@@ -73,7 +73,7 @@ OPP_HEURISTIC, OPP_POLICY = 0, 1  # who sits in a search game's other seats
 
 @dataclass
 class DistillConfig(Section):
-    """Expert iteration: the policy trained towards what play-time search finds (training/algorithms/expert_search.py)."""
+    """Expert iteration: the policy trained towards what play-time search finds (this module's docstring)."""
 
     enabled: bool = False
     """Run the stage (docs/training.md, Expert iteration): search workers play games with the search and
