@@ -175,7 +175,8 @@ def _moved(layer: Layer) -> Layer:
         if not (isinstance(part, dict) and key in part):
             continue
         if text is not None:
-            raise ConfigError(f"{old}.{key} is now {new}.{key} (a setting of {new}'s loss): give {new}.{key}={text}")
+            raise ConfigError(f"{old}.{key} is now {new}.{key} (a setting of {new}'s loss):"
+                              f" give {new}.{key}={text}")
         value = part.pop(key)
         if node.get(new) is None:
             node[new] = {}

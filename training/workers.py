@@ -39,7 +39,7 @@ class WorkerGroup:
     whose ``num_workers`` and ``cpus_per_worker`` keys size it, and what one worker is called."""
 
     section: str
-    num_workers: int
+    num_workers: int  # (rollout.num_workers is still "auto" until sizing.apply_sizing resolves it)
     cpus_per_worker: float
     what: str
 
@@ -47,14 +47,13 @@ class WorkerGroup:
 def cpu_shortfall(groups: list[WorkerGroup], have: float, embedded: bool) -> str:
     """'' when the worker ``groups`` fit in ``have`` CPUs, else why not in one line (for an embedded Ray,
     which never grows, with the settings that would fit)."""
-    groups = [(g.section, g) for g in groups]
-    need = sum(g.num_workers * g.cpus_per_worker for _, g in groups)
+    need = sum(g.num_workers * g.cpus_per_worker for g in groups)
     if need <= have + 1e-9:
         return ""
-    msg = " + ".join(f"{sec}.num_workers={g.num_workers} x {sec}.cpus_per_worker={g.cpus_per_worker:g}"
-                     for sec, g in groups) + f" need {need:g} CPUs, Ray has {have:g}"
+    msg = " + ".join(f"{g.section}.num_workers={g.num_workers} x {g.section}.cpus_per_worker="
+                     f"{g.cpus_per_worker:g}" for g in groups) + f" need {need:g} CPUs, Ray has {have:g}"
     if embedded and len(groups) == 1:
-        sec, g = groups[0]
+        g, sec = groups[0], groups[0].section
         fit = int(have // g.cpus_per_worker)
         share = f"{sec}.cpus_per_worker={int(have / g.num_workers * 100) / 100:g}"
         msg += f" (use {sec}.num_workers={fit} or {share})" if fit > 0 else f" (use {share})"

@@ -36,8 +36,8 @@ STEPS = 16  # decisions per game slot between two learning passes
 
 @dataclasses.dataclass
 class WarmStartConfig(Section):
-    """Behaviour cloning from the heuristic's games before a new run's first update (training/algorithms/warm_start.py).
-    The games are played then, inside the run's budget: its minutes count toward max_minutes."""
+    """Behaviour cloning from the heuristic's games before a new run's first update (this module's
+    docstring).  The games are played then, inside the run's budget: its minutes count toward max_minutes."""
 
     decisions: int = 0
     """Heuristic decisions to clone (0: no warm start); every seat of these games is the heuristic."""
