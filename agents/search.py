@@ -34,7 +34,7 @@ the one without a deadline (every world, the same rollouts).
 :meth:`SearchAgent.search_batch` returns what was searched as well as the
 moves (each decision's candidates and their values); :func:`search_targets`
 turns them into a distribution over the actions, the target that expert
-iteration (``training/distill.py``) trains the policy towards.
+iteration (``training/algorithms/expert_search.py``) trains the policy towards.
 """
 
 from __future__ import annotations
@@ -471,7 +471,8 @@ class SearchAgent(Agent):
     def search_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
                      masks: np.ndarray, until: float | None = None) -> SearchResult:
         """The search of every row with a real play choice, and the move each row plays
-        (:meth:`act_batch` is its ``acts``; expert iteration records the rest, training/distill.py).
+        (:meth:`act_batch` is its ``acts``; expert iteration records the rest,
+        training/algorithms/expert_search.py).
         ``until``: a ``time.perf_counter()`` reading to stop at (a server counts its deadline from the
         request's arrival, time queued included; ``inf``: none, but searched in slices); default:
         ``deadline_ms`` from now."""

@@ -51,6 +51,53 @@ def test_a_bad_algorithm_is_refused_in_one_line(overrides: list[str], words: str
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
+HELPERS = """
+from training.algorithms.reinforce import Reinforce
+from training.workers import WorkerGroup
+
+
+class Helpers(Reinforce):
+    name = "helpers"
+
+    @classmethod
+    def learns_from_rollouts(cls, cfg):
+        return False
+
+    @classmethod
+    def own_workers(cls, cfg):
+        return [WorkerGroup("helpers", 3, cfg.section("helpers").gamma * 2, "helper")]
+
+    @classmethod
+    def dry_run_lines(cls, cfg):
+        return ["  helpers:     3 of them"]
+"""
+
+
+def test_the_centre_asks_the_algorithm_for_its_worker_groups(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sizing, the CPU check and the dry run ask the algorithm which workers it starts (no name of an
+    algorithm in the centre): an outside one without rollout workers and with a group of its own."""
+    from training.launch import dry_run, resolve_launch
+    from training.sizing import size_workers
+    from training.workers import WorkerGroup, cpu_shortfall
+
+    (tmp_path / "helpers_algo.py").write_text(HELPERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    over = ["algorithm=helpers_algo:Helpers", "rollout.num_workers=auto", f"out_dir={tmp_path}"]
+    cfg = load_config("quick", over)
+    cls = algorithm_class(cfg)
+    assert cls.worker_groups(cfg) == [WorkerGroup("helpers", 3, 2.0, "helper")]
+    assert PPO.worker_groups(cfg) == [WorkerGroup("rollout", "auto", 1.0, "rollout worker")]
+    sized = size_workers(cfg, 16, "cpu")
+    assert sized.rollout_workers == 8 and sized.line.endswith("- 1 evaluation - 6 helpers)")
+    assert cpu_shortfall(cls.worker_groups(cfg), 4, embedded=True) == (
+        "helpers.num_workers=3 x helpers.cpus_per_worker=2 need 6 CPUs, Ray has 4"
+        " (use helpers.num_workers=2 or helpers.cpus_per_worker=1.33)")
+    small = load_config("quick", [*over, "helpers.gamma=0.1"])  # 3 x 0.2 CPU: fits any machine
+    lines = dry_run(resolve_launch("quick", None, [*over, "helpers.gamma=0.1"], None, None), None, None)
+    assert algorithm_class(small) is not PPO and "  helpers:     3 of them" in lines
+    assert any(line.startswith("  workers:     no rollout workers") for line in lines)
+
 def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> None:
     """REINFORCE (docs/training.md's example) on the PPO workers' rollouts: a few updates, its losses in
     TensorBoard's usual tags, a checkpoint that resumes like any other."""

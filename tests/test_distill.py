@@ -1,5 +1,5 @@
-"""Expert iteration (training/distill.py): the search workers' games and what they record, the buffer, the
-distillation term, the config's errors, and tiny stages on Ray: the loss falls and the policy moves towards
+"""Expert iteration (training/algorithms/expert_search.py): the search workers' games and what they record,
+the buffer, the distillation term, the config's errors, and tiny stages on Ray: the loss falls and the policy moves towards
 the search's targets on held-out decisions, with PPO and without, across rounds and a resume."""
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from training.config_load import load_config
 from training.algorithms import algorithm_class
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO
-from training.distill import SearchEngine, TargetBuffer, kl_to_targets, search_request_seed, target_batch
-from training.ppo import distill_terms
+from training.algorithms.expert_search import (SearchEngine, TargetBuffer, kl_to_targets, search_request_seed,
+                                               target_batch)
+from training.algorithms.losses import distill_terms
 from training.rollout import request_seed, weights_to_numpy
 from training.loop import RunLoop
 
@@ -136,7 +137,7 @@ def test_auto_precision_runs_the_rollouts_in_the_faster_of_the_two_it_measured()
 
 def test_bench_search_times_one_search_worker_in_each_precision(tmp_path: Path) -> None:
     from samloc.commands.bench_training import main
-    from training.bench import bench_search
+    from training.algorithms.expert_search import bench_search
 
     torch.manual_seed(0)
     start = _start_checkpoint(tmp_path / "start")

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.deterministic=true", "rollout.num_workers=2", "rollout.cpus_per_worker=0.5",
         "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
         "rollout.opponent_fraction=0.5", "rollout.snapshot_every=2", "rollout.pool_size=2",
-        "ppo.batch_decisions=60", "ppo.minibatch=32", "ppo.epochs=1", "learner.correct_from_lag=1",
+        "ppo.batch_decisions=60", "ppo.minibatch=32", "ppo.epochs=1", "ppo.correct_from_lag=1",
         "learner.device=cpu", "eval.every_updates=0", "eval.final_deals=0", "checkpoint.every_updates=1",
         "checkpoint.keep=1000", "display=none", "max_minutes=0"]
 HALF, FULL = 400, 800  # total_decisions of the stopped run's first sitting, and of the whole run

@@ -26,7 +26,8 @@ from training.algorithms.ppo import PPOConfig
 from training.config import LearnerConfig
 from training.learner import Learner
 from training.config_load import load_config
-from training.ppo import minibatch_indices, ppo_update
+from training.algorithms.losses import minibatch_indices
+from training.algorithms.ppo import ppo_update
 
 CPU = torch.device("cpu")
 
@@ -125,8 +126,8 @@ def test_a_ppo_update_lands_on_the_same_weights(stale: bool) -> None:
     torch.manual_seed(0)
     net = build_net(128, 2, "full")
     dense, sparse = batches(net, "hoi_quan_bai", 4, seed=7)
-    lcfg = LearnerConfig(correct_from_lag=1)
-    cfg = PPOConfig(minibatch=1000, epochs=2, lr=1e-3)
+    lcfg = LearnerConfig()
+    cfg = PPOConfig(minibatch=1000, epochs=2, lr=1e-3, correct_from_lag=1)
     result = {}
     for name, data in (("dense", dense), ("sparse", sparse)):
         if stale:  # half the rows a few updates old: the proximal policy's forward runs too

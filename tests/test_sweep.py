@@ -62,6 +62,20 @@ def test_a_two_trial_sweep_writes_every_trial_and_its_score(tmp_path: Path) -> N
     assert "total_decisions reached" in proc.stdout and proc.stdout.count("): training") == 2
 
 
+
+def test_trials_at_once_count_every_worker_group_the_algorithm_starts() -> None:
+    """A trial holds its learner's CPU and each group of workers its algorithm starts (rollout workers, and
+    expert iteration's search workers beside them or alone)."""
+    from training.config_load import load_config
+
+    def at_once(*over: str) -> int:
+        return sweep_lib.concurrency(load_config("quick", ["rollout.num_workers=3", *over]), 16)
+
+    assert at_once() == 4  # 3 rollout + 1 learner
+    assert at_once("distill.enabled=true", "distill.num_workers=2") == 2  # 3 + 2 search + 1
+    assert at_once("distill.enabled=true", "distill.num_workers=2", "distill.ppo=false") == 5  # 2 + 1
+    assert at_once("rollout.num_workers=auto") == 1  # a trial sized to every CPU
+
 def test_the_trials_are_the_grid_times_the_draws_and_the_same_each_time(tmp_path: Path) -> None:
     plan = SweepPlan("quick", [], [("model.hidden", ["16", "32"])],
                      [("model.layers", "1", "3", False), ("ppo.lr", "1e-5", "1e-3", True)], 3, [0, 1], tmp_path)

@@ -110,6 +110,34 @@ def test_a_scalar_for_a_list_is_a_list_of_one(tmp_path: Path) -> None:
     assert "env.tables takes a list of tables" in str(err.value) and "\n" not in str(err.value)
 
 
+
+def test_an_older_runs_lag_correction_keys_move_to_ppo_and_an_override_names_the_new_key(tmp_path: Path) -> None:
+    """learner.correct_from_lag and learner.is_clip are PPO's loss settings now (ppo.*): an older run's
+    config.yaml still loads on --resume with its values there (a file's own ppo.* word wins); an override
+    of the old key is refused in one line naming the new one."""
+    import yaml
+
+    from training.config import to_dict
+    from training.launch import read_run_config
+
+    run = tmp_path / "old-run"
+    run.mkdir()
+    old = to_dict(load_config("quick", ["ppo.lr=2e-4"]))  # as such a run wrote it: the keys in learner
+    del old["ppo"]["correct_from_lag"], old["ppo"]["is_clip"]
+    old["learner"] |= {"correct_from_lag": 5, "is_clip": 1.5}
+    (run / "config.yaml").write_text(yaml.safe_dump(old))
+    cfg = read_run_config(run, ["max_minutes=1"])
+    ppo = cfg.section("ppo")
+    assert (ppo.correct_from_lag, ppo.is_clip, ppo.lr, cfg.max_minutes) == (5, 1.5, 2e-4, 1)
+    assert not hasattr(cfg.learner, "is_clip")
+    f = tmp_path / "both.yaml"
+    f.write_text("learner: {is_clip: 1.5, max_policy_lag: 4}\nppo: {is_clip: 2.0}\n")
+    both = load_config(f)
+    assert both.section("ppo").is_clip == 2.0 and both.learner.max_policy_lag == 4
+    with pytest.raises(ConfigError) as err:
+        load_config("quick", ["learner.is_clip=1.2"])
+    assert str(err.value) == "learner.is_clip is now ppo.is_clip (a setting of ppo's loss): give ppo.is_clip=1.2"
+
 # ---- run names --------------------------------------------------------------------------------------------
 def test_a_run_is_named_for_the_tables_its_overrides_chose() -> None:
     def name(*o: str) -> str:

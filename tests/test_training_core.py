@@ -309,7 +309,7 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
 def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
     from sam_env.actions import NO_SAM, SAM
     from training.learner import Learner
-    from training.ppo import ppo_update
+    from training.algorithms.ppo import ppo_update
 
     torch.manual_seed(0)
     cfg = load_config("quick", ["ppo.sam_lesson_coef=1.0", "ppo.minibatch=256", "ppo.epochs=4", "ppo.lr=1e-3",
@@ -427,8 +427,8 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     from training.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
-                                "ppo.minibatch=64", "ppo.epochs=1", "learner.correct_from_lag=3",
-                                "learner.is_clip=1.0"])
+                                "ppo.minibatch=64", "ppo.epochs=1", "ppo.correct_from_lag=3",
+                                "ppo.is_clip=1.0"])
     batch = _recorded(cfg)
     batch["logp"] = batch["logp"] - 1.0  # a behaviour policy far from the learner's
     runs = {}
@@ -441,10 +441,48 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     assert stale["approx_kl"] < runs[0]["approx_kl"]  # the clip is centred on the learner's own policy
 
 
+def test_the_ppo_loss_is_the_clipped_objective_written_out() -> None:
+    """One step over the whole batch: the update's figures are those of the loss written out here from
+    its definition (docs/training.md): fresh rows with the plain ratio against the behaviour policy and
+    its clip, stale rows centred on the learner's own policy and weighted by the truncated importance
+    weight, the value loss of both heads, the entropy over the legal moves, the Sâm lesson."""
+    from training.algorithms.ppo import update
+    from training.learner import Learner
+
+    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "model.critic=full",
+                                "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.minibatch=100000",
+                                "ppo.epochs=1", "ppo.correct_from_lag=2", "ppo.is_clip=1.3", "ppo.clip=0.2"])
+    batch = _recorded(cfg)
+    batch["logp"] = batch["logp"] - 0.3  # the behaviour policy: ratios of e^0.3 on fresh rows, past the clip
+    s = cfg.section("ppo")
+    torch.manual_seed(0)
+    learner = Learner(cfg, s.lr)
+    data = learner.batch([batch, batch], [3, 0])  # the first copy stale, the second fresh
+    with torch.no_grad():
+        logits, value, base = learner.net.train_forward(data["obs"], data["mask"], data["hid"])
+        logp_all = torch.log_softmax(logits, -1)
+        logp = logp_all.gather(1, data["act"][:, None]).squeeze(-1)
+        stale = data["lag"] >= 2
+        prox = torch.where(stale, logp, data["logp"])
+        weight = (prox - data["logp"]).exp().clamp(max=1.3)
+        ratio = (logp - prox).exp()
+        adv = (data["adv"] - data["adv"].mean()) / (data["adv"].std() + 1e-8)
+        policy = -(weight * torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv)).mean()
+        value_loss = 0.5 * (value - data["ret"]).pow(2).mean() + 0.5 * (base - data["ret"]).pow(2).mean()
+        entropy = -(logp_all.exp() * logp_all.masked_fill(data["mask"] <= 0, 0)).sum(-1).mean()
+        asked = data["teach"] >= 0
+        lesson = -logp_all[asked].gather(1, data["teach"][asked].long()[:, None]).mean()
+    out = update(learner, s, [batch, batch], [3, 0], torch.Generator().manual_seed(1))
+    assert bool(asked.any()) and float(((ratio - 1).abs() > 0.2).float().mean()) == pytest.approx(0.5)
+    expect = {"policy": policy, "value": value_loss, "entropy": entropy, "sam_lesson": lesson,
+              "clipfrac": ((ratio - 1).abs() > 0.2).float().mean(), "approx_kl": ((ratio - 1) - ratio.log()).mean(),
+              "is_weight": weight.mean(), "stale_fraction": 0.5}
+    assert {k: out[k] for k in expect} == pytest.approx({k: float(v) for k, v in expect.items()}, rel=1e-5, abs=1e-7)
+
 def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     from training.algorithms.ppo import update
     from training.learner import Learner
-    from training.ppo import explained_variance
+    from training.algorithms.losses import explained_variance
 
     ret = torch.tensor([1.0, -2.0, 0.5, 3.0])
     assert explained_variance(ret, ret) == 1.0

@@ -1,5 +1,5 @@
-"""A new run's warm start (training/warm_start.py): behaviour cloning from heuristic games made in the
-run's own budget."""
+"""A new run's warm start (training/algorithms/warm_start.py): behaviour cloning from heuristic games made
+in the run's own budget."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from training.config import ConfigError
 from training.config_load import load_config
 from training.learner import Learner
 from training.loop import RunLoop
-from training.warm_start import HeuristicEngine, clone_heuristic, games_config
+from training.algorithms.warm_start import HeuristicEngine, clone_heuristic, games_config
 
 SMALL = ["model.hidden=32", "model.layers=1", "warm_start.envs=64", "warm_start.minibatch=256"]
 

@@ -18,11 +18,8 @@ per second (every seat), learner decisions per second (the learner's seats,
 at the config's opponent mix), and ``bytes_per_decision``, the size of what
 the worker ships divided by the learner decisions it holds.
 
-``--search``: one expert-iteration search worker on one core, as in the
-stage (``training.distill.SearchEngine`` with the config's ``distill``
-settings, the ``init_from`` network and its belief): searched decisions per
-second with its rollouts in fp32 and in bf16, and the rollout forward's rows
-per second that ``distill.precision: auto`` compares to choose.
+``--search``: one expert-iteration search worker, timed by the algorithm's own
+bench (``training.algorithms.expert_search.bench_search``).
 
 The last line printed is one JSON object.  Exit 2 on a bad option, a bad
 config, or CUDA asked for where there is none.
@@ -30,23 +27,16 @@ config, or CUDA asked for where there is none.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
 import numpy as np
 import torch
 
-from agents.nets.belief import load_belief
-from agents.nets.checkpoint import load_checkpoint
-from agents.search import prefers_bf16, rollout_rates
-
 from . import compact
 from .config import TrainConfig
-from .distill import SearchEngine
 from .algorithms.ppo import ppo_engine, update as ppo_update
 from .learner import Learner
-from .rollout import weights_to_numpy
 
 
 def record(cfg: TrainConfig, decisions: int, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -121,28 +111,3 @@ def bench_rollout(cfg: TrainConfig, rollouts: int) -> dict[str, Any]:
             "games_per_s": round(stats["games"] / secs, 1), "learner_share": round(n / stats["decisions"], 4),
             "bytes_per_decision": round(shipped / n, 1), "float32_bytes_per_decision": round(expanded, 1)}
 
-
-def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
-    """Searched decisions/s of one search worker in each precision, after a warm-up request each."""
-    m, d = cfg.model, cfg.section("distill")
-    if cfg.init_from:
-        net, _ = load_checkpoint(cfg.init_from)
-        bnet = load_belief(cfg.init_from)
-    else:
-        net, bnet = m.build(), None
-    weights = weights_to_numpy(net)
-    belief = {"hidden": bnet.hidden, "weights": weights_to_numpy(bnet)} if bnet is not None else None
-    rates = rollout_rates(net.eval())
-    out: dict[str, Any] = {"config": cfg.name, "init_from": cfg.init_from or None, "candidates": d.candidates,
-                           "worlds": d.worlds, "horizon": d.horizon, "games": d.envs_per_worker,
-                           "rollout_rows_per_s": {k: round(v) for k, v in rates.items()},
-                           "auto": "bf16" if prefers_bf16(rates) else "fp32"}
-    for prec in ("fp32", "bf16"):
-        sections = cfg.sections | {"distill": dataclasses.replace(d, precision=prec)}
-        eng = SearchEngine(dataclasses.replace(cfg, sections=sections), 0, cfg.seed)
-        eng.set_network(weights, 0, belief)
-        eng.play()  # compiles, and fills the games past their first moves
-        t0 = time.perf_counter()
-        n = sum(eng.play()["stats"]["searched"] for _ in range(requests))
-        out[f"{prec}_searched_per_s"] = round(n / (time.perf_counter() - t0), 1)
-    return out

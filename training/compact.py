@@ -109,7 +109,7 @@ def pack(obs: np.ndarray, mask: np.ndarray, hid: np.ndarray, act: np.ndarray,
 
 def pack_obs(obs: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
     """Observations and legal masks alone, packed (the ``obs_*`` and ``mask`` arrays of :func:`pack`;
-    the search's targets travel this way too, training/distill.py)."""
+    the search's targets travel this way too, training/algorithms/expert_search.py)."""
     lay = layout()
     bits = obs != 0
     q = np.rint(np.take(obs, lay.quarters, axis=1) * 4).astype(np.uint8)

@@ -2,7 +2,7 @@
 
 This module is the schema of the run's own sections (env, model, rollout, learner, eval, checkpoint,
 belief), the :class:`Section` that an algorithm or a stage declares in its own module for its settings
-(``ppo`` in training/algorithms/ppo.py, ``warm_start`` in training/warm_start.py, an outside algorithm's
+(``ppo`` in training/algorithms/ppo.py, ``warm_start`` in training/algorithms/warm_start.py, an outside algorithm's
 beside its code), and what is derived from a config (its tables, the evaluation's table, its flat and
 YAML forms, the budgets).  A config is built from the dataclass defaults, then the YAML file, then the
 command-line overrides (OmegaConf structured configs, so a wrong type or an unknown key is refused
@@ -175,7 +175,8 @@ class RolloutConfig:
 
 @dataclass
 class LearnerConfig:
-    """Where and how the PPO update runs, and how old the data it learns from may be."""
+    """Where and how the update runs, and how old the data it learns from may be (how an algorithm
+    corrects for that age is its own setting: ppo.correct_from_lag, ppo.is_clip)."""
 
     device: str = "auto"
     """Torch device of the network, the optimizer and the update: auto (CUDA when present, else the CPU),
@@ -191,12 +192,6 @@ class LearnerConfig:
     """Rollouts in flight on the workers or waiting for the learner, at most (0: one per worker plus one);
     a worker that delivers into a full queue waits for room (at least num_workers).  More room lets the
     workers run further ahead of a slow learner, and the data it learns from grows older."""
-    correct_from_lag: int = 3
-    """Rollouts at least this many updates old are learned with truncated importance weights towards the
-    learner's current policy (decoupled PPO with V-trace's truncation, see docs/training.md); younger
-    ones with the plain PPO ratio against the behaviour policy."""
-    is_clip: float = 1.0
-    """Truncation of those importance weights (V-trace's rho-bar)."""
 
 
 @dataclass

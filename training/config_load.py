@@ -159,9 +159,36 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return cfg
 
 
+#: Keys that moved to an algorithm's section: (old section, key) -> new section.  A file (an older run's
+#: config.yaml on --resume) has them moved; an override names the new key.
+MOVED = {("learner", "correct_from_lag"): "ppo", ("learner", "is_clip"): "ppo"}
+
+
+def _moved(layer: Layer) -> Layer:
+    """``layer`` with the :data:`MOVED` keys in their new sections (a file's own word there wins);
+    ConfigError for an override that gives an old key."""
+    where, node, text = layer
+    if not isinstance(node, dict):
+        return layer
+    for (old, key), new in MOVED.items():
+        part = node.get(old)
+        if not (isinstance(part, dict) and key in part):
+            continue
+        if text is not None:
+            raise ConfigError(f"{old}.{key} is now {new}.{key} (a setting of {new}'s loss):"
+                              f" give {new}.{key}={text}")
+        value = part.pop(key)
+        if node.get(new) is None:
+            node[new] = {}
+        if isinstance(node[new], dict):  # (a section of the wrong shape: the merge refuses it)
+            node[new].setdefault(key, value)
+    return layer
+
+
 def _merge(layers: list[Layer]) -> TrainConfig:
     """The typed defaults of the algorithm the layers name ← each layer, one at a time, so that an error
     names the key or file that made it."""
+    layers = [_moved(layer) for layer in layers]
     algorithm = _algorithm(layers)
     cls = schema(algorithm)  # the sections of the algorithm the layers name
     merged = _defaults(algorithm)
@@ -277,9 +304,8 @@ def validate(cfg: TrainConfig) -> None:
     need(DEVICE_RE.fullmatch(le.device) is not None,
          f"learner.device must be auto, cpu, cuda or cuda:N, not {le.device!r}")
     need(le.precision in ("fp32", "bf16"), f"learner.precision must be fp32 or bf16, not {le.precision!r}")
-    need(le.max_policy_lag >= 0 and le.queue_rollouts >= 0 and le.correct_from_lag >= 0,
-         "learner.max_policy_lag, queue_rollouts and correct_from_lag must be >= 0")
-    need(le.is_clip > 0, "learner.is_clip must be positive")
+    need(le.max_policy_lag >= 0 and le.queue_rollouts >= 0,
+         "learner.max_policy_lag and queue_rollouts must be >= 0")
     need(le.queue_rollouts == 0 or auto or le.queue_rollouts >= ro.num_workers,  # auto: sizing.py checks
          "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
     ev = cfg.eval

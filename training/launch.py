@@ -18,6 +18,7 @@ from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read
                                 resolve, verify)
 from sam_env.atomic import UnsafeTarget, check_folder
 
+from .algorithms import algorithm_class
 from .config import ConfigError, TrainConfig, stop_reason, training_tables
 from .config_load import load_config
 from .errors import TrainError
@@ -213,7 +214,7 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any,
     if ray_address:
         return device, ""
     sized = apply_sizing(cfg, embedded_cpus(), device.type)
-    short = cpu_shortfall(cfg, embedded_cpus(), embedded=True)
+    short = cpu_shortfall(algorithm_class(cfg).worker_groups(cfg), embedded_cpus(), embedded=True)
     if short:
         raise TrainError(short)
     return device, sized
@@ -226,12 +227,12 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
     folder = launch.run_dir or new_run_folder(cfg, run_dir)
     device, sized = _check(launch, folder, ray_address)
     tables = ", ".join(f"{t.rules.name}/{t.players}" for t in training_tables(cfg))
-    ro, ev, d = cfg.rollout, cfg.eval, cfg.section("distill")
+    ro, ev, algo = cfg.rollout, cfg.eval, algorithm_class(cfg)
     where = (f"the Ray cluster at {ray_address} (not contacted)" if ray_address
              else f"the embedded Ray ({embedded_cpus()} CPUs)")
     minutes = f"max_minutes {cfg.max_minutes:g}" if cfg.max_minutes else "no max_minutes"
     count = ro.num_workers if ro.num_workers != AUTO else "auto (sized to the cluster's CPUs when it is joined)"
-    rollout = (f"{count} x {ro.cpus_per_worker:g} CPU" if not d.enabled or d.ppo else "no rollout workers")
+    rollout = f"{count} x {ro.cpus_per_worker:g} CPU" if algo.learns_from_rollouts(cfg) else "no rollout workers"
     lines = ["samloc train --dry-run: everything checks out; nothing was started",
              f"  run folder:  {folder}" + (f" (resume from {ckpt.name}: update {counters['updates']},"
                                            f" {counters['decisions_trained']:,} decisions,"
@@ -242,11 +243,7 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              f" ({cfg.learner.precision})" + ("; deterministic (reproducible)" if ro.deterministic else "")]
     if sized:
         lines.append(f"  sizing:      {sized}")
-    if d.enabled:
-        lines.append(f"  expert iteration: {d.num_workers} x {d.cpus_per_worker:g} CPU search workers"
-                     f" (candidates {d.candidates}, worlds {d.worlds}, horizon {d.horizon}, critic {d.critic});"
-                     f" KL x {d.coef:g} at temperature {d.temperature:g} lá"
-                     + (" beside PPO" if d.ppo else ", no PPO") + f"; rounds of {d.round_updates:,} updates")
+    lines += algo.dry_run_lines(cfg)
     final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
              else "no final evaluation")
     lines.append(f"  at the end:  {final}, ONNX export, curve.png"

@@ -47,7 +47,7 @@ from .runlog import Board, Display, Rate, StopSignals
 from .runstate import Counters, RunState
 from .scheduler import make_scheduler
 from .sizing import apply_sizing
-from .warm_start import clone_heuristic
+from .algorithms.warm_start import clone_heuristic
 from .workers import WorkerPool
 
 
@@ -176,7 +176,7 @@ class RunLoop:
         if sized:  # the figure chosen goes into the run folder's config, which a resume reads
             self.log(sized)
             self.state.write_config()
-        self.workers.check_cpus()
+        self.workers.check_cpus(self.algo.worker_groups(cfg))
         self.board = Board(cfg, self.state, self.state.c.decisions_trained if self.state.resumed_from else -1)
         actors, self.placement = self.workers.place(self.algo.rollout_actor(), self.algo.rollout_workers,
                                                     "rollout worker", cfg.rollout.cpus_per_worker)

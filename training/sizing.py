@@ -2,8 +2,9 @@
 
 The rule (docs/training.md, "Runs size themselves to the machine"): every CPU Ray has, less one for the
 learner's process (it runs the update on the CPU, or feeds the GPU), one for the periodic evaluation when
-the run has one (a single-threaded Ray task beside training) and the expert-iteration search workers
-(``distill.num_workers`` x ``distill.cpus_per_worker``), in workers of ``rollout.cpus_per_worker`` CPUs,
+the run has one (a single-threaded Ray task beside training) and the algorithm's own workers
+(``Algorithm.own_workers``: expert iteration's search workers, ``distill.num_workers`` x
+``distill.cpus_per_worker``), in workers of ``rollout.cpus_per_worker`` CPUs,
 and never fewer than one.  On two cores that is one worker beside the learner, what was measured best
 there (the learner is the bottleneck: a second worker only takes CPU from it).
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .algorithms import algorithm_class
 from .config import TrainConfig
 from .errors import TrainError
 
@@ -36,10 +38,9 @@ def size_workers(cfg: TrainConfig, cpus: float, device: str) -> Sizing:
     taken = [(1.0, f"1 learner ({device})")]
     if cfg.eval.every_updates or cfg.eval.every_minutes:
         taken.append((1.0, "1 evaluation"))
-    d = cfg.section("distill")
-    if d.enabled:
-        taken.append((d.num_workers * d.cpus_per_worker,
-                      f"{d.num_workers * d.cpus_per_worker:g} search worker{'s' if d.num_workers > 1 else ''}"))
+    for g in algorithm_class(cfg).own_workers(cfg):
+        taken.append((g.num_workers * g.cpus_per_worker,
+                      f"{g.num_workers * g.cpus_per_worker:g} {g.what}{'s' if g.num_workers > 1 else ''}"))
     left = cpus - sum(c for c, _ in taken)
     fit = math.floor(left / cfg.rollout.cpus_per_worker + 1e-9)
     workers = max(1, fit)

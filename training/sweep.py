@@ -42,6 +42,7 @@ from ray.tune.schedulers import ASHAScheduler
 from agents.nets.format import list_checkpoints, read_json_file
 from sam_env.atomic import write_atomic, write_json_atomic, write_with
 
+from .algorithms import algorithm_class
 from .config import ConfigError, TrainConfig, eval_players, eval_rules
 from .errors import TrainError
 from .evaluation import OpponentsEval
@@ -258,13 +259,12 @@ def run_trial(config: dict[str, Any]) -> None:
 
 def concurrency(cfg: TrainConfig, cpus: float) -> int:
     """Trials at once: as many as ``cpus`` hold with each one's learner and rollout workers (at least one)."""
-    workers = cfg.rollout.num_workers
-    if workers == AUTO:  # a trial sizes itself to every CPU: one at a time
-        workers = size_workers(cfg, cpus, "cpu").rollout_workers
-    need = workers * cfg.rollout.cpus_per_worker
-    d = cfg.section("distill")
-    if d.enabled:
-        need = d.num_workers * d.cpus_per_worker + (need if d.ppo else 0)
+    need = 0.0
+    for g in algorithm_class(cfg).worker_groups(cfg):
+        workers = g.num_workers
+        if workers == AUTO:  # a trial sizes itself to every CPU: one at a time
+            workers = size_workers(cfg, cpus, "cpu").rollout_workers
+        need += workers * g.cpus_per_worker
     return max(1, int(cpus // (need + 1)))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -32,19 +33,27 @@ def embedded_cpus() -> int:
     return max(2, os.cpu_count() or 2)
 
 
-def cpu_shortfall(cfg: TrainConfig, have: float, embedded: bool) -> str:
-    """'' when the workers (rollout, and search with ``distill.enabled``) fit in ``have`` CPUs, else why not
-    in one line (for an embedded Ray, which never grows, with the settings that would fit)."""
-    d = cfg.section("distill")
-    on = {"rollout": not d.enabled or d.ppo, "distill": d.enabled}
-    groups = [(sec, g) for sec, g in (("rollout", cfg.rollout), ("distill", d)) if on[sec]]
-    need = sum(g.num_workers * g.cpus_per_worker for _, g in groups)
+@dataclass(frozen=True)
+class WorkerGroup:
+    """A group of Ray workers a run starts (``Algorithm.worker_groups`` says which): the config section
+    whose ``num_workers`` and ``cpus_per_worker`` keys size it, and what one worker is called."""
+
+    section: str
+    num_workers: int  # (rollout.num_workers is still "auto" until sizing.apply_sizing resolves it)
+    cpus_per_worker: float
+    what: str
+
+
+def cpu_shortfall(groups: list[WorkerGroup], have: float, embedded: bool) -> str:
+    """'' when the worker ``groups`` fit in ``have`` CPUs, else why not in one line (for an embedded Ray,
+    which never grows, with the settings that would fit)."""
+    need = sum(g.num_workers * g.cpus_per_worker for g in groups)
     if need <= have + 1e-9:
         return ""
-    msg = " + ".join(f"{sec}.num_workers={g.num_workers} x {sec}.cpus_per_worker={g.cpus_per_worker:g}"
-                     for sec, g in groups) + f" need {need:g} CPUs, Ray has {have:g}"
+    msg = " + ".join(f"{g.section}.num_workers={g.num_workers} x {g.section}.cpus_per_worker="
+                     f"{g.cpus_per_worker:g}" for g in groups) + f" need {need:g} CPUs, Ray has {have:g}"
     if embedded and len(groups) == 1:
-        sec, g = groups[0]
+        g, sec = groups[0], groups[0].section
         fit = int(have // g.cpus_per_worker)
         share = f"{sec}.cpus_per_worker={int(have / g.num_workers * 100) / 100:g}"
         msg += f" (use {sec}.num_workers={fit} or {share})" if fit > 0 else f" (use {share})"
@@ -252,9 +261,10 @@ class WorkerPool:
         """The CPUs of the Ray this run started or joined (a cluster's: every node joined so far)."""
         return float(ray.cluster_resources().get("CPU", 0))
 
-    def check_cpus(self) -> None:
-        """Workers that cannot fit: refused here at once (an embedded Ray never grows), said on a cluster."""
-        msg = cpu_shortfall(self.cfg, self.cpus(), embedded=not self.ray_address)
+    def check_cpus(self, groups: list[WorkerGroup]) -> None:
+        """Worker ``groups`` that cannot fit: refused here at once (an embedded Ray never grows), said on a
+        cluster."""
+        msg = cpu_shortfall(groups, self.cpus(), embedded=not self.ray_address)
         if msg and not self.ray_address:
             raise TrainError(msg)
         if msg:

@@ -12,7 +12,8 @@ import torch
 from agents.search import rates_text
 from sam_env.machine import measured
 from training import bench
-from training.bench import bench_learner, bench_rollout, bench_search
+from training.algorithms.expert_search import bench_search
+from training.bench import bench_learner, bench_rollout
 from training.config import ConfigError
 from training.config_load import load_config
 from training.learner import DeviceError, resolve_device

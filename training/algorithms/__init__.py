@@ -25,7 +25,7 @@ ALGORITHMS = {
 
 #: section -> "module:Class" of the settings of a stage that is not an algorithm (it runs beside any)
 STAGES = {
-    "warm_start": "training.warm_start:WarmStartConfig",
+    "warm_start": "training.algorithms.warm_start:WarmStartConfig",
 }
 
 

@@ -24,6 +24,7 @@ from ..config import MAX_BATCH_DECISIONS, Section, TrainConfig, need
 from ..learner import Learner
 from ..rollout import RolloutEngine, RolloutTargets, rollout_actor_class
 from ..runstate import Restored, RunState
+from ..workers import WorkerGroup
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
     from ..loop import RunLoop
@@ -107,11 +108,36 @@ class Algorithm(ABC):
         self.learner = learner or Learner(cfg, self.learning_rate())
         self.losses: dict[str, float] = {}
 
+    # ---- the workers it needs, asked of the class before a run starts (sizing, the dry run) -------------
+    @classmethod
+    def learns_from_rollouts(cls, cfg: TrainConfig) -> bool:
+        """Whether the run starts the rollout workers (``rollout.*``) for it."""
+        return True
+
+    @classmethod
+    def own_workers(cls, cfg: TrainConfig) -> list[WorkerGroup]:
+        """The groups of Ray workers it starts itself beside the rollout workers (:meth:`start`): sizing
+        leaves their CPUs to them, and a run whose groups do not fit is refused before it starts."""
+        return []
+
+    @classmethod
+    def worker_groups(cls, cfg: TrainConfig) -> list[WorkerGroup]:
+        """Every group of Ray workers a run of it starts: the rollout workers (when it learns from them),
+        then its own."""
+        ro = cfg.rollout
+        rollout = WorkerGroup("rollout", ro.num_workers, ro.cpus_per_worker, "rollout worker")
+        return [rollout] * cls.learns_from_rollouts(cfg) + cls.own_workers(cfg)
+
+    @classmethod
+    def dry_run_lines(cls, cfg: TrainConfig) -> list[str]:
+        """Its lines in ``samloc train --dry-run``'s account of the run (what it will start, and how)."""
+        return []
+
     # ---- what the workers collect -------------------------------------------------------------------
     @property
     def rollout_workers(self) -> int:
         """Rollout workers this algorithm learns from (``rollout.num_workers``; 0: none)."""
-        return self.cfg.rollout.num_workers
+        return self.cfg.rollout.num_workers if self.learns_from_rollouts(self.cfg) else 0
 
     @property
     def batch_decisions(self) -> int:

@@ -29,7 +29,7 @@ import torch
 
 from .. import compact
 from ..config import MAX_BATCH_DECISIONS, Section, TrainConfig, need
-from ..ppo import Step
+from .losses import Step
 from ..rollout import MAX_SEATS, RolloutEngine, RolloutTargets, RolloutStream, rollout_actor_class
 from .base import Algorithm, value_regression
 

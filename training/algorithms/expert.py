@@ -1,8 +1,8 @@
 """Expert iteration as an algorithm: search workers' targets distilled into the policy, beside PPO.
 
 The stage itself (rounds, search workers, the buffer, seeds, resume) is described in
-:mod:`training.distill`, which holds its pieces; this part runs them in the loop: it starts the search
-workers, takes their results into the buffer, learns (PPO's update with a distillation minibatch on each
+:mod:`training.algorithms.expert_search`, which holds its pieces; this part runs them in the loop: it
+starts the search workers, takes their results into the buffer, learns (PPO's update with a distillation minibatch on each
 step, or distillation steps alone without ``distill.ppo``), ends a round after ``distill.round_updates``
 updates, and keeps its state in every checkpoint.
 """
@@ -29,14 +29,14 @@ from sam_env.seeding import mix
 
 from ..belief import collect, fit
 from ..config import TrainConfig, training_tables
-from ..distill import (BELIEF_STREAM, HOLD_EVERY, DistillConfig, DistillCounters, TargetBuffer,
+from .expert_search import (BELIEF_STREAM, HOLD_EVERY, DistillConfig, DistillCounters, TargetBuffer,
                        _search_actor_class, belief_net, kl_to_targets, search_request_seed)
 from ..errors import TrainError
-from ..ppo import distill_update
 from ..rollout import RolloutTargets, load_numpy_weights, weights_to_numpy
 from ..runstate import Restored, RunState
-from ..workers import WorkerHealth, arrived
+from ..workers import WorkerGroup, WorkerHealth, arrived
 from .base import Algorithm, Rows
+from .losses import distill_update
 from .ppo import PPO
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
@@ -81,9 +81,22 @@ class ExpertIteration(Algorithm):
     def learning_rate(self) -> float:
         return self.ppo.learning_rate()
 
-    @property
-    def rollout_workers(self) -> int:
-        return self.cfg.rollout.num_workers if self.settings.ppo else 0
+    @classmethod
+    def learns_from_rollouts(cls, cfg: TrainConfig) -> bool:
+        return cfg.section(cls.section).ppo
+
+    @classmethod
+    def own_workers(cls, cfg: TrainConfig) -> list[WorkerGroup]:
+        d = cfg.section(cls.section)
+        return [WorkerGroup(cls.section, d.num_workers, d.cpus_per_worker, "search worker")]
+
+    @classmethod
+    def dry_run_lines(cls, cfg: TrainConfig) -> list[str]:
+        d = cfg.section(cls.section)
+        return [f"  expert iteration: {d.num_workers} x {d.cpus_per_worker:g} CPU search workers"
+                f" (candidates {d.candidates}, worlds {d.worlds}, horizon {d.horizon}, critic {d.critic});"
+                f" KL x {d.coef:g} at temperature {d.temperature:g} lá"
+                + (" beside PPO" if d.ppo else ", no PPO") + f"; rounds of {d.round_updates:,} updates"]
 
     def begin(self, restored: Restored | None) -> None:
         """A resume restores the stage; a new stage's round 0 searches the starting network."""

@@ -1,19 +1,46 @@
-"""PPO on the rollout workers' self-play games: its settings (the ``ppo`` section) and the algorithm;
-the loss is :func:`training.ppo.ppo_update`, stepped by the learner."""
+"""PPO on the rollout workers' self-play games: its settings (the ``ppo`` section), its loss (clipped PPO
+on masked logits, :func:`ppo_update`) and the algorithm, whose update the learner steps.
+
+The data come with the behaviour policy's log-probabilities.  Rollouts a few updates old (the workers run
+while the learner trains) are corrected by the importance ratio against them and held in by the clip, as
+in PPO.  Rows at least ``ppo.correct_from_lag`` updates old are learned with the decoupled objective of
+Hilton et al. (2021, "Batch size-invariance for policy optimization"): the clip is centred on the
+learner's policy at the start of the update (the proximal policy), and the objective is weighted by the
+importance weight proximal / behaviour truncated at ``ppo.is_clip``, V-trace's rho-bar (Espeholt et al.,
+2018).  For the other rows both are the behaviour policy and the weight is 1: plain PPO.  The advantages
+stay the worker's (GAE under the behaviour policy's values); V-trace's c-traces would need the
+trajectories, which a flat batch no longer has, so the lag is bounded instead (``learner.max_policy_lag``,
+the loop's: it drops older rollouts for every algorithm).
+
+Two additions to plain PPO, both explained in docs/training.md:
+
+- the value target trains the perfect-information critic when the network has one (and the policy's own
+  value head too, which exported models keep);
+- the Sâm lesson: at the learner's Sâm decisions (declare or not, and every play after it declared), a
+  cross-entropy term towards the heuristic's choice, which comes from its Monte-Carlo planner.  A
+  declaration is rare and worth ±60 lá, so exploration alone drives its probability to 0 long before it
+  meets the hands where declaring pays, and a declared hand is played too rarely for PPO alone to learn
+  to play it out.
+
+Expert iteration (training/algorithms/expert.py) adds a third term, its distillation KL
+(:func:`training.algorithms.losses.distill_terms`), riding on each PPO step.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
 
-from ..config import TrainConfig, need
+from agents.nets.interface import PolicyNetwork
+
+from ..config import LearnerConfig, TrainConfig, need
 from ..learner import Learner
-from ..ppo import DistillSampler, ppo_update
 from ..rollout import RolloutEngine, RolloutTargets
 from .base import Algorithm, OnPolicySettings
+from .losses import DISTILL_NAMES, DistillSampler, Step, distill_terms, explained_variance, minibatch_indices
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
     from ..loop import RunLoop
@@ -36,12 +63,113 @@ class PPOConfig(OnPolicySettings):
     sam_lesson_coef: float = 0.5
     """Weight of the Sâm lesson: at the learner's Sâm decisions (declare or not, then its plays as the
     declarer), cross-entropy towards the heuristic agent's choice (0: off; see docs/training.md)."""
+    correct_from_lag: int = 3
+    """Rollouts at least this many updates old are learned with truncated importance weights towards the
+    learner's current policy (decoupled PPO with V-trace's truncation, see docs/training.md); younger
+    ones with the plain PPO ratio against the behaviour policy (learner.max_policy_lag bounds the age)."""
+    is_clip: float = 1.0
+    """Truncation of those importance weights (V-trace's rho-bar)."""
 
     def check(self, cfg: TrainConfig, name: str) -> None:
         super().check(cfg, name)
         need(self.sam_lesson_coef >= 0, f"{name}.sam_lesson_coef must be >= 0")
         need(self.clip > 0 and self.epochs >= 1 and self.minibatch >= 1,
              f"{name}.clip, epochs and minibatch must be positive")
+        need(self.correct_from_lag >= 0, f"{name}.correct_from_lag must be >= 0")
+        need(self.is_clip > 0, f"{name}.is_clip must be positive")
+
+
+@torch.no_grad()
+def proximal_logp(net: PolicyNetwork, data: dict[str, torch.Tensor], stale: torch.Tensor, chunk: int,
+                  bf16: bool) -> torch.Tensor:
+    """Log-probabilities of the taken actions: the current policy's on ``stale`` rows, the behaviour's elsewhere."""
+    prox = data["logp"].clone()
+    rows = stale.nonzero().squeeze(-1)
+    for start in range(0, len(rows), chunk):
+        i = rows[start:start + chunk]
+        with torch.autocast(data["obs"].device.type, torch.bfloat16, enabled=bf16):
+            logits, _ = net(data["obs"][i], data["mask"][i])
+        prox[i] = torch.log_softmax(logits.float(), -1).gather(1, data["act"][i][:, None]).squeeze(-1)
+    return prox
+
+
+def ppo_update(net: PolicyNetwork, step: Step, data: dict[str, torch.Tensor], cfg: PPOConfig,
+               lcfg: LearnerConfig, gen: torch.Generator,
+               between_steps: Callable[[], None] | None = None, distill: DistillSampler | None = None,
+               distill_coef: float = 0.0) -> dict[str, float]:
+    """``cfg.epochs`` passes of minibatch PPO over ``data`` (tensors on the network's device, from
+    ``compact.expand``, plus ``lag``: each row's policy lag in updates); returns mean losses and diagnostics.
+
+    ``step`` is the learner's gradient step (clip and Adam) on a loss; ``lcfg`` its section (the precision).
+    ``between_steps`` runs after every gradient step (the trainer collects rollouts there, so workers
+    never wait for a long update).  ``gen`` is a CPU generator, so the minibatches are the same on any device.
+    ``distill``: at each step, a minibatch of search targets whose KL term joins the loss with weight
+    ``distill_coef`` (none when it answers None); its means come back as ``distill_kl`` ... .
+    """
+    device = data["obs"].device
+    bf16 = lcfg.precision == "bf16"
+    n = data["obs"].shape[0]
+    mb = min(cfg.minibatch, n)
+    net.eval()
+    stale = data["lag"] >= cfg.correct_from_lag
+    prox = proximal_logp(net, data, stale, mb, bf16) if bool(stale.any()) else data["logp"]
+    is_weight = (prox - data["logp"]).exp().clamp(max=cfg.is_clip)  # 1 on fresh rows
+    net.train()
+    names = ("policy", "value", "entropy", "approx_kl", "clipfrac", "sam_lesson")
+    sums = torch.zeros(len(names) + 1, device=device)  # and the gradient norm before clipping
+    dsums = torch.zeros(len(DISTILL_NAMES), device=device)
+    steps = dsteps = 0
+    for _ in range(cfg.epochs):
+        for i in minibatch_indices(n, mb, gen):
+            i = i.to(device)
+            mask = data["mask"][i]
+            with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+                logits, value, baseline = net.train_forward(data["obs"][i], mask, data["hid"][i])
+            logp_all = torch.log_softmax(logits.float(), dim=-1)
+            value, baseline = value.float(), baseline.float()
+            logp = logp_all.gather(1, data["act"][i][:, None]).squeeze(-1)
+            adv = data["adv"][i]
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            log_ratio = logp - prox[i]
+            ratio = log_ratio.exp()
+            pg = -(is_weight[i] * torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)).mean()
+            ret = data["ret"][i]
+            v_loss = 0.5 * (value - ret).pow(2).mean()
+            if net.has_critic:
+                v_loss = v_loss + 0.5 * (baseline - ret).pow(2).mean()
+            probs = torch.softmax(logits.float(), dim=-1)  # torch's exp on a CPU is ~10x slower than softmax's
+            # illegal actions have probability 0; their (huge negative) log-prob must not enter
+            entropy = -(probs * logp_all.masked_fill(mask <= 0, 0.0)).sum(-1).mean()
+            loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+            teach = data["teach"][i]
+            asked = teach >= 0
+            lesson = torch.zeros((), device=device)
+            if cfg.sam_lesson_coef > 0 and bool(asked.any()):
+                lesson = -logp_all[asked].gather(1, teach[asked].long()[:, None]).mean()
+                loss = loss + cfg.sam_lesson_coef * lesson
+            dbatch = distill() if distill is not None else None
+            if dbatch is not None:
+                terms = distill_terms(net, dbatch, bf16)
+                loss = loss + distill_coef * terms[0]
+                dsums += terms.detach()
+                dsteps += 1
+            grad_norm = step(loss)
+            with torch.no_grad():  # summed on the device: no host sync per step
+                sums += torch.stack([pg, v_loss, entropy, ((ratio - 1) - log_ratio).mean(),
+                                     ((ratio - 1).abs() > cfg.clip).float().mean(), lesson,
+                                     grad_norm.float()]).detach()
+            steps += 1
+            if between_steps is not None:
+                between_steps()
+    net.eval()
+    out = dict(zip((*names, "grad_norm"), (sums / max(steps, 1)).tolist()))
+    out["explained_variance"] = explained_variance(data["val"], data["ret"])
+    out["stale_fraction"] = float(stale.float().mean())
+    out["is_weight"] = float(is_weight.mean())
+    if distill is not None:
+        out |= dict(zip(DISTILL_NAMES, (dsums / max(dsteps, 1)).tolist())) if dsteps else {}
+        out["distill_steps"] = float(dsteps)
+    return out
 
 
 def update(learner: Learner, settings: PPOConfig, batches: list[dict[str, np.ndarray]], lags: list[int],
@@ -50,8 +178,8 @@ def update(learner: Learner, settings: PPOConfig, batches: list[dict[str, np.nda
     """One PPO update of ``learner`` on packed rollouts; ``lags[k]``: updates between the weights that made
     ``batches[k]`` and these (``samloc bench --learner`` times this)."""
     return ppo_update(learner.net, lambda loss: learner.step(loss, settings.max_grad_norm),
-                      learner.batch(batches, lags, sparse=learner.sparse_input()), settings, learner.cfg.learner, gen, between_steps,
-                      distill, distill_coef)
+                      learner.batch(batches, lags, sparse=learner.sparse_input()), settings, learner.cfg.learner,
+                      gen, between_steps, distill, distill_coef)
 
 
 class PPO(Algorithm):

@@ -24,20 +24,20 @@ import torch
 
 from sam_env.seeding import mix
 
-from . import compact
-from .algorithms.base import value_regression
-from .algorithms.dmc import MonteCarloEngine
-from .config import Section, TrainConfig, need
-from .learner import Learner
-from .rollout import RolloutStream, rollout_actor_class
+from .. import compact
+from ..config import Section, TrainConfig, need
+from ..learner import Learner
+from ..rollout import RolloutStream, rollout_actor_class
+from .base import value_regression
+from .dmc import MonteCarloEngine
 
 STEPS = 16  # decisions per game slot between two learning passes
 
 
 @dataclasses.dataclass
 class WarmStartConfig(Section):
-    """Behaviour cloning from the heuristic's games before a new run's first update (training/warm_start.py).
-    The games are played then, inside the run's budget: its minutes count toward max_minutes."""
+    """Behaviour cloning from the heuristic's games before a new run's first update (this module's
+    docstring).  The games are played then, inside the run's budget: its minutes count toward max_minutes."""
 
     decisions: int = 0
     """Heuristic decisions to clone (0: no warm start); every seat of these games is the heuristic."""

@@ -39,6 +39,7 @@ search workers, which a resume starts afresh).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -49,7 +50,8 @@ import ray
 import torch
 
 from agents import make_agent
-from agents.nets.belief import BeliefNet
+from agents.nets.belief import BeliefNet, load_belief
+from agents.nets.checkpoint import load_checkpoint
 from agents.policy_agent import PolicyAgent
 from agents.search import SearchAgent, prefers_bf16, rollout_rates, search_targets
 from agents.search_settings import check_search_settings
@@ -58,10 +60,10 @@ from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
-from . import compact
-from .config import MAX_WORKERS, ConfigError, Section, TrainConfig, need, training_tables
-from .ppo import DISTILL_NAMES, distill_terms
-from .rollout import load_numpy_weights, request_seed, slot_shares, table_seed
+from .. import compact
+from ..config import MAX_WORKERS, ConfigError, Section, TrainConfig, need, training_tables
+from ..rollout import load_numpy_weights, request_seed, slot_shares, table_seed, weights_to_numpy
+from .losses import DISTILL_NAMES, distill_terms
 
 HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of training (distill.heldout)
 SEARCH_STREAM = 0x5EA4C4  # the search workers' seeds: a stream of their own beside the rollout workers'
@@ -71,7 +73,7 @@ OPP_HEURISTIC, OPP_POLICY = 0, 1  # who sits in a search game's other seats
 
 @dataclass
 class DistillConfig(Section):
-    """Expert iteration: the policy trained towards what play-time search finds (training/distill.py)."""
+    """Expert iteration: the policy trained towards what play-time search finds (this module's docstring)."""
 
     enabled: bool = False
     """Run the stage (docs/training.md, Expert iteration): search workers play games with the search and
@@ -413,3 +415,33 @@ class DistillCounters:
     heuristic_games: int = 0      # finished games against heuristics ...
     heuristic_la_sum: float = 0.0  # ... and the searching seat's lá in them
     rounds: list[dict[str, Any]] = field(default_factory=list)  # where each round began, and its belief
+
+
+
+def bench_search(cfg: TrainConfig, requests: int) -> dict[str, Any]:
+    """``samloc bench --search``: searched decisions/s of one search worker on one core, as in the stage (the
+    config's ``distill`` settings, the ``init_from`` network and its belief), with its rollouts in fp32
+    and in bf16, after a warm-up request each; and the rollout forward's rows per second that
+    ``distill.precision: auto`` compares to choose."""
+    m, d = cfg.model, cfg.section("distill")
+    if cfg.init_from:
+        net, _ = load_checkpoint(cfg.init_from)
+        bnet = load_belief(cfg.init_from)
+    else:
+        net, bnet = m.build(), None
+    weights = weights_to_numpy(net)
+    belief = {"hidden": bnet.hidden, "weights": weights_to_numpy(bnet)} if bnet is not None else None
+    rates = rollout_rates(net.eval())
+    out: dict[str, Any] = {"config": cfg.name, "init_from": cfg.init_from or None, "candidates": d.candidates,
+                           "worlds": d.worlds, "horizon": d.horizon, "games": d.envs_per_worker,
+                           "rollout_rows_per_s": {k: round(v) for k, v in rates.items()},
+                           "auto": "bf16" if prefers_bf16(rates) else "fp32"}
+    for prec in ("fp32", "bf16"):
+        sections = cfg.sections | {"distill": dataclasses.replace(d, precision=prec)}
+        eng = SearchEngine(dataclasses.replace(cfg, sections=sections), 0, cfg.seed)
+        eng.set_network(weights, 0, belief)
+        eng.play()  # compiles, and fills the games past their first moves
+        t0 = time.perf_counter()
+        n = sum(eng.play()["stats"]["searched"] for _ in range(requests))
+        out[f"{prec}_searched_per_s"] = round(n / (time.perf_counter() - t0), 1)
+    return out
