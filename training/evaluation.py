@@ -107,6 +107,8 @@ class PeriodicEval:
 
     def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], deals: int) -> None:
         ref, at = self.target.launch(weights, hp, self.state, deals)
+        if self.state.stage_starts:  # a run in stages: the stage it measures (a plateau is read per stage)
+            at["stage"] = self.state.stage
         self.note(at)
         self.in_flight = (ref, at)
 

@@ -136,7 +136,8 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     _export_step(ckpt_dir, res)                                              # ONNX export
     title = (f"{cfg.name}: greedy policy at {table_name(eval_rules(cfg), eval_players(cfg))},"
              f" {summary['decisions_trained']:,} decisions trained")
-    curve = plot_curve(loop.state.eval_history, report, run_dir / "curve.png", title)  # curve
+    curve = plot_curve(loop.state.eval_history, report, run_dir / "curve.png", title,  # curve
+                       loop.state.stage_starts)
     res.paths["curve"] = summary["curve"] = str(curve)
     loop.board.close(summary, report)
     if cfg.checkpoint.export_to:                                             # the copy of the bot
