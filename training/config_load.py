@@ -364,7 +364,7 @@ def _check_stages(cfg: TrainConfig) -> None:
         need(names.count(s.name) == 1, f"{where}.name: {s.name!r} names two stages")
         need(0 <= s.share <= 1, f"{where}.share must be from 0 to 1 (of max_minutes), not {s.share:g}")
         total += s.share
-        need(total <= 1 + 1e-9, f"{where}.share: the shares so far add up to {total:g}, more than max_minutes")
+        need(total <= 1 + 1e-9, f"{where}.share: the shares so far add up to {total:g}, more than the whole of max_minutes (1)")
         need(not s.share or cfg.max_minutes > 0, f"{where}.share is a share of max_minutes: give max_minutes > 0")
         need(s.updates >= 0 and s.plateau_evals >= 0 and s.plateau_gain >= 0,
              f"{where}.updates, plateau_evals and plateau_gain must be >= 0")

@@ -187,14 +187,21 @@ class RunLoop:
             self.log(sized)
             self.state.write_config()
         self.workers.check_cpus()
+        short = self.plan.shortfall(self.workers.cpus(), device.type, embedded=not self.workers.ray_address)
+        if short and not self.workers.ray_address:
+            raise TrainError(short)
         self.board = Board(cfg, self.state, self.state.c.decisions_trained if self.state.resumed_from else -1)
         actors, self.placement = self.workers.place(self.algo.rollout_actor(), self.algo.rollout_workers,
                                                     "rollout worker", cfg.rollout.cpus_per_worker)
         self.evaluator = PeriodicEval(self.target, self.state, self.board, self.algo.eval_note)
         self.rate = Rate()
         self.display = Display(cfg, self.state, self.algo.display_rows)
-        if self.plan and self.state.resumed_from is None and self.state.c.updates == 0:
-            self.board.stage(self.state.stage_starts[0])
+        if self.plan:
+            st = self.state
+            self.log(f"stage {st.stage} of {len(self.plan.stages)}: {self.plan.name(st.stage)}"
+                     + (" (resumed)" if st.resumed_from else ""))
+            if st.resumed_from is None and st.c.updates == 0:
+                self.board.stage(st.stage_starts[0])
         if cfg.section("warm_start").decisions and self.state.c.updates == 0 and not self.state.resumed_from:
             for k, v in clone_heuristic(self.algo.learner, cfg, self.log, remote=True).items():
                 self.board.scalar(f"warm_start/{k}", v, 0)

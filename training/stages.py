@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import StageConfig, TrainConfig, core_fields
+from .config import StageConfig, TrainConfig
 from .config_load import stage_config
+from .sizing import apply_sizing
+from .workers import cpu_shortfall
+
+#: The run's keys a stage may change, besides the algorithms' sections (training.config_load.RUN_KEYS: the rest).
+STAGE_KEYS = ("algorithm", "rollout", "learner", "eval")
 
 
 def plateaued(scores: list[float], evals: int, gain: float) -> bool:
@@ -41,11 +46,23 @@ class StagePlan:
         return self.stages[index].name if self.stages else ""
 
     def apply(self, cfg: TrainConfig, index: int) -> None:
-        """Make ``cfg`` (the run's, shared by its parts) the config of stage ``index``, in place."""
+        """Make ``cfg`` (the run's, shared by its parts) the config of stage ``index``, in place: what a stage
+        may change (:data:`STAGE_KEYS` and the sections); the run's own keys stay as the run has them."""
         staged = stage_config(self.base, index)
-        for f in core_fields(cfg):
-            setattr(cfg, f.name, getattr(staged, f.name))
+        for key in STAGE_KEYS:
+            setattr(cfg, key, getattr(staged, key))
         cfg.sections = staged.sections
+
+    def shortfall(self, cpus: float, device: str, embedded: bool) -> str:
+        """'' when the workers of every stage (sized as the stage will size them) fit in ``cpus``, else why
+        the first that does not cannot, in one line: a run learns it before it starts, not at a switch."""
+        for i in range(len(self.stages)):
+            staged = stage_config(self.base, i)
+            apply_sizing(staged, cpus, device)
+            short = cpu_shortfall(staged, cpus, embedded)
+            if short:
+                return f"stages[{i}] ({self.name(i)}): {short}"
+        return ""
 
     def ends(self, index: int, start: dict[str, Any], updates: int, wall_s: float, max_minutes: float,
              history: list[dict[str, Any]]) -> str:
