@@ -218,6 +218,11 @@ class EvalConfig:
     """Rule preset of the evaluation ('' = the rules of the first training table)."""
     players: int = 0
     """Players in the evaluation (0 = the player count of the first training table)."""
+    num_workers: int | str = "auto"
+    """Processes an evaluation plays its opponents in, side by side (one opponent each; the same figures as
+    in one process): the periodic evaluation's count against the CPUs beside training, and the final one's.
+    auto (the shipped configs but cluster): one per 16 CPUs Ray has, at least 1, at most one per opponent
+    (training/sizing.py); a run says what it chose at its start and records the figure in its config.yaml."""
 
 
 @dataclass

@@ -289,6 +289,8 @@ def _check_settings(cfg: TrainConfig) -> None:
     need(le.queue_rollouts == 0 or auto or le.queue_rollouts >= ro.num_workers,  # auto: sizing.py checks
          "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
     ev = cfg.eval
+    need(ev.num_workers == AUTO or (isinstance(ev.num_workers, int) and 1 <= ev.num_workers <= MAX_WORKERS),
+         f"eval.num_workers must be {AUTO} or a whole number from 1 to {MAX_WORKERS:,}, not {ev.num_workers!r}")
     need(ev.every_updates >= 0 and ev.every_minutes >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
          "eval.every_updates and every_minutes >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")
     for o in ev.opponents:

@@ -272,8 +272,7 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)",
              f"  workers:     {rollout} on {where}; learner on {device}"
              f" ({cfg.learner.precision})" + ("; deterministic (reproducible)" if ro.deterministic else "")]
-    if sized:
-        lines.append(f"  sizing:      {sized}")
+    lines += [f"  sizing:      {line}" for line in sized.splitlines()]
     if d.enabled:
         lines.append(f"  expert iteration: {d.num_workers} x {d.cpus_per_worker:g} CPU search workers"
                      f" (candidates {d.candidates}, worlds {d.worlds}, horizon {d.horizon}, critic {d.critic});"

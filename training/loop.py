@@ -183,8 +183,9 @@ class RunLoop:
             raise TrainError(str(exc)) from None
         self.algo.learner.to(device)
         sized = apply_sizing(cfg, self.workers.cpus(), device.type)
-        if sized:  # the figure chosen goes into the run folder's config, which a resume reads
-            self.log(sized)
+        if sized:  # the figures chosen go into the run folder's config, which a resume reads
+            for line in sized.splitlines():
+                self.log(line)
             self.state.write_config()
         self.workers.check_cpus()
         short = self.plan.shortfall(self.workers.cpus(), device.type, embedded=not self.workers.ray_address)
@@ -305,8 +306,8 @@ class RunLoop:
         st.stage += 1
         self.plan.apply(self.cfg, st.stage)
         sized = apply_sizing(self.cfg, self.workers.cpus(), old.learner.device.type)
-        if sized:
-            self.log(sized)
+        for line in sized.splitlines():
+            self.log(line)
         self.workers.check_cpus()
         self.algo = (self.algorithm or algorithm_class(self.cfg))(self.cfg, st, self.log)
         self.algo.learner.net.load_state_dict(old.learner.net.state_dict())
