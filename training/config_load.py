@@ -342,6 +342,8 @@ def stage_config(cfg: TrainConfig, index: int) -> TrainConfig:
              f" the algorithms' sections, not the run's {bad}")
         need("device" not in (settings.get("learner") or {}),
              f"stages[{k}].settings.learner.device: the learner stays on its device for the whole run")
+        need("pool_size" not in (settings.get("rollout") or {}),
+             f"stages[{k}].settings.rollout.pool_size: the pool of past selves is the run's, whatever the stage")
         layers.append((f"stages[{k}].settings", settings, None))
     out = _merge(layers)
     try:
