@@ -15,6 +15,7 @@ import yaml
 from agents.nets import format as ckfmt
 from training.config import CONFIG_DIR, ConfigError
 from training.config_load import load_config, stage_config
+from training import curve
 from training.curve import plot_curve, stage_marks
 from training.loop import RunLoop
 from training.stages import StagePlan, plateaued
@@ -137,7 +138,7 @@ def test_a_stage_ends_at_its_minutes_mark_its_updates_or_a_plateau_and_the_last_
 
 
 # ---- the curve's marks ------------------------------------------------------------------------------------
-def test_the_curve_marks_where_each_stage_begins(tmp_path: Path) -> None:
+def test_the_curve_marks_where_each_stage_begins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -151,8 +152,13 @@ def test_the_curve_marks_where_each_stage_begins(tmp_path: Path) -> None:
     plt.close(fig)
     history = [{"decisions_trained": x, "results": {"heuristic": {"mean_score": m, "ci95": [m - 1, m + 1]}}}
                for x, m in ((0, -3.0), (2_000_000, 0.1), (3_000_000, 0.4))]
+    marked: list[tuple[list[float], bool]] = []
+    real = curve.stage_marks
+    monkeypatch.setattr(curve, "stage_marks", lambda ax, st, label: marked.append((real(ax, st, label), label)))
+    history[0]["results"]["random"] = {"mean_score": 14.0, "ci95": [13.0, 15.0]}  # a second panel
     path = plot_curve(history, None, tmp_path / "curve.png", "t", starts)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert marked == [([0.0, 2.5], True), ([0.0, 2.5], False)]  # every panel, the names on the first
 
 
 # ---- runs on Ray ------------------------------------------------------------------------------------------

@@ -44,8 +44,8 @@ def plot_curve(history: list[dict[str, Any]], final: dict[str, Any] | None, path
                              sharex=True, squeeze=False)
     for i, opp in enumerate(opponents):
         _panel(axes[i][0], history, final, opp, f"C{i}")
-    for row in axes:
-        stage_marks(row[0], stages or [], label=row is axes[0])
+    for i, row in enumerate(axes):
+        stage_marks(row[0], stages or [], label=i == 0)
     if not opponents:
         axes[0][0].text(0.5, 0.5, "no evaluation in this run (eval.every_updates=0, eval.final_deals=0)",
                         ha="center", va="center", transform=axes[0][0].transAxes)
