@@ -237,3 +237,22 @@ def test_ppo_then_expert_iteration_learns_its_hand_belief_inside_the_run(tmp_pat
     meta = ckfmt.verify(Path(summary["checkpoint"]), trainer=True)
     assert meta.raw["distill"]["belief"]["round"] == 0 and meta.raw["stage"]["index"] == 1
     assert (Path(summary["checkpoint"]) / "belief.safetensors").is_file()
+
+
+def test_the_dry_run_and_print_config_show_the_stages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from samloc.commands.train import main
+
+    assert main(["--config", "strong", "--run-dir", str(tmp_path / "run"), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "  stage 0:     ppo, until minute 60; the run's config" in out
+    assert ("  stage 1:     expert, until the run stops; distill.enabled=True, ppo.ent_coef=0.01,"
+            " rollout.num_workers=auto") in out
+    assert main(["--config", "strong", "--print-config"]) == 0
+    text = capsys.readouterr().out
+    assert load_config_text(text, tmp_path).stages == load_config("strong").stages  # it reads back
+
+
+def load_config_text(text: str, tmp_path: Path) -> Any:
+    path = tmp_path / "printed.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_config(path)
