@@ -17,6 +17,7 @@ from training.config import CONFIG_DIR, ConfigError
 from training.config_load import load_config, stage_config
 from training import curve
 from training.curve import plot_curve, stage_marks
+from training.errors import TrainError
 from training.loop import RunLoop
 from training.stages import StagePlan, plateaued
 
@@ -214,6 +215,9 @@ def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stop
     assert "stage 2 of 3: third (resumed)" in logs2 and not any(" ends at update " in m for m in logs2)
     assert second["updates"] >= 8 and second["stages"] == first["stages"]
     assert [v for _, v in _scalars(run)["charts/stage"]] == [0.0, 1.0, 2.0]  # not marked again
+    fewer = load_config(run / "config.yaml", ["stages=[{name: a, updates: 1}, {name: b}]"])
+    with pytest.raises(TrainError, match=r"its checkpoint is in stage 2, and stages lists 2 \(a resume keeps"):
+        RunLoop(fewer, run, resume=True)
 
 
 def test_ppo_then_expert_iteration_learns_its_hand_belief_inside_the_run(tmp_path: Path) -> None:

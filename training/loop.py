@@ -93,7 +93,11 @@ class RunLoop:
         self.state = RunState(cfg, run_dir, command, self.log)
         self.plan = StagePlan(cfg)
         if self.plan:  # the stage decides the algorithm: a resume's is its checkpoint's
-            self.plan.apply(cfg, self.state.checkpointed_stage() if resume else 0)
+            stage = self.state.checkpointed_stage() if resume else 0
+            if stage >= len(self.plan.stages):
+                raise TrainError(f"{run_dir}: its checkpoint is in stage {stage}, and stages lists"
+                                 f" {len(self.plan.stages)} (a resume keeps the run's stages)")
+            self.plan.apply(cfg, stage)
         self.algorithm = algorithm
         self.algo = (algorithm or algorithm_class(cfg))(cfg, self.state, self.log)
         self.scheduler = make_scheduler(cfg, self.state, self.log, self.algo.batch_decisions)
