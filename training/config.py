@@ -213,6 +213,11 @@ class EvalConfig:
     """Rule preset of the evaluation ('' = the rules of the first training table)."""
     players: int = 0
     """Players in the evaluation (0 = the player count of the first training table)."""
+    num_workers: int | str = "auto"
+    """Processes an evaluation plays its opponents in, side by side (one opponent each; the same figures as
+    in one process): the periodic evaluation's count against the CPUs beside training, and the final one's.
+    auto (the shipped configs but cluster): one per 16 CPUs Ray has, at least 1, at most one per opponent
+    (training/sizing.py); a run says what it chose at its start and records the figure in its config.yaml."""
 
 
 @dataclass
@@ -242,6 +247,33 @@ class BeliefConfig:
     """Passes over the recorded decisions."""
     hidden: int = 512
     """Width of the belief network's two hidden layers."""
+
+
+@dataclass
+class StageConfig:
+    """One stage of a run (docs/training.md, "One command to strength"): a name and the settings it
+    changes, and what ends it."""
+
+    name: str = ""
+    """What the stage is called in the log, TensorBoard (stage/…), curve.png and the metadata."""
+    share: float = 0.0
+    """Share of max_minutes the stages up to this one take: it ends once the run's wall time reaches
+    max_minutes x the shares so far (a stage that ends early on a plateau leaves its minutes to the next;
+    0: no minutes mark)."""
+    updates: int = 0
+    """Learner updates after which the stage ends (0: none)."""
+    plateau_evals: int = 0
+    """K: end the stage once its last K periodic evaluations against plateau_opponent gained no more than
+    plateau_gain lá over its best one before them (0: no plateau rule; needs the periodic evaluation)."""
+    plateau_gain: float = 0.05
+    """X, in lá per game: the gain over the last plateau_evals evaluations that counts as progress."""
+    plateau_opponent: str = "heuristic"
+    """The eval.opponents entry the plateau rule reads."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The settings the stage changes, as a config's own mapping ({algorithm: ..., distill: {enabled:
+    true}, ppo: {lr: 1e-4}}): applied on the run's config after every earlier stage's.  It may change
+    algorithm, rollout, learner (not device), eval and every algorithm's section; the network, tables,
+    budgets, seed and the warm start are the run's."""
 
 
 @dataclass
@@ -280,6 +312,12 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     belief: BeliefConfig = field(default_factory=BeliefConfig)
+    stages: list[StageConfig] = field(default_factory=list)
+    """The run as stages, each started by the run itself between two updates on the same network ([]: one
+    stage, the config as it is).  Each: name, share (of max_minutes), updates, plateau_evals/plateau_gain/
+    plateau_opponent (what ends it: the first that comes; the last stage runs until the run stops) and
+    settings (what it changes).  A switch checkpoints, rebuilds the algorithm and the workers whose
+    settings changed, and goes on; --resume continues in the stage it stopped in."""
     sections: dict[str, "Section"] = field(default_factory=dict)
     """(Not a key: the sections themselves are.)  The settings of each algorithm and stage by section
     name (ppo, dmc, reinforce, distill, warm_start, an outside algorithm's): declared in their own

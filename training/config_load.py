@@ -267,7 +267,13 @@ def _non_finite(d: dict[str, Any], prefix: str = "") -> str:
 
 
 def validate(cfg: TrainConfig) -> None:
-    """Range and name checks that types alone cannot express."""
+    """Range and name checks that types alone cannot express: the config's, then each stage's."""
+    _check_settings(cfg)
+    _check_stages(cfg)
+
+
+def _check_settings(cfg: TrainConfig) -> None:
+    """The checks of one config as it runs (a stage's too)."""
     bad = _non_finite(to_dict(cfg))
     need(not bad, f"{bad} must be a finite number")
     need(bool(cfg.name) and all(c.isalnum() or c in "-_." for c in cfg.name),
@@ -309,6 +315,8 @@ def validate(cfg: TrainConfig) -> None:
     need(le.queue_rollouts == 0 or auto or le.queue_rollouts >= ro.num_workers,  # auto: sizing.py checks
          "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
     ev = cfg.eval
+    need(ev.num_workers == AUTO or (isinstance(ev.num_workers, int) and 1 <= ev.num_workers <= MAX_WORKERS),
+         f"eval.num_workers must be {AUTO} or a whole number from 1 to {MAX_WORKERS:,}, not {ev.num_workers!r}")
     need(ev.every_updates >= 0 and ev.every_minutes >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
          "eval.every_updates and every_minutes >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")
     for o in ev.opponents:
@@ -328,6 +336,79 @@ def validate(cfg: TrainConfig) -> None:
     for name, settings in cfg.sections.items():
         settings.check(cfg, name)
     resolve(cfg.algorithm)
+
+
+#: The keys a stage may not change: the network, the tables, the budgets, the seed, where the run writes,
+#: what it does after training, and the warm start (it runs once, before the first update).
+RUN_KEYS = ("name", "seed", "total_decisions", "max_minutes", "out_dir", "display", "log_every_s", "init_from",
+            "env", "model", "checkpoint", "belief", "stages", "warm_start")
+
+
+def _nested(settings: dict[str, Any]) -> dict[str, Any]:
+    """A stage's settings with dotted keys (``ppo.lr: 1e-4``) as nested mappings (``ppo: {lr: 1e-4}``)."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        node = out
+        *parents, last = str(key).split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = _nested(value) if isinstance(value, dict) else value
+    return out
+
+
+def stage_config(cfg: TrainConfig, index: int) -> TrainConfig:
+    """The config stage ``index`` runs: the run's ← every stage's settings up to it, in order (applying
+    them again changes nothing, so the config of a run in any stage gives the same).  ConfigError naming
+    the stage."""
+    layers: list[Layer] = [("the run's config", to_dict(cfg), None)]
+    for k, st in enumerate(cfg.stages[:index + 1]):
+        settings = _nested(st.settings)
+        bad = next((key for key in settings if key in RUN_KEYS), None)
+        need(bad is None, f"stages[{k}].settings.{bad}: a stage changes algorithm, rollout, learner, eval and"
+             f" the algorithms' sections, not the run's {bad}")
+        need("device" not in (settings.get("learner") or {}),
+             f"stages[{k}].settings.learner.device: the learner stays on its device for the whole run")
+        need("pool_size" not in (settings.get("rollout") or {}),
+             f"stages[{k}].settings.rollout.pool_size: the pool of past selves is the run's, whatever the stage")
+        layers.append((f"stages[{k}].settings", settings, None))
+    out = _merge(layers)
+    try:
+        _check_settings(out)
+    except ConfigError as exc:
+        raise ConfigError(f"stages[{index}] ({cfg.stages[index].name}): {exc}") from None
+    return out
+
+
+def _check_stages(cfg: TrainConfig) -> None:
+    """Each stage's name, what ends it, and the config it runs (:func:`stage_config`)."""
+    stages, total = cfg.stages, 0.0
+    if not stages:
+        return
+    need(not cfg.rollout.deterministic, "stages do not run with rollout.deterministic (a switch rebuilds the"
+         " workers outside the lanes)")
+    names = [s.name for s in stages]
+    for i, s in enumerate(stages):
+        where, last = f"stages[{i}]", i == len(stages) - 1
+        need(bool(s.name) and all(c.isalnum() or c in "-_." for c in s.name),
+             f"{where}.name must be letters, digits, '-', '_' or '.', not {s.name!r}")
+        need(names.count(s.name) == 1, f"{where}.name: {s.name!r} names two stages")
+        need(0 <= s.share <= 1, f"{where}.share must be from 0 to 1 (of max_minutes), not {s.share:g}")
+        total += s.share
+        need(total <= 1 + 1e-9, f"{where}.share: the shares so far add up to {total:g}, more than the whole of max_minutes (1)")
+        need(not s.share or cfg.max_minutes > 0, f"{where}.share is a share of max_minutes: give max_minutes > 0")
+        need(s.updates >= 0 and s.plateau_evals >= 0 and s.plateau_gain >= 0,
+             f"{where}.updates, plateau_evals and plateau_gain must be >= 0")
+        need(last or bool(s.share or s.updates or s.plateau_evals), f"{where} ({s.name}): nothing ends it; give"
+             " share, updates or plateau_evals (only the last stage runs until the run stops)")
+        need(not last or not (s.updates or s.plateau_evals), f"{where} ({s.name}): the last stage runs until"
+             " the run stops; give it no updates or plateau_evals")
+        staged = stage_config(cfg, i)
+        if s.plateau_evals:
+            ev = staged.eval
+            need(bool(ev.every_updates or ev.every_minutes), f"{where}.plateau_evals reads the periodic"
+                 " evaluation: give eval.every_updates or eval.every_minutes")
+            need(s.plateau_opponent in ev.opponents, f"{where}.plateau_opponent: {s.plateau_opponent!r} is not"
+                 f" one of eval.opponents ({', '.join(ev.opponents)})")
 
 
 def _check_opponent(spec: str, temperature: float) -> None:

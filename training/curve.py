@@ -3,7 +3,8 @@
 Mean lá per game of the greedy policy against each evaluation opponent, one
 panel (and y axis) each, over the decisions trained, with the 95% confidence
 interval of every evaluation as a band: the periodic evaluations of every sitting (``eval.jsonl``, the
-trainer's history) and the final one as a point with its interval.
+trainer's history) and the final one as a point with its interval.  A run in stages has a dashed vertical
+line where each stage begins, labelled with its name.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ def _points(history: list[dict[str, Any]], opp: str) -> Series:
 
 
 def plot_curve(history: list[dict[str, Any]], final: dict[str, Any] | None, path: str | Path,
-               title: str) -> Path:
+               title: str, stages: list[dict[str, Any]] | None = None) -> Path:
     """Write the curve of ``history`` (evaluation entries: ``decisions_trained`` and ``results``) and the
     ``final`` report (``decisions_trained``, ``results``; None without one) to ``path``, atomically.  Each
     opponent has its own panel and y axis: against random the policy makes +15 lá, against the heuristic
-    about 0, and on one axis the line the verdict is about would be drawn flat."""
+    about 0, and on one axis the line the verdict is about would be drawn flat.  ``stages``: where each stage
+    began (``decisions_trained``, ``name``), marked on every panel."""
     import matplotlib  # optional, and slow to import: only when a curve is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -42,6 +44,8 @@ def plot_curve(history: list[dict[str, Any]], final: dict[str, Any] | None, path
                              sharex=True, squeeze=False)
     for i, opp in enumerate(opponents):
         _panel(axes[i][0], history, final, opp, f"C{i}")
+    for i, row in enumerate(axes):
+        stage_marks(row[0], stages or [], label=i == 0)
     if not opponents:
         axes[0][0].text(0.5, 0.5, "no evaluation in this run (eval.every_updates=0, eval.final_deals=0)",
                         ha="center", va="center", transform=axes[0][0].transAxes)
@@ -52,6 +56,19 @@ def plot_curve(history: list[dict[str, Any]], final: dict[str, Any] | None, path
     write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
     plt.close(fig)
     return path
+
+
+def stage_marks(ax: Any, stages: list[dict[str, Any]], label: bool) -> list[float]:
+    """A dashed vertical line where each stage begins (``label``: with its name at the top); their x."""
+    xs = []
+    for st in stages:
+        x = st["decisions_trained"] / 1e6
+        ax.axvline(x, color="0.35", ls="--", lw=0.9)
+        if label:
+            ax.text(x, 0.97, f" {st['stage']}: {st['name']}", transform=ax.get_xaxis_transform(), fontsize=8,
+                    va="top", ha="left", color="0.25")
+        xs.append(x)
+    return xs
 
 
 def _panel(ax: Any, history: list[dict[str, Any]], final: dict[str, Any] | None, opp: str, color: str) -> None:

@@ -5,6 +5,8 @@ target for ``samloc exploit``)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -47,25 +49,40 @@ def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponen
     return {k: v for k, v in res.items() if k != "score_hist"}
 
 
+def _against(weights: dict[str, np.ndarray], hp: dict[str, int], spec: str, snap: dict[str, np.ndarray] | None,
+             rules: RuleSet, players: int, deals: int, seed: int, i: int) -> dict[str, Any] | None:
+    """The greedy policy against the ``i``-th opponent, ``spec`` (None: a snapshot, and none yet)."""
+    opp = _opponent(spec, snap, hp, seed + 1 + i)
+    return None if opp is None else evaluate_against(weights, hp, opp, rules, players, deals, seed)
+
+
 def evaluate_weights(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
                      snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int,
-                     seed: int) -> dict[str, dict[str, Any]]:
-    """``{opponent: evaluate(...) result}`` for the greedy policy against each opponent spec."""
-    out: dict[str, dict[str, Any]] = {}
-    for i, spec in enumerate(opponents):
-        opp = _opponent(spec, snap, hp, seed + 1 + i)
-        if opp is None:  # no snapshot yet
-            continue
-        out[spec] = evaluate_against(weights, hp, opp, rules, players, deals, seed)
-    return out
+                     seed: int, workers: int = 1) -> dict[str, dict[str, Any]]:
+    """``{opponent: evaluate(...) result}`` for the greedy policy against each opponent spec; ``workers`` > 1
+    (``eval.num_workers``): the opponents side by side in that many processes, each with the figures it
+    has in one process."""
+    args = [(weights, hp, spec, snap, rules, players, deals, seed, i) for i, spec in enumerate(opponents)]
+    if workers > 1 and len(args) > 1:
+        with ProcessPoolExecutor(min(workers, len(args)), mp_context=get_context("spawn")) as ex:
+            results = [f.result() for f in [ex.submit(_against, *a) for a in args]]
+    else:
+        results = [_against(*a) for a in args]
+    return {spec: r for spec, r in zip(opponents, results) if r is not None}
+
+
+def eval_processes(cfg: TrainConfig) -> int:
+    """``eval.num_workers`` as the run resolved it (1 where it was never sized: outside a run)."""
+    n = cfg.eval.num_workers
+    return n if isinstance(n, int) else 1
 
 
 # ---- the run's periodic evaluation -------------------------------------------------------------------
 @ray.remote(num_cpus=0)
 def _evaluate_remote(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
                      snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int,
-                     seed: int) -> dict[str, Any]:
-    return evaluate_weights(weights, hp, opponents, snap, rules, players, deals, seed)
+                     seed: int, workers: int) -> dict[str, Any]:
+    return evaluate_weights(weights, hp, opponents, snap, rules, players, deals, seed, workers)
 
 
 class EvalTarget(Protocol):
@@ -92,7 +109,7 @@ class OpponentsEval:
               "wall_s": round(c.wall_s, 1), "snapshot": pool[0][0] if pool else None}
         seed = mix(cfg.seed, 7, c.updates) if self.deals_seed is None else self.deals_seed
         ref = _evaluate_remote.remote(weights, hp, self.opponents, snap, eval_rules(cfg), eval_players(cfg),
-                                      deals, seed)
+                                      deals, seed, eval_processes(cfg))
         return ref, at
 
 
@@ -107,6 +124,8 @@ class PeriodicEval:
 
     def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], deals: int) -> None:
         ref, at = self.target.launch(weights, hp, self.state, deals)
+        if self.state.stage_starts:  # a run in stages: the stage it measures (a plateau is read per stage)
+            at["stage"] = self.state.stage
         self.note(at)
         self.in_flight = (ref, at)
 

@@ -25,6 +25,7 @@ from .errors import TrainError
 from .learner import DeviceError, resolve_device
 from .runstate import Counters, new_run_dir
 from .sizing import AUTO, apply_sizing
+from .stages import StagePlan
 from .workers import cpu_shortfall, embedded_cpus
 
 
@@ -214,10 +215,41 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any,
     if ray_address:
         return device, ""
     sized = apply_sizing(cfg, embedded_cpus(), device.type)
-    short = cpu_shortfall(algorithm_class(cfg).worker_groups(cfg), embedded_cpus(), embedded=True)
+    short = cpu_shortfall(algorithm_class(cfg).worker_groups(cfg), embedded_cpus(), embedded=True) or \
+        StagePlan(cfg).shortfall(embedded_cpus(), device.type, embedded=True)
     if short:
         raise TrainError(short)
     return device, sized
+
+
+def stage_lines(cfg: TrainConfig) -> list[str]:
+    """A line per stage of a run in stages: what ends it and what it changes (none without stages)."""
+    out, mark = [], 0.0
+    for i, s in enumerate(cfg.stages):
+        mark += s.share
+        ends = []
+        if s.share:
+            ends.append(f"minute {mark * cfg.max_minutes:g}")
+        if s.updates:
+            ends.append(f"{s.updates:,} updates")
+        if s.plateau_evals:
+            ends.append(f"a plateau (its last {s.plateau_evals} evaluations within {s.plateau_gain:g} lá"
+                        f" vs {s.plateau_opponent})")
+        until = "until the run stops" if i == len(cfg.stages) - 1 else "until " + " or ".join(ends)
+        changes = ", ".join(f"{k}={v}" for k, v in flat_settings(s.settings).items()) or "the run's config"
+        out.append(f"  stage {i}:     {s.name}, {until}; {changes}")
+    return out
+
+
+def flat_settings(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A stage's settings as ``key.sub: value``."""
+    out: dict[str, Any] = {}
+    for k, v in settings.items():
+        if isinstance(v, dict):
+            out |= flat_settings(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> list[str]:
@@ -241,9 +273,9 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)",
              f"  workers:     {rollout} on {where}; learner on {device}"
              f" ({cfg.learner.precision})" + ("; deterministic (reproducible)" if ro.deterministic else "")]
-    if sized:
-        lines.append(f"  sizing:      {sized}")
+    lines += [f"  sizing:      {line}" for line in sized.splitlines()]
     lines += algo.dry_run_lines(cfg)
+    lines += stage_lines(cfg)
     final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
              else "no final evaluation")
     lines.append(f"  at the end:  {final}, ONNX export, curve.png"

@@ -6,6 +6,8 @@
       learn          the algorithm's update on the batch, once there is one
       after-update   snapshot into the pool, the due evaluation launched, the due checkpoint,
                      then the algorithm's hooks
+      stage          the next stage, when the one it is in ends (``stages``): a checkpoint, the algorithm
+                     and the workers whose settings changed built anew, on the same network
       evaluate       a finished periodic evaluation recorded
       log            TensorBoard's counters, the display
     end        the evaluation in flight recorded, the final checkpoint, the summary
@@ -48,6 +50,7 @@ from .runstate import Counters, RunState
 from .scheduler import make_scheduler
 from .sizing import apply_sizing
 from .algorithms.warm_start import clone_heuristic
+from .stages import StagePlan, stage_record
 from .workers import WorkerPool
 
 
@@ -88,6 +91,14 @@ class RunLoop:
         command = command or " ".join(shlex.quote(a) for a in sys.argv)
         torch.manual_seed(cfg.seed)
         self.state = RunState(cfg, run_dir, command, self.log)
+        self.plan = StagePlan(cfg)
+        if self.plan:  # the stage decides the algorithm: a resume's is its checkpoint's
+            stage = self.state.checkpointed_stage() if resume else 0
+            if stage >= len(self.plan.stages):
+                raise TrainError(f"{run_dir}: its checkpoint is in stage {stage}, and stages lists"
+                                 f" {len(self.plan.stages)} (a resume keeps the run's stages)")
+            self.plan.apply(cfg, stage)
+        self.algorithm = algorithm
         self.algo = (algorithm or algorithm_class(cfg))(cfg, self.state, self.log)
         self.scheduler = make_scheduler(cfg, self.state, self.log, self.algo.batch_decisions)
         self.workers = WorkerPool(cfg, ray_address, dashboard, self.log)
@@ -103,6 +114,8 @@ class RunLoop:
                 self.scheduler.restore(str(restored.path), arrays, restored.state.get("lanes"), known)
         elif cfg.init_from:
             self.state.init_from(self.algo.learner, Path(cfg.init_from))
+        if self.plan and not self.state.stage_starts:
+            self.state.stage_starts = [stage_record(0, self.plan.name(0), "the run starts", self.state.c)]
         self.state.write_run_files(resume)
         self.algo.begin(restored)
         if restored is not None:
@@ -133,6 +146,7 @@ class RunLoop:
                     if batches:
                         self.learn(batches)
                         self.after_update()
+                        self.next_stage_if_due()           # stage
                     self.evaluator.poll()                  # evaluate
                     self.log_progress()
                     if batches or not in_order:  # deterministic: only after an update (nothing queued)
@@ -173,16 +187,26 @@ class RunLoop:
             raise TrainError(str(exc)) from None
         self.algo.learner.to(device)
         sized = apply_sizing(cfg, self.workers.cpus(), device.type)
-        if sized:  # the figure chosen goes into the run folder's config, which a resume reads
-            self.log(sized)
+        if sized:  # the figures chosen go into the run folder's config, which a resume reads
+            for line in sized.splitlines():
+                self.log(line)
             self.state.write_config()
         self.workers.check_cpus(self.algo.worker_groups(cfg))
+        short = self.plan.shortfall(self.workers.cpus(), device.type, embedded=not self.workers.ray_address)
+        if short and not self.workers.ray_address:
+            raise TrainError(short)
         self.board = Board(cfg, self.state, self.state.c.decisions_trained if self.state.resumed_from else -1)
         actors, self.placement = self.workers.place(self.algo.rollout_actor(), self.algo.rollout_workers,
                                                     "rollout worker", cfg.rollout.cpus_per_worker)
         self.evaluator = PeriodicEval(self.target, self.state, self.board, self.algo.eval_note)
         self.rate = Rate()
         self.display = Display(cfg, self.state, self.algo.display_rows)
+        if self.plan:
+            st = self.state
+            self.log(f"stage {st.stage} of {len(self.plan.stages)}: {self.plan.name(st.stage)}"
+                     + (" (resumed)" if st.resumed_from else ""))
+            if st.resumed_from is None and st.c.updates == 0:
+                self.board.stage(st.stage_starts[0])
         if cfg.section("warm_start").decisions and self.state.c.updates == 0 and not self.state.resumed_from:
             for k, v in clone_heuristic(self.algo.learner, cfg, self.log, remote=True).items():
                 self.board.scalar(f"warm_start/{k}", v, 0)
@@ -263,6 +287,60 @@ class RunLoop:
             self.on_update(self)
         self.algo.after_update(self)
 
+    # ---- stages -------------------------------------------------------------------------------------------
+    def next_stage_if_due(self) -> None:
+        """The next stage, once the one the run is in ends (its minutes, its updates or a plateau)."""
+        st = self.state
+        why = self.plan.ends(st.stage, st.stage_starts[-1], st.c.updates, self.wall(), self.cfg.max_minutes,
+                             st.eval_history) if self.plan else ""
+        if why:
+            self.next_stage(why)
+
+    def next_stage(self, why: str) -> None:
+        """One step between updates: the next stage's settings on the run's config, the algorithm built anew
+        on the same network and optimizer, the rollout workers rebuilt when what they play changed, the
+        algorithm's own workers started, and a checkpoint of the moment (the last network of one stage and
+        the first of the next)."""
+        st, c, old = self.state, self.state.c, self.algo
+        c.wall_s = self.wall()
+        self.log(f"stage {st.stage} ({self.plan.name(st.stage)}) ends at update {c.updates}: {why};"
+                 f" stage {st.stage + 1} ({self.plan.name(st.stage + 1)}) begins")
+        before = self._rollout_key()
+        old.stop()
+        st.stage += 1
+        self.plan.apply(self.cfg, st.stage)
+        sized = apply_sizing(self.cfg, self.workers.cpus(), old.learner.device.type)
+        for line in sized.splitlines():
+            self.log(line)
+        cls = self.algorithm or algorithm_class(self.cfg)
+        self.workers.check_cpus(cls.worker_groups(self.cfg))
+        self.algo = cls(self.cfg, st, self.log)
+        self.algo.learner.net.load_state_dict(old.learner.net.state_dict())
+        self.algo.learner.opt.load_state_dict(old.learner.opt.state_dict())  # Adam's moments go on
+        self.algo.learner.to(old.learner.device)
+        self.algo.begin(None)
+        st.stage_starts.append(stage_record(st.stage, self.plan.name(st.stage), why, c))
+        st.write_config()
+        if self._rollout_key() != before:
+            self.workers.release(self.scheduler.actors)
+            self.scheduler = make_scheduler(self.cfg, st, self.log, self.algo.batch_decisions)
+            actors, self.placement = self.workers.place(self.algo.rollout_actor(), self.algo.rollout_workers,
+                                                        "rollout worker", self.cfg.rollout.cpus_per_worker)
+            self.scheduler.start(actors, self.algo.learner.weights())
+        else:  # the same games, learned from by the new algorithm
+            self.scheduler.batch_decisions = self.algo.batch_decisions
+            self.scheduler.queue.max_lag = self.cfg.learner.max_policy_lag
+        self.evaluator.note, self.display.rows = self.algo.eval_note, self.algo.display_rows
+        self.algo.start(self)
+        self.board.stage(st.stage_starts[-1])
+        self.save()
+
+    def _rollout_key(self) -> tuple[Any, ...]:
+        """What the rollout workers play and compute: when it changes at a stage, they are started anew."""
+        a = self.algo
+        return (type(a).rollout_actor, a.targets(self.cfg), a.rollout_workers, repr(self.cfg.rollout),
+                repr(self.cfg.env))
+
     def snapshot(self) -> None:
         """The learner's weights join the pool of past selves the rollouts play against."""
         w = self.algo.learner.weights()
@@ -321,5 +399,7 @@ class RunLoop:
                "worker_failures": c.worker_failures, "wall_s": round(c.wall_s, 1),
                "session_rates": r, "last_eval": self.state.last_eval,
                "workers": [{"worker": p["worker"], "node_id": p["node_id"]} for p in self.placement]}
+        if self.plan:
+            out["stages"] = self.state.stage_starts
         self.algo.summary(out)
         return out

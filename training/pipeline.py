@@ -23,7 +23,7 @@ from sam_env.atomic import write_json_atomic
 from .belief import train_belief
 from .config import TrainConfig, eval_players, eval_rules
 from .curve import plot_curve
-from .evaluation import EvalTarget, evaluate_weights
+from .evaluation import EvalTarget, eval_processes, evaluate_weights
 from .launch import check_memory, check_write_targets
 from .loop import RunLoop
 from .rollout import weights_to_numpy
@@ -54,7 +54,7 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
         snap = {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}
     torch.set_num_threads(1)
     res = evaluate_weights(weights_to_numpy(net), net.hparams(), list(cfg.eval.opponents), snap,
-                           eval_rules(cfg), eval_players(cfg), deals, FINAL_EVAL_SEED)
+                           eval_rules(cfg), eval_players(cfg), deals, FINAL_EVAL_SEED, eval_processes(cfg))
     report = {"name": cfg.name, "checkpoint": str(ckpt_dir), "rules": eval_rules(cfg).to_record(),
               "players": eval_players(cfg),
               "deals": deals, "snapshot_update": ids[0] if ids else None, "updates": meta.updates,
@@ -136,7 +136,8 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     _export_step(ckpt_dir, res)                                              # ONNX export
     title = (f"{cfg.name}: greedy policy at {table_name(eval_rules(cfg), eval_players(cfg))},"
              f" {summary['decisions_trained']:,} decisions trained")
-    curve = plot_curve(loop.state.eval_history, report, run_dir / "curve.png", title)  # curve
+    curve = plot_curve(loop.state.eval_history, report, run_dir / "curve.png", title,  # curve
+                       loop.state.stage_starts)
     res.paths["curve"] = summary["curve"] = str(curve)
     loop.board.close(summary, report)
     if cfg.checkpoint.export_to:                                             # the copy of the bot

@@ -120,6 +120,15 @@ class Board:
         self.writer.flush()
         return True
 
+    def stage(self, start: dict[str, Any]) -> None:
+        """Where a stage begins: ``charts/stage`` (its index) and a line of text under ``stages``, at the
+        step of its first update's decisions."""
+        step = start["decisions_trained"]
+        self.writer.add_scalar("charts/stage", start["stage"], step)
+        self.writer.add_text("stages", f"stage {start['stage']} ({start['name']}) begins at update"
+                             f" {start['updates']:,}, {start['wall_s'] / 60:.1f} minutes: {start['why']}", step)
+        self.writer.flush()
+
     def evaluation(self, res: dict[str, Any], step: int, prefix: str = "") -> None:
         eval_scalars(self.writer, res, step, prefix)
 

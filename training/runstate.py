@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from agents.nets import checkpoint as ckpt
-from agents.nets.format import CheckpointMeta, latest_good, list_checkpoints
+from agents.nets.format import TRAINER_JSON, CheckpointMeta, latest_good, list_checkpoints, read_json_file
 from sam_env.actions import ACTION_TABLE_VERSION
 from sam_env.atomic import check_folder, check_target, write_atomic, write_json_atomic
 from sam_env.machine import git_commit
@@ -107,6 +107,9 @@ class RunState:
         #: the runs these weights descend from by init_from, oldest first (:func:`lineage_of`)
         self.lineage: list[dict[str, Any]] = []
         self.code_commit = ""
+        #: the stage the run is in (``stages``; 0 without) and where each began (training/stages.py)
+        self.stage = 0
+        self.stage_starts: list[dict[str, Any]] = []
 
     def write_run_files(self, resume: bool) -> None:
         """The resolved config, and for a new run ``run.json`` (the code and command it started from)."""
@@ -142,6 +145,8 @@ class RunState:
             "wall_time_s": round(c.wall_s, 1), "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
             "lineage": self.lineage,
             "last_eval": self.last_eval,
+            **({"stage": {"index": self.stage, "name": self.stage_starts[-1]["name"], "starts": self.stage_starts}}
+               if self.stage_starts else {}),
         }
 
     def save(self, learner: Learner, meta: dict[str, Any], extra_tensors: dict[str, torch.Tensor],
@@ -159,7 +164,8 @@ class RunState:
         tensors["rng.torch"] = torch.get_rng_state()
         tensors["rng.gen"] = self.gen.get_state()
         state = {"counters": vars(self.c) | {"snapshot_ids": [sid for sid, _ in self.pool]},
-                 "param_groups": opt_state["param_groups"], "eval_history": self.eval_history}
+                 "param_groups": opt_state["param_groups"], "eval_history": self.eval_history,
+                 "stage": {"index": self.stage, "starts": self.stage_starts}}
         tensors |= extra_tensors
         state |= extra_state
         name = f"ckpt_{self.c.updates:08d}"
@@ -186,6 +192,13 @@ class RunState:
         learner.net.load_state_dict(net.state_dict())
         self.lineage = lineage_of(meta, path)
         self.log(f"starting from the network of {path} ({meta.decisions_trained:,} decisions trained)")
+
+    def checkpointed_stage(self) -> int:
+        """The stage of the run's newest good checkpoint (read before the algorithm is built: the stage
+        decides which one); 0 for a run without stages."""
+        state = read_json_file(latest_good(self.run_dir, trainer=True) / TRAINER_JSON)
+        stage = state.get("stage") if isinstance(state, dict) else None
+        return int(stage.get("index", 0)) if isinstance(stage, dict) else 0
 
     def restore(self, learner: Learner) -> Restored:
         """The newest good checkpoint of the run: the network and optimizer into ``learner``, the counters,
@@ -214,6 +227,8 @@ class RunState:
         self.gen.set_state(tensors["rng.gen"])
         self.eval_history = self._evals_on_record(list(state.get("eval_history", [])))
         self.last_eval = self.eval_history[-1] if self.eval_history else None
+        stage = state.get("stage") or {}
+        self.stage, self.stage_starts = int(stage.get("index", 0)), list(stage.get("starts", []))
         self.resumed_from = path
         return Restored(path, tensors, state)
 

@@ -280,6 +280,15 @@ class WorkerPool:
         self.group_cpus.append(cpus)
         return actors, self._wait_placed(actors, what, cpus)
 
+    def release(self, actors: list[Any]) -> None:
+        """Kill a group of actors placed before (a stage that rebuilds its workers), freeing their CPUs."""
+        for i, group in enumerate(self.groups):
+            if group is actors:
+                for a in group:
+                    ray.kill(a, no_restart=True)
+                del self.groups[i], self.group_cpus[i]
+                return
+
     def _wait_placed(self, actors: list[Any], what: str, cpus: float) -> list[dict[str, Any]]:
         """Every process of ``actors``, once started; what Ray is waiting for is said every few seconds, and
         after ``rollout.place_timeout_s`` it is an error."""
