@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .cards import HAND_SIZE, MAX_PLAYERS
+from .cards import HAND_SIZE, MAX_PLAYERS, MIN_PLAYERS
 
 INSTANT_PATTERNS = ("dragon", "four_twos", "same_color", "three_triples", "five_pairs",
                     "poor_hand", "rich_hand")
@@ -163,8 +163,8 @@ _FINISH = Choice(("allowed", "forbidden"))
 _BAO = Choice(("penalty", "enforce"))
 
 PARAMS: tuple[Param, ...] = (
-    Param("max_players", Count(2, MAX_PLAYERS), 5, 0, 20, (Cell(f"max_players/{MAX_PLAYERS}", RATIO, MAX_PLAYERS),),
-          "the most players the table seats"),
+    Param("max_players", Count(MIN_PLAYERS, MAX_PLAYERS), MAX_PLAYERS, 0, 20,
+          (Cell(f"max_players/{MAX_PLAYERS}", RATIO, MAX_PLAYERS),), "the most players the table seats"),
     Param("first_opener", _OPENERS, "random", 20, 19, (Cell("first_opener=lowest_card", EQUALS, 1),),
           "who leads the first round: random | lowest_card"),
     Param("ace_low_straights", Flag(), True, 1, 0, _flag("ace_low_straights"),

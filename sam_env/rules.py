@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 import yaml
 
+from .cards import MIN_PLAYERS
 from .rule_params import INSTANT_PATTERNS, PARAMS, Param, rules_array
 
 __all__ = ["DEFAULT_PRESET", "INSTANT_PATTERNS", "PRESET_NAMES", "RuleSet", "RulesError", "preset_names"]
@@ -125,9 +126,15 @@ class RuleSetBase:
         name = d.pop("name")
         return f"# rule set {name}\n" + yaml.safe_dump(d, sort_keys=False, allow_unicode=True)
 
+    @property
+    def player_counts(self) -> range:
+        """The player counts this rule set allows: ``MIN_PLAYERS`` to its ``max_players``."""
+        return range(MIN_PLAYERS, self.max_players + 1)
+
     def check_players(self, players: object) -> int:
-        if isinstance(players, bool) or not isinstance(players, int) or not 2 <= players <= self.max_players:
-            raise RulesError(f"players must be an integer from 2 to {self.max_players} under {self.name}")
+        if isinstance(players, bool) or not isinstance(players, int) or players not in self.player_counts:
+            raise RulesError(f"players must be an integer from {MIN_PLAYERS} to {self.max_players}"
+                             f" under {self.name}")
         return players
 
     def to_array(self) -> np.ndarray:
