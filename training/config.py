@@ -26,8 +26,8 @@ from omegaconf import OmegaConf
 
 from agents.nets.format import DEFAULT_KIND
 from sam_env.actions import NUM_ACTIONS
-from sam_env.obs import FULL_EXTRA, LA_SCALE, OBS_SIZE
 from sam_env.cards import DEFAULT_PLAYERS
+from sam_env.obs import FULL_EXTRA, LA_SCALE, OBS_SIZE
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 from sam_env.table import Table
 

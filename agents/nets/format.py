@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Mapping
 
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
-from sam_env.obs import LA_SCALE, OBS_SIZE, OBS_VERSION
 from sam_env.cards import DEFAULT_PLAYERS
+from sam_env.obs import LA_SCALE, OBS_SIZE, OBS_VERSION
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 from sam_env.table import Table
 

@@ -182,11 +182,11 @@ class Bot:
 
     def supported(self) -> list[Supported]:
         """What it was trained for (every preset table for a rule-based bot), by rule set."""
-        tables = preset_tables() if self.tables is None else sorted(self.tables, key=lambda t: t.key)
+        tables = (preset_tables() if self.tables is None
+                  else [t for _, t in sorted({t.key: t for t in self.tables}.items())])
         by: dict[str, tuple[RuleSet, list[int]]] = {}
         for t in tables:
-            if t.players not in by.setdefault(t.key[0], (t.rules, []))[1]:
-                by[t.key[0]][1].append(t.players)
+            by.setdefault(t.key[0], (t.rules, []))[1].append(t.players)
         return [(rs, rs.to_record(), ps) for rs, ps in by.values()]
 
     def supports_json(self) -> list[dict[str, Any]]:
