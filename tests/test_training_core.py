@@ -73,6 +73,12 @@ def test_overrides_apply_with_types() -> None:
     (["env.tables=[{rules: {preset: online, chop_two: -1}, players: [3]}]"], "chop_two"),
     (["env.tables=[{rules: online, players: [3]}, {rules: online, players: [3, 4]}]"], "listed twice"),
     (["env.tables=[{rules: online, players: [3], weight: 0}]"], "weight must be positive"),
+    # a house rule set that changes nothing is its preset's table
+    (["env.tables=[{rules: online, players: [3]}, {rules: {preset: online, cong: 10}, players: [3]}]"],
+     "env.tables: a table is listed twice"),
+    (["env.rules=[mien_bac]", "eval.players=5"], "eval.players: players must be an integer from 2 to 4 under mien_bac"),
+    (["eval.rules=mien_bac", "env.players=[5]"], "eval.rules: players must be an integer from 2 to 4 under mien_bac"),
+    (["eval.rules=nowhere"], "eval.rules: unknown preset 'nowhere'"),
     (["init_from=nowhere"], "init_from"),
     (["seed=99999999999999999999999"], "seed"),
     (["rollout.num_workers=100000"], "num_workers"),

@@ -360,9 +360,12 @@ def eval_table(cfg: TrainConfig) -> Table:
     first = training_tables(cfg)[0]
     try:
         rules = RuleSet.parse(cfg.eval.rules) if cfg.eval.rules else first.rules
+    except RulesError as exc:
+        raise ConfigError(f"eval.rules: {exc}") from None
+    try:
         return Table(rules, cfg.eval.players or first.players)
     except RulesError as exc:
-        raise ConfigError(f"eval.rules and eval.players: {exc}") from None
+        raise ConfigError(f"{'eval.players' if cfg.eval.players else 'eval.rules'}: {exc}") from None
 
 
 def core_fields(cfg: TrainConfig | type[TrainConfig]) -> list[dataclasses.Field]:
