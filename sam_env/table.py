@@ -20,7 +20,7 @@ from .rules import DEFAULT_PRESET, PRESET_NAMES, RuleSet, RulesError
 __all__ = ["Table", "preset_tables"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Table:
     """A parsed rule set and a player count it allows (``RulesError`` in one line otherwise)."""
 
@@ -68,6 +68,9 @@ class Table:
 
     def __str__(self) -> str:
         return self.name
+
+    def __repr__(self) -> str:
+        return f"<Table {self.name}>"
 
 
 def preset_tables() -> list[Table]:
