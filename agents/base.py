@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from sam_env.game import Game
 from sam_env.obs import encode, encode_to_act
-
-if TYPE_CHECKING:
-    from .nets.format import Table
+from sam_env.table import Table
 
 
 class AgentFailure(RuntimeError):
@@ -65,7 +63,7 @@ class Agent(ABC):
         return {}
 
     @property
-    def trained_tables(self) -> "tuple[Table, ...] | None":
+    def trained_tables(self) -> tuple[Table, ...] | None:
         """The tables a learned agent's network was trained for (its checkpoint's metadata);
         None for agents that play every table alike (rule-based, remote)."""
         return None

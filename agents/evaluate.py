@@ -27,16 +27,17 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sam_env import core, seeding
-from sam_env.cards import HAND_SIZE
+from sam_env.cards import DEFAULT_PLAYERS, HAND_SIZE
 from sam_env.record import write_jsonl
-from sam_env.rules import DEFAULT_PRESET, RuleSet
+from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 from .base import Agent
 from .eval_chunks import CHUNKS_FORMAT, ChunkStore, EvalPool, agent_files, check_workers, not_resumable
 from .matches import play_chunk, summarize
 from .registry import make_agent
 
-DEFAULT_RULES = RuleSet.preset(DEFAULT_PRESET)
+DEFAULT_RULES = Table.default().rules
 
 
 @dataclass
@@ -68,10 +69,10 @@ class _Played:
         return [self.parts[lo] for lo in sorted(self.parts)]
 
 
-def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DEFAULT_RULES, players: int = 4,
-             deals: int = 1000, seed: int = 0, *, save_games: str | None = None,
-             progress: Callable[[float, int], None] | None = None, chunk: int = 512,
-             deal_scores: bool = False, store: str | Path | None = None, workers: int = 1,
+def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DEFAULT_RULES,
+             players: int = DEFAULT_PLAYERS, deals: int = 1000, seed: int = 0, *,
+             save_games: str | None = None, progress: Callable[[float, int], None] | None = None,
+             chunk: int = 512, deal_scores: bool = False, store: str | Path | None = None, workers: int = 1,
              pool: EvalPool | None = None) -> dict[str, Any]:
     """Duplicate evaluation of ``agent`` against ``opponents`` (specs or Agents).
 
@@ -195,15 +196,11 @@ def _result(a: Agent, b: Agent, rules: RuleSet, n: int, seed: int, deals: int, p
             "batched": a.batched and b.batched}
 
 
-def table_name(rules: RuleSet, players: int) -> str:
-    """``rules/players``, the key of one table in reports (``hoi_quan_bai/4``)."""
-    return f"{rules.name}/{players}"
-
-
-def trained_tables(agent: Agent) -> tuple[tuple[RuleSet, int], ...] | None:
-    """The (rules, players) tables an agent's network was trained for; None for rule-based agents."""
-    t = agent.trained_tables
-    return None if t is None else tuple((x.rules, x.players) for x in t)
+def off_tables(own: Sequence[Table] | None, tables: Sequence[Table]) -> list[Table]:
+    """Those of ``tables`` that a network trained for ``own`` never played (by what is played: a house
+    rule set that changes nothing is its preset); none for an agent that plays every table (``own`` None)."""
+    trained = {t.key for t in own or ()}
+    return [] if own is None else [t for t in tables if t.key not in trained]
 
 
 def safe_name(s: str) -> str:
@@ -211,24 +208,24 @@ def safe_name(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)[-40:]
 
 
-def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequence[tuple[RuleSet, int]], deals: int,
+def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequence[Table], deals: int,
                     seed: int, save_games: str | None = None,
                     progress: Callable[[str, float, int], None] | None = None,
                     store: str | Path | None = None, workers: int = 1) -> dict[str, Any]:
-    """:func:`evaluate` at several tables (rule set, players); ``by_table`` holds each table's result
-    and the top level pools them (the mean of the tables' means, its CI from theirs).  ``store``: the
-    folder of finished chunks, a subfolder per table (:class:`ChunkStore`).  ``workers`` > 1: one
-    :class:`EvalPool` plays the chunks of every table."""
+    """:func:`evaluate` at several tables; ``by_table`` holds each table's result by the table's name
+    (``hoi_quan_bai/4``) and the top level pools them (the mean of the tables' means, its CI from
+    theirs).  ``store``: the folder of finished chunks, a subfolder per table (:class:`ChunkStore`).
+    ``workers`` > 1: one :class:`EvalPool` plays the chunks of every table."""
     by: dict[str, Any] = {}
     pool = EvalPool(agent, opponents, seed, workers) if check_workers(workers) > 1 else None
     try:
-        for rules, players in tables:
-            name = table_name(rules, players)
+        for table in tables:
+            name = table.name
             save = None
             if save_games is not None:
                 save = save_games if len(tables) == 1 else str(Path(save_games).with_suffix(
                     "." + name.replace("/", "_").replace("+", "_") + ".jsonl"))
-            by[name] = evaluate(agent, opponents, rules, players, deals, seed, save_games=save,
+            by[name] = evaluate(agent, opponents, table.rules, table.players, deals, seed, save_games=save,
                                 progress=None if progress is None else (lambda d, t, k=name: progress(k, d, t)),
                                 store=None if store is None else Path(store) / safe_name(name), pool=pool)
     finally:

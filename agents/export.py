@@ -151,7 +151,7 @@ def _sidecar(ckpt: Path, meta: CheckpointMeta) -> dict[str, Any]:
         "obs_version": obs_mod.OBS_VERSION, "obs_size": obs_mod.OBS_SIZE,
         "action_table_version": ACTION_TABLE_VERSION, "num_actions": NUM_ACTIONS,
         "rules": rules, "players": sorted({t.players for t in meta.tables}),
-        "tables": [t.to_json() for t in meta.tables],
+        "tables": [t.to_record() for t in meta.tables],
         "model": meta.model,
         "checkpoint": str(ckpt),
         "checkpoint_sha256": file_sha256(ckpt / MODEL_FILE),

@@ -32,9 +32,10 @@ import numpy as np
 from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
+from sam_env.table import Table
 
 from .base import Agent, AgentFailure, check_seat
-from .nets.format import (MODEL_FILE, CheckpointError, Table, check_versions, file_sha256, open_regular,
+from .nets.format import (MODEL_FILE, CheckpointError, check_versions, file_sha256, open_regular,
                           parse_tables, read_json_file)
 from .nets.outputs import check_known_positions, output_problem
 
@@ -144,7 +145,7 @@ class OnnxAgent(Agent):
         return self.temperature <= 0.0  # greedy; sampling draws from a running generator
 
     @property
-    def trained_tables(self) -> "tuple[Table, ...] | None":
+    def trained_tables(self) -> tuple[Table, ...] | None:
         """From the sidecar; None for a model exported without one (it says nothing of its tables)."""
         if not self.metadata.get("tables") and not self.metadata.get("rules"):
             return None

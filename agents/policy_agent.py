@@ -15,10 +15,11 @@ import torch
 
 from sam_env import obs as obs_mod
 from sam_env.game import Game
+from sam_env.table import Table
 
 from .base import Agent, check_seat
 from .nets.checkpoint import load_checkpoint
-from .nets.format import CheckpointMeta, Table
+from .nets.format import CheckpointMeta
 
 
 class PolicyAgent(Agent):
@@ -43,7 +44,7 @@ class PolicyAgent(Agent):
         self.meta: CheckpointMeta | None = None  # what its checkpoint says of itself (set by load_policy_agent)
 
     @property
-    def trained_tables(self) -> "tuple[Table, ...] | None":
+    def trained_tables(self) -> tuple[Table, ...] | None:
         return self.meta.tables if self.meta is not None else None
 
     @property

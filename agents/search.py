@@ -53,12 +53,12 @@ from sam_env import core
 from sam_env import obs as obs_mod
 from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
-from sam_env.rules import DEFAULT_PRESET
 from sam_env.seeding import GOLDEN_U64, mix64
+from sam_env.table import Table
 
 from .base import Agent, check_seat
 from .nets.belief import BeliefNet, load_belief
-from .nets.format import Table, resolve
+from .nets.format import resolve
 from .nets.interface import PolicyNetwork, param_dtype
 from .policy_agent import PolicyAgent, load_policy_agent
 from .search_settings import DEFAULTS, check_search_settings, parse_search_spec
@@ -353,7 +353,7 @@ class SearchAgent(Agent):
         self._mask = np.zeros((0, NUM_ACTIONS), dtype=np.int8)
 
     @property
-    def trained_tables(self) -> "tuple[Table, ...] | None":
+    def trained_tables(self) -> tuple[Table, ...] | None:
         return self.policy.trained_tables
 
     @property
@@ -527,7 +527,8 @@ class SearchAgent(Agent):
         would (in slices): the first calls load the compiled kernels and build oneDNN's kernels for
         the batch shapes, seconds that would otherwise fall on the first requests."""
         tables = self.trained_tables
-        rules, players = (tables[0].rules, tables[0].players) if tables else (DEFAULT_PRESET, 4)
+        table = tables[0] if tables else Table.default()
+        rules, players = table.rules, table.players
         done = 0
         while done < decisions:
             game = Game.new(rules, players, seed=seed + done)

@@ -41,6 +41,7 @@ import sam_env.gym_env  # noqa: F401  (registers SamLoc-v0)
 from agents.base import ObsPolicy
 from agents.evaluate import evaluate
 from sam_env.actions import NUM_ACTIONS
+from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.obs import OBS_SIZE
 from sam_env.rules import RuleSet
 
@@ -56,7 +57,7 @@ class Args:
     save_model: bool = field(default=True, metadata={"help": "save the network (state_dict) in the run folder"})
     # the game
     rules: str = field(default="hoi_quan_bai", metadata={"help": "rule-set preset"})
-    players: int = field(default=4, metadata={"help": "players at the table"})
+    players: int = field(default=DEFAULT_PLAYERS, metadata={"help": "players at the table"})
     opponents: str = field(default="heuristic", metadata={"help": "the other seats: random, heuristic, ..."})
     reward_scale: float = field(default=0.05, metadata={"help": "reward = the learner's lá x this"})
     # the algorithm

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import core, seeding
 from .actions import NUM_ACTIONS
-from .cards import HAND_SIZE
+from .cards import DEFAULT_PLAYERS, HAND_SIZE
 from .rules import RuleSet
 
 
@@ -30,7 +30,7 @@ class GameBatch:
     them).
     """
 
-    def __init__(self, rules: RuleSet, players: int = 4,
+    def __init__(self, rules: RuleSet, players: int = DEFAULT_PLAYERS,
                  num_games: int = 1024, seed: int = 0, autoreset: bool = True):
         self.rules = RuleSet.given(rules)
         self.players = self.rules.check_players(players)
@@ -87,7 +87,7 @@ class GameBatch:
         return self.rewards, self.done
 
 
-def play_random(rules: RuleSet, players: int = 4,
+def play_random(rules: RuleSet, players: int = DEFAULT_PLAYERS,
                 games: int = 10_000, seed: int = 0, batch: int = 1024,
                 no_sam: bool = True) -> dict[str, int]:
     """Play ``games`` uniformly random games through the batched engine (the benchmark's work).

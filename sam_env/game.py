@@ -16,8 +16,8 @@ import numpy as np
 from . import core, seeding
 from .actions import (ACT_COUNTS, ACT_KIND, ACTION_NAMES, NO_SAM, NUM_ACTIONS, PASS, SAM,
                       action_from_counts, move_str, parse_move)
-from .cards import (HAND_SIZE, NUM_CARDS, NUM_RANKS, CardError, card_str, cards_str, parse_card,
-                    parse_cards, rank_counts)
+from .cards import (DEFAULT_PLAYERS, HAND_SIZE, NUM_CARDS, NUM_RANKS, CardError, card_str, cards_str,
+                    parse_card, parse_cards, rank_counts)
 from .rules import DEFAULT_PRESET, INSTANT_PATTERNS, RuleSet
 
 
@@ -130,8 +130,9 @@ class Game:
 
     # ---- construction ------------------------------------------------------
     @classmethod
-    def new(cls, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET, players: int = 4,
-            seed: int | None = None, opener: int | None = None, deal: int = 0) -> "Game":
+    def new(cls, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET,
+            players: int = DEFAULT_PLAYERS, seed: int | None = None, opener: int | None = None,
+            deal: int = 0) -> "Game":
         """Deal ``deal`` of ``seed`` (:mod:`sam_env.seeding`): the cards and opener that the
         batches, the envs and ``samloc eval`` deal for that seed.  It may be an instant win,
         already over.  ``seed=None`` draws a seed from the OS; ``opener`` replaces the dealt one.

@@ -34,7 +34,7 @@ from gymnasium.vector.utils import batch_space
 
 from . import core
 from .actions import ACTION_NAMES, NUM_ACTIONS
-from .cards import RANKS
+from .cards import DEFAULT_PLAYERS, RANKS
 from .obs import OBS_SIZE, OBS_VERSION, obs_bounds
 from .rules import DEFAULT_PRESET, RuleSet
 from .vector import OpponentGames, OpponentSpec
@@ -81,8 +81,9 @@ class SamLocEnv(gymnasium.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4, "obs_version": OBS_VERSION}
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET, players: int = 4,
-                 opponents: OpponentSpec | Sequence[OpponentSpec] = "random", learner_seat: int | None = None,
+    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET,
+                 players: int = DEFAULT_PLAYERS, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
+                 learner_seat: int | None = None,
                  reward_scale: float = 1.0, illegal_action: str = "random", render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
@@ -175,7 +176,7 @@ class SamLocVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": [], "obs_version": OBS_VERSION}
 
     def __init__(self, num_envs: int = 1, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET,
-                 players: int = 4, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
+                 players: int = DEFAULT_PLAYERS, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
                  learner_seat: int | None = None, reward_scale: float = 1.0, illegal_action: str = "random",
                  render_mode: str | None = None):
         if render_mode is not None:

@@ -33,6 +33,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .actions import ACT_COUNTS, ACT_KIND, ACT_RANK, K_SINGLE, NUM_ACTIONS
+from .cards import MIN_PLAYERS
 from .core import (HAND, HIST, MAX_PLAYERS, NR, O_CHAIN_FROM, O_CHAIN_TO, O_CHAIN_VAL, O_DECLARER,
                    O_HAND, O_HIST, O_LAST, O_N, O_NDEC, O_OPENER, O_PASSED, O_PHASE, O_PLAYED,
                    O_SCORE, O_SIZE, O_TO_ACT, O_TOP, O_TOP_CHOP, legal_actions)
@@ -246,7 +247,7 @@ def _encode(st, seat, rules, out):
     for i in range(rules.shape[0]):
         out[F_RULES + i] = rules[i]
     _zero(out, F_PLAYERS, OBS_SIZE)
-    out[F_PLAYERS + n - 2] = 1.0
+    out[F_PLAYERS + n - MIN_PLAYERS] = 1.0
 
 
 @njit(cache=True)

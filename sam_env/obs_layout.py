@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .cards import HAND_SIZE as HAND, MAX_PLAYERS, NUM_RANKS as NR
+from .cards import HAND_SIZE as HAND, MAX_PLAYERS, MIN_PLAYERS, NUM_RANKS as NR
 from .core import HIST
 from .rule_params import AMOUNT, PARAMS, RATIO, Cell, Param, obs_cells
 
@@ -142,7 +142,7 @@ def sections(params: Sequence[Param] = PARAMS) -> tuple[Section, ...]:
                 " [1:6] one-hot R, [6:15] kind (pass, sam, no_sam, single … double quad), [15:28] rank counts / 4",
                 (("present", BITS, 1), ("by", ONE_HOT, _P), ("kind", ONE_HOT, 9), ("cards", QUARTER, NR))),
         rules_section(params),
-        Section("players", (4,), ONE_HOT, "one-hot player count 2…5"),
+        Section("players", (_P - MIN_PLAYERS + 1,), ONE_HOT, f"one-hot player count {MIN_PLAYERS}…{_P}"),
     )
 
 

@@ -49,7 +49,7 @@ from pettingzoo.utils import wrappers
 from . import core
 from .actions import NUM_ACTIONS
 from .batch import IllegalActionError
-from .cards import HAND_SIZE
+from .cards import DEFAULT_PLAYERS, HAND_SIZE
 from .gym_env import _check_scale, observation_space, render_text
 from .obs import OBS_SIZE, OBS_VERSION, encode_row
 from .rules import DEFAULT_PRESET, RuleSet
@@ -73,8 +73,9 @@ class raw_env(AECEnv):  # noqa: N801  (PettingZoo's naming convention)
     metadata = {"render_modes": ["ansi"], "name": "samloc_v0", "is_parallelizable": False,
                 "render_fps": 4, "obs_version": OBS_VERSION}
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET, players: int = 4,
-                 reward_scale: float = 1.0, illegal_action: str = "raise", render_mode: str | None = None):
+    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET,
+                 players: int = DEFAULT_PLAYERS, reward_scale: float = 1.0, illegal_action: str = "raise",
+                 render_mode: str | None = None):
         super().__init__()
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
@@ -174,8 +175,9 @@ class SamLocParallelEnv(ParallelEnv):
 
     metadata = {"render_modes": ["ansi"], "name": "samloc_v0", "render_fps": 4, "obs_version": OBS_VERSION}
 
-    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET, players: int = 4,
-                 reward_scale: float = 1.0, illegal_action: str = "raise", render_mode: str | None = None):
+    def __init__(self, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET,
+                 players: int = DEFAULT_PLAYERS, reward_scale: float = 1.0, illegal_action: str = "raise",
+                 render_mode: str | None = None):
         self.aec = raw_env(rules=rules, players=players, reward_scale=reward_scale,
                            illegal_action=illegal_action, render_mode=render_mode)
         self.rules = self.aec.rules

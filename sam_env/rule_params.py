@@ -1,8 +1,8 @@
 """The rule parameters of RULES §9, declared once: :data:`PARAMS`.
 
 Each row gives a parameter's name, its type (which says the allowed values,
-how a value is checked and how it becomes the kernel's int), its default,
-its slot in the int array the compiled engine reads, and the cells it fills
+how a value is checked and how it becomes the kernel's int), its default (the
+default preset's value: a preset file lists only the parameters that differ), its slot in the int array the compiled engine reads, and the cells it fills
 in the observation's rules block.  Everything else is derived from the table
 by functions that take a table, so a test can derive from a copy with an
 extra row: the ``RuleSet`` fields and their checks (:mod:`sam_env.rules`),
@@ -27,10 +27,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .cards import HAND_SIZE, MAX_PLAYERS
+from .cards import HAND_SIZE, MAX_PLAYERS, MIN_PLAYERS
 
 INSTANT_PATTERNS = ("dragon", "four_twos", "same_color", "three_triples", "five_pairs",
                     "poor_hand", "rich_hand")
+STANDARD_INSTANT_WINS = INSTANT_PATTERNS[:5]  # RULES §4: poor_hand and rich_hand are optional
 MAX_LA = 10_000  # the largest payment a rule set may name, in lá
 
 
@@ -163,8 +164,8 @@ _FINISH = Choice(("allowed", "forbidden"))
 _BAO = Choice(("penalty", "enforce"))
 
 PARAMS: tuple[Param, ...] = (
-    Param("max_players", Count(2, MAX_PLAYERS), 5, 0, 20, (Cell(f"max_players/{MAX_PLAYERS}", RATIO, MAX_PLAYERS),),
-          "the most players the table seats"),
+    Param("max_players", Count(MIN_PLAYERS, MAX_PLAYERS), MAX_PLAYERS, 0, 20,
+          (Cell(f"max_players/{MAX_PLAYERS}", RATIO, MAX_PLAYERS),), "the most players the table seats"),
     Param("first_opener", _OPENERS, "random", 20, 19, (Cell("first_opener=lowest_card", EQUALS, 1),),
           "who leads the first round: random | lowest_card"),
     Param("ace_low_straights", Flag(), True, 1, 0, _flag("ace_low_straights"),
@@ -177,7 +178,7 @@ PARAMS: tuple[Param, ...] = (
           "allowed | forbidden"),
     Param("bao_mot", _BAO, "penalty", 6, 5, (Cell("bao_mot=enforce", EQUALS, 1),),
           "penalty (đền làng) | enforce (legality)"),
-    Param("instant_wins", Subset(INSTANT_PATTERNS), (), 7, 6,
+    Param("instant_wins", Subset(INSTANT_PATTERNS), STANDARD_INSTANT_WINS, 7, 6,
           tuple(Cell(f"instant:{p}", BIT, i) for i, p in enumerate(INSTANT_PATTERNS)),
           "the instant-win patterns in play"),
     Param("sam_declaration", Flag(), True, 8, 7, _flag("sam_declaration"), "Sâm may be declared"),

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 import yaml
 
+from .cards import MIN_PLAYERS
 from .rule_params import INSTANT_PATTERNS, PARAMS, Param, rules_array
 
 __all__ = ["DEFAULT_PRESET", "INSTANT_PATTERNS", "PRESET_NAMES", "RuleSet", "RulesError", "preset_names"]
@@ -123,11 +124,18 @@ class RuleSetBase:
     def to_yaml(self) -> str:
         d = self.to_dict()
         name = d.pop("name")
-        return f"# rule set {name}\n" + yaml.safe_dump(d, sort_keys=False, allow_unicode=True)
+        return (f"# rule set {name}: every parameter, those at their default included\n"
+                + yaml.safe_dump(d, sort_keys=False, allow_unicode=True))
+
+    @property
+    def player_counts(self) -> range:
+        """The player counts this rule set allows: ``MIN_PLAYERS`` to its ``max_players``."""
+        return range(MIN_PLAYERS, self.max_players + 1)
 
     def check_players(self, players: object) -> int:
-        if isinstance(players, bool) or not isinstance(players, int) or not 2 <= players <= self.max_players:
-            raise RulesError(f"players must be an integer from 2 to {self.max_players} under {self.name}")
+        if isinstance(players, bool) or not isinstance(players, int) or players not in self.player_counts:
+            raise RulesError(f"players must be an integer from {MIN_PLAYERS} to {self.max_players}"
+                             f" under {self.name}")
         return players
 
     def to_array(self) -> np.ndarray:
@@ -154,12 +162,14 @@ RuleSet = rule_set_class(PARAMS)
 
 @lru_cache(maxsize=None)
 def load_preset(cls: type, name: str) -> Any:
-    """Preset ``name`` as a ``cls`` rule set: its file sets parameters (others take their default)."""
+    """Preset ``name`` as a ``cls`` rule set: its file sets the parameters that differ from their
+    defaults (:data:`~sam_env.rule_params.PARAMS`); a file that sets none is the defaults."""
     if name not in PRESET_NAMES:
         raise RulesError(f"unknown preset {name!r} (known: {', '.join(PRESET_NAMES)})")
     path = resources.files(__package__).joinpath("presets", f"{name}.yaml")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = {} if data is None else data  # comments only: every parameter at its default
     except (OSError, yaml.YAMLError) as exc:
         raise RulesError(f"cannot read preset file {path}: {exc}") from None
     known = {p.name for p in cls.PARAMS}  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ from numba import njit
 from . import core
 from .actions import NO_SAM, NUM_ACTIONS
 from .batch import GameBatch, IllegalActionError
-from .cards import HAND_SIZE
+from .cards import DEFAULT_PLAYERS, HAND_SIZE
 from .core import O_N, O_PHASE, O_SCORE, O_TO_ACT, PH_OVER, PH_SAM
 from .game import Game
 from .named_agents import named_agent
@@ -239,7 +239,7 @@ class SelfPlayBatch:
     encoded straight into the fresh array (no copy), which ``obs`` then names.
     """
 
-    def __init__(self, rules: RuleSet | str = DEFAULT_PRESET, players: int = 4,
+    def __init__(self, rules: RuleSet | str = DEFAULT_PRESET, players: int = DEFAULT_PLAYERS,
                  num_envs: int = 1024, seed: int = 0, copy: bool = True):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, not {num_envs!r}")
@@ -370,7 +370,7 @@ class OpponentGames:
     call per step.
     """
 
-    def __init__(self, rules: RuleSet, players: int = 4,
+    def __init__(self, rules: RuleSet, players: int = DEFAULT_PLAYERS,
                  num_envs: int = 1, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
                  learner_seat: int | None = None, illegal_action: str = "random"):
         self.rules = rules

@@ -19,7 +19,7 @@ from sam_env import obs as obs_mod
 from sam_env.actions import ACTION_TABLE_VERSION
 from agents.nets import belief as NB
 from agents.nets.checkpoint import save_checkpoint
-from agents.nets.format import Table
+from sam_env.table import Table
 from agents.nets.policy import build_net
 from sam_env.game import Game
 from sam_env.rules import RuleSet

@@ -11,6 +11,7 @@ from agents.base import Agent
 from agents.evaluate import evaluate
 from agents.matches import IllegalMoveError
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 from samloc.commands.eval import main
 from sam_env.record import replay_report
 from samloc.commands.replay import main as replay_main
@@ -191,9 +192,8 @@ def test_bench_agent_reports_heuristic_match_throughput(capsys):
 
 
 def test_tables_are_parsed_as_asked() -> None:
-    from agents.evaluate import table_name
     from samloc.commands.args import parse_tables
-    names = lambda ts: [table_name(r, p) for r, p in ts]  # noqa: E731
+    names = lambda ts: [t.name for t in ts]  # noqa: E731
     assert parse_tables(None, None, None) is None  # the agent's own tables, decided by main
     assert len(parse_tables("all", None, None)) == 14
     assert names(parse_tables(" s666pg/5, online/2 ", None, None)) == ["s666pg/5", "online/2"]
@@ -321,7 +321,7 @@ def test_worker_processes_give_the_one_process_result(tmp_path, agent, opponents
 
 def test_one_pool_serves_every_table_and_keeps_resumable_chunks(tmp_path):
     from agents.evaluate import evaluate_tables
-    tables, deals = [(RuleSet.preset("online"), 3), (RuleSet.preset("mien_bac"), 4)], 600  # two chunks a table: 512 and 88 deals
+    tables, deals = [Table(RuleSet.preset("online"), 3), Table(RuleSet.preset("mien_bac"), 4)], 600  # two chunks a table: 512 and 88 deals
     one = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2)
     seen: list[tuple[str, int]] = []
     two = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2, workers=2,

@@ -24,6 +24,7 @@ from sam_env.game import Game  # noqa: E402
 from sam_env.obs import OBS_VERSION  # noqa: E402
 from sam_env.cards import card_str  # noqa: E402
 from sam_env.rules import PRESET_NAMES, RuleSet  # noqa: E402
+from sam_env.table import Table, preset_tables  # noqa: E402
 
 HOUSE = {"preset": "hoi_quan_bai", "passed_can_chop": False}
 
@@ -135,8 +136,8 @@ def test_a_searching_bot_is_not_ranked_by_the_policys_training_report(tmp_path: 
 def test_a_rule_based_bot_covers_the_tables_no_network_knows(two: tuple[Path, Path]) -> None:
     special, _ = two
     bots = Bots.load([str(special), "heuristic"])
-    assert bots.route(RuleSet.preset("hoi_quan_bai"), 4).name == "special"
-    assert bots.route(RuleSet.preset("s666pg"), 5).name == "heuristic"
+    assert bots.route(Table(RuleSet.preset("hoi_quan_bai"), 4)).name == "special"
+    assert bots.route(Table(RuleSet.preset("s666pg"), 5)).name == "heuristic"
     assert {s["rules"] for s in bots.info()["supports"]} == set(PRESET_NAMES)
 
 
@@ -157,7 +158,7 @@ def test_the_shipped_bots_play_all_fourteen_tables_each_with_its_measured_strong
     network (never the stand-in), each table routed to the bot whose shipped reports measure it strongest."""
     if not (SHIPPED / "all_tables" / "policy.onnx").is_file():
         pytest.skip("checkpoints/all_tables is not shipped")
-    tables = [(p, n) for p in PRESET_NAMES for n in range(2, RuleSet.preset(p).max_players + 1)]
+    tables = [(t.rules.name, t.players) for t in preset_tables()]
     assert len(tables) == 14
     bots = {d.name: Bot(str(d)) for d in sorted(SHIPPED.iterdir()) if (d / "policy.onnx").is_file()}
     assert {"standard", "all_tables"} <= set(bots)
@@ -169,7 +170,7 @@ def test_the_shipped_bots_play_all_fourteen_tables_each_with_its_measured_strong
         assert set(routes) == set(tables)
         for rules, players in tables:
             key = (json.dumps(rules), players)
-            trained = [n for n, b in bots.items() if b.plays(RuleSet.preset(rules), players)]
+            trained = [n for n, b in bots.items() if b.plays(Table(RuleSet.preset(rules), players))]
             best = max(trained, key=lambda n: bots[n].strength.get(key, float("-inf")))
             assert key in bots[best].strength, (rules, players)  # routed by a measurement, not by default
             assert routes[(rules, players)] == best, (rules, players)
@@ -179,7 +180,7 @@ def test_the_shipped_bots_play_all_fourteen_tables_each_with_its_measured_strong
             assert game["bot"] == best
         # the specialist never plays off its table; the every-table bots play the thirteen others
         assert {t for t, b in routes.items() if b == "standard"} <= {("hoi_quan_bai", 4)}
-        wide = {n for n, b in bots.items() if all(b.plays(RuleSet.preset(r), p) for r, p in tables)}
+        wide = {n for n, b in bots.items() if all(b.plays(Table(RuleSet.preset(r), p)) for r, p in tables)}
         assert sum(b in wide for b in routes.values()) >= 13
 
 
@@ -194,7 +195,7 @@ def test_the_shipped_bots_with_search_route_each_table_to_the_stronger_search() 
     hqb4 = (json.dumps("hoi_quan_bai"), 4)
     measured = {b.name: b.strength.get(hqb4) for b in bots.bots}
     assert set(measured) == {"standard+search", "all_tables+search"} and None not in measured.values()
-    routed = bots.route(RuleSet.preset("hoi_quan_bai"), 4)
+    routed = bots.route(Table(RuleSet.preset("hoi_quan_bai"), 4))
     assert routed.name == max(measured, key=lambda n: measured[n]) and measured[routed.name] >= 3.04
     wide = next(b for b in bots.bots if b.name == "all_tables+search")
     policy = Bot(str(SHIPPED / "all_tables")).strength

@@ -44,13 +44,13 @@ def test_shipped_configs_load(name: str) -> None:
 
 
 def test_the_all_tables_config_plays_every_table_once() -> None:
-    from training.config import training_tables
+    from training.config import table_weights, training_tables
     from training.rollout import slot_shares
     tables = training_tables(load_config(REPO / "configs" / "all_tables.yaml"))
     assert sorted((t.rules.name, t.players) for t in tables) == sorted(
         (r, p) for r, top in (("hoi_quan_bai", 5), ("s666pg", 5), ("mien_bac", 4), ("online", 4))
         for p in range(2, top + 1))
-    assert slot_shares(1400, [t.weight for t in tables]) == [100] * 14
+    assert slot_shares(1400, table_weights(load_config(REPO / "configs" / "all_tables.yaml"))) == [100] * 14
     assert slot_shares(10, [1.0, 3.0]) == [3, 7] and slot_shares(3, [1.0, 1.0, 100.0]) == [1, 1, 1]
 
 
@@ -69,10 +69,16 @@ def test_overrides_apply_with_types() -> None:
     (["eval.opponents=[wizard]"], "wizard"),
     (["belief.deals=-5"], "belief.deals"),
     (["belief.epochs=0"], "belief.epochs"),
-    (["env.tables=[{rules: mien_bac, players: [5]}]"], "5 players is not allowed under mien_bac"),
+    (["env.tables=[{rules: mien_bac, players: [5]}]"], "players must be an integer from 2 to 4 under mien_bac"),
     (["env.tables=[{rules: {preset: online, chop_two: -1}, players: [3]}]"], "chop_two"),
     (["env.tables=[{rules: online, players: [3]}, {rules: online, players: [3, 4]}]"], "listed twice"),
     (["env.tables=[{rules: online, players: [3], weight: 0}]"], "weight must be positive"),
+    # a house rule set that changes nothing is its preset's table
+    (["env.tables=[{rules: online, players: [3]}, {rules: {preset: online, cong: 10}, players: [3]}]"],
+     "env.tables: a table is listed twice"),
+    (["env.rules=[mien_bac]", "eval.players=5"], "eval.players: players must be an integer from 2 to 4 under mien_bac"),
+    (["eval.rules=mien_bac", "env.players=[5]"], "eval.rules: players must be an integer from 2 to 4 under mien_bac"),
+    (["eval.rules=nowhere"], "eval.rules: unknown preset 'nowhere'"),
     (["init_from=nowhere"], "init_from"),
     (["seed=99999999999999999999999"], "seed"),
     (["rollout.num_workers=100000"], "num_workers"),

@@ -486,7 +486,7 @@ def test_house_rules_train_and_serve(tmp_path: Path) -> None:
     assert main(["--config", str(cfg), "--run-dir", str(run), *TINY, "total_decisions=3000",
                  "eval.every_updates=0", f"checkpoint.export_to={bot}"]) == 0
     meta = ckfmt.read_metadata(bot)
-    assert [t.to_json() for t in meta.tables] == [{"rules": house, "players": 3}]
+    assert [t.to_record() for t in meta.tables] == [{"rules": house, "players": 3}]
     with TestClient(create_app(str(bot))) as c:
         assert c.get("/v1/info").json()["supports"] == [{"rules": house, "players": [3]}]
         for rules, status in ((house, 200), ("hoi_quan_bai", 422)):

@@ -31,10 +31,11 @@ import torch
 from agents.base import Agent
 from agents.evaluate import evaluate
 from agents.nets.belief import NR, PLACES, BeliefNet, load_belief, save_belief
-from agents.nets.format import BELIEF_FILE, MODEL_FILE, Table
+from agents.nets.format import BELIEF_FILE, MODEL_FILE
 from agents.policy_agent import load_policy_agent
 from sam_env import core
 from sam_env import obs as obs_mod
+from sam_env.table import Table
 
 
 def targets(states: np.ndarray) -> np.ndarray:
@@ -179,7 +180,7 @@ def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int 
     t_play = time.time() - t0
     net, losses = fit(obs, tgt, hidden=hidden, epochs=epochs, seed=seed, incumbent=incumbent, progress=progress)
     info = {"command": command, "deals": deals, "heuristic_share": round(share, 6),
-            "tables": [t.to_json() for t in tables],
+            "tables": [t.to_record() for t in tables],
             "epochs": epochs, "seed": seed, "decisions": int(len(tgt)), **losses,
             "play_s": round(t_play, 1), "wall_time_s": round(time.time() - t0, 1)}
     save_belief(ckpt_dir, net, info)

@@ -26,8 +26,10 @@ from omegaconf import OmegaConf
 
 from agents.nets.format import DEFAULT_KIND
 from sam_env.actions import NUM_ACTIONS
+from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.obs import FULL_EXTRA, LA_SCALE, OBS_SIZE
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+from sam_env.table import Table
 
 
 if typing.TYPE_CHECKING:
@@ -51,7 +53,7 @@ class TableConfig:
 
     rules: Any = DEFAULT_PRESET
     """A preset name, or a house rule set as a record writes it: {preset: NAME, key: value, ...}."""
-    players: list[int] = field(default_factory=lambda: [4])
+    players: list[int] = field(default_factory=lambda: [DEFAULT_PLAYERS])
     """Player counts played under these rules."""
     weight: float = 1.0
     """Relative share of each worker's game slots, for each of these player counts."""
@@ -63,7 +65,7 @@ class EnvConfig:
 
     rules: list[str] = field(default_factory=lambda: [DEFAULT_PRESET])
     """Rule presets trained on; several presets share one network (the rule set is in the observation)."""
-    players: list[int] = field(default_factory=lambda: [4])
+    players: list[int] = field(default_factory=lambda: [DEFAULT_PLAYERS])
     """Player counts trained on; every (rules, players) pair gets its share of each worker's games."""
     tables: list[TableConfig] = field(default_factory=list)
     """Tables trained on, when rules x players is not enough (mixed player ranges, house rules);
@@ -350,20 +352,9 @@ def need(ok: bool, msg: str) -> None:
         raise ConfigError(msg)
 
 
-@dataclass(frozen=True)
-class Table:
-    """One (rule set, player count) pair that training plays, with its share of the game slots."""
-
-    rules: RuleSet
-    players: int
-    weight: float
-
-    def to_record(self) -> dict[str, Any]:
-        return {"rules": self.rules.to_record(), "players": self.players}
-
-
-def training_tables(cfg: TrainConfig) -> list[Table]:
-    """Every (rules, players) pair of ``env`` (``env.tables``, else ``env.rules`` x ``env.players``).
+def weighted_tables(cfg: TrainConfig) -> list[tuple[Table, float]]:
+    """Every table of ``env`` (``env.tables``, else ``env.rules`` x ``env.players``) with its share of
+    the game slots.
 
     Raises ConfigError for an unknown preset or parameter, or a player count the rules forbid."""
     specs = ([(t.rules, list(t.players), float(t.weight)) for t in cfg.env.tables] if cfg.env.tables
@@ -371,31 +362,43 @@ def training_tables(cfg: TrainConfig) -> list[Table]:
     where = "env.tables" if cfg.env.tables else "env.rules"
     if not specs or any(not players for _, players, _ in specs):
         raise ConfigError(f"{where}: no tables (give at least one rule set and one player count)")
-    out: list[Table] = []
+    out: list[tuple[Table, float]] = []
     for rules, players, weight in specs:
-        try:
-            rs = RuleSet.parse(OmegaConf.to_container(rules) if OmegaConf.is_config(rules) else rules)
-        except RulesError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
         if not weight > 0:
             raise ConfigError(f"{where}: weight must be positive, not {weight}")
-        for p in players:
-            if not 2 <= p <= rs.max_players:
-                raise ConfigError(f"{where}: {p} players is not allowed under {rs.name} (2 to {rs.max_players})")
-            out.append(Table(rs, p, weight))
-    keys = [(t.rules, t.players) for t in out]
+        try:
+            rs = RuleSet.parse(OmegaConf.to_container(rules) if OmegaConf.is_config(rules) else rules)
+            out += [(Table(rs, p), weight) for p in players]
+        except RulesError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    keys = [t.key for t, _ in out]
     if len(set(keys)) != len(keys):
         raise ConfigError(f"{where}: a table is listed twice")
     return out
 
 
-def eval_rules(cfg: TrainConfig) -> RuleSet:
-    """The evaluation's rule set: ``eval.rules``, else the first training table's."""
-    return RuleSet.parse(cfg.eval.rules) if cfg.eval.rules else training_tables(cfg)[0].rules
+def training_tables(cfg: TrainConfig) -> list[Table]:
+    """The tables training plays, in the config's order (:func:`weighted_tables` without the weights)."""
+    return [t for t, _ in weighted_tables(cfg)]
 
 
-def eval_players(cfg: TrainConfig) -> int:
-    return cfg.eval.players or training_tables(cfg)[0].players
+def table_weights(cfg: TrainConfig) -> list[float]:
+    """Each training table's relative share of a worker's game slots, in :func:`training_tables`' order."""
+    return [w for _, w in weighted_tables(cfg)]
+
+
+def eval_table(cfg: TrainConfig) -> Table:
+    """The evaluation's table: ``eval.rules`` and ``eval.players``, each the first training table's
+    when not given.  ConfigError names a player count the rules forbid."""
+    first = training_tables(cfg)[0]
+    try:
+        rules = RuleSet.parse(cfg.eval.rules) if cfg.eval.rules else first.rules
+    except RulesError as exc:
+        raise ConfigError(f"eval.rules: {exc}") from None
+    try:
+        return Table(rules, cfg.eval.players or first.players)
+    except RulesError as exc:
+        raise ConfigError(f"{'eval.players' if cfg.eval.players else 'eval.rules'}: {exc}") from None
 
 
 def core_fields(cfg: TrainConfig | type[TrainConfig]) -> list[dataclasses.Field]:

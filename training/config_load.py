@@ -21,10 +21,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from agents.registry import make_agent, parse_spec
-from sam_env.rules import RuleSet, RulesError
 
 from .algorithms import resolve, sections
-from .config import (CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_players, need,
+from .config import (CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_table, need,
                      to_dict, training_tables)
 from .sizing import AUTO
 
@@ -322,11 +321,7 @@ def _check_settings(cfg: TrainConfig) -> None:
     for o in ev.opponents:
         need(o in ("random", "heuristic", "snapshot") or os.path.exists(o) or o.endswith(".onnx"),
              f"eval.opponents: unknown opponent {o!r} (random, heuristic, snapshot or a checkpoint folder)")
-    if ev.rules:
-        try:
-            RuleSet.parse(ev.rules).check_players(eval_players(cfg))
-        except RulesError as exc:
-            raise ConfigError(f"eval.rules: {exc}") from None
+    eval_table(cfg)
     ck = cfg.checkpoint
     need(ck.every_updates >= 1 and ck.keep >= 0, "checkpoint.every_updates must be >= 1, checkpoint.keep >= 0")
     need(ck.every_minutes >= 0, "checkpoint.every_minutes must be >= 0")

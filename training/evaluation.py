@@ -21,7 +21,7 @@ from agents.policy_agent import PolicyAgent
 from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 
-from .config import TrainConfig, eval_players, eval_rules
+from .config import TrainConfig, eval_table
 from .rollout import load_numpy_weights
 from .runlog import Board
 from .runstate import RunState
@@ -108,8 +108,9 @@ class OpponentsEval:
         at = {"updates": c.updates, "decisions_trained": c.decisions_trained, "games": c.games,
               "wall_s": round(c.wall_s, 1), "snapshot": pool[0][0] if pool else None}
         seed = mix(cfg.seed, 7, c.updates) if self.deals_seed is None else self.deals_seed
-        ref = _evaluate_remote.remote(weights, hp, self.opponents, snap, eval_rules(cfg), eval_players(cfg),
-                                      deals, seed, eval_processes(cfg))
+        table = eval_table(cfg)
+        ref = _evaluate_remote.remote(weights, hp, self.opponents, snap, table.rules, table.players, deals, seed,
+                                      eval_processes(cfg))
         return ref, at
 
 

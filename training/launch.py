@@ -258,7 +258,7 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
     cfg, ckpt, counters = launch.cfg, launch.ckpt, launch.counters
     folder = launch.run_dir or new_run_folder(cfg, run_dir)
     device, sized = _check(launch, folder, ray_address)
-    tables = ", ".join(f"{t.rules.name}/{t.players}" for t in training_tables(cfg))
+    tables = ", ".join(t.name for t in training_tables(cfg))
     ro, ev, algo = cfg.rollout, cfg.eval, algorithm_class(cfg)
     where = (f"the Ray cluster at {ray_address} (not contacted)" if ray_address
              else f"the embedded Ray ({embedded_cpus()} CPUs)")

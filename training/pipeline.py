@@ -14,14 +14,13 @@ from typing import Any, Callable
 
 import torch
 
-from agents.evaluate import table_name
 from agents.export import export
 from agents.nets import checkpoint as ckpt
 from agents.nets.checkpoint import copy_checkpoint
 from sam_env.atomic import write_json_atomic
 
 from .belief import train_belief
-from .config import TrainConfig, eval_players, eval_rules
+from .config import TrainConfig, eval_table
 from .curve import plot_curve
 from .evaluation import EvalTarget, eval_processes, evaluate_weights
 from .launch import check_memory, check_write_targets
@@ -53,10 +52,10 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
         prefix = f"pool.{ids[0]}."
         snap = {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}
     torch.set_num_threads(1)
+    table = eval_table(cfg)
     res = evaluate_weights(weights_to_numpy(net), net.hparams(), list(cfg.eval.opponents), snap,
-                           eval_rules(cfg), eval_players(cfg), deals, FINAL_EVAL_SEED, eval_processes(cfg))
-    report = {"name": cfg.name, "checkpoint": str(ckpt_dir), "rules": eval_rules(cfg).to_record(),
-              "players": eval_players(cfg),
+                           table.rules, table.players, deals, FINAL_EVAL_SEED, eval_processes(cfg))
+    report = {"name": cfg.name, "checkpoint": str(ckpt_dir), **table.to_record(),
               "deals": deals, "snapshot_update": ids[0] if ids else None, "updates": meta.updates,
               "decisions_trained": meta.decisions_trained, "games": meta.games,
               "results": res}
@@ -67,8 +66,9 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
 
 def final_lines(cfg: TrainConfig, report: dict[str, Any]) -> list[str]:
     """The final evaluation as printed: a heading, then one line per opponent."""
-    lines = ["final evaluation (" + f"{cfg.eval.final_deals} duplicate deals, {eval_rules(cfg).to_record()}, "
-             f"{eval_players(cfg)} players):"]
+    table = eval_table(cfg)
+    lines = ["final evaluation (" + f"{cfg.eval.final_deals} duplicate deals, {table.rules.to_record()}, "
+             f"{table.players} players):"]
     for opp, r in report["results"].items():
         lo, hi = r["ci95"]
         lines.append(f"  vs {opp:<10} {r['mean_score']:+7.2f} lá/game (95% CI {lo:+.2f} … {hi:+.2f}), "
@@ -134,7 +134,7 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     if cfg.belief.deals:                                                     # belief
         _belief_step(cfg, res, command, say)
     _export_step(ckpt_dir, res)                                              # ONNX export
-    title = (f"{cfg.name}: greedy policy at {table_name(eval_rules(cfg), eval_players(cfg))},"
+    title = (f"{cfg.name}: greedy policy at {eval_table(cfg).name},"
              f" {summary['decisions_trained']:,} decisions trained")
     curve = plot_curve(loop.state.eval_history, report, run_dir / "curve.png", title,  # curve
                        loop.state.stage_starts)

@@ -38,7 +38,7 @@ from agents import make_agent
 from agents.nets.interface import PolicyNetwork
 
 from . import compact
-from .config import TrainConfig, training_tables
+from .config import TrainConfig, table_weights, training_tables
 
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_batch, encode_hidden_batch, encode_mask_batch
 from sam_env.rules import RuleSet
@@ -205,7 +205,7 @@ class RolloutEngine:
         self.rng = np.random.default_rng(seed)
         self.gen = torch.Generator().manual_seed(seed)
         tables = training_tables(cfg)
-        sizes = slot_shares(cfg.rollout.envs_per_worker, [t.weight for t in tables])
+        sizes = slot_shares(cfg.rollout.envs_per_worker, table_weights(cfg))
         self.full_critic = cfg.model.critic == "full"
         self.pool: dict[int, PolicyNetwork] = {}
         self.pool_ids: list[int] = []

@@ -43,7 +43,7 @@ from agents.nets.format import list_checkpoints, read_json_file
 from sam_env.atomic import write_atomic, write_json_atomic, write_with
 
 from .algorithms import algorithm_class
-from .config import ConfigError, TrainConfig, eval_players, eval_rules
+from .config import ConfigError, TrainConfig, eval_table
 from .errors import TrainError
 from .evaluation import OpponentsEval
 from .launch import new_run_folder, resolve_launch
@@ -204,9 +204,9 @@ def check_plan(plan: SweepPlan, few_deals_ok: bool = False) -> list[Trial]:
     if any(t.cfg.learner.device.startswith("cuda") for t in trials):
         raise ConfigError("learner.device=cuda: a sweep's trials train their learners on the CPU (their Tune actors"
                           " hold no GPU); use learner.device=cpu")
-    tables = {(eval_rules(t.cfg).name, eval_players(t.cfg)) for t in trials}
+    tables = {eval_table(t.cfg).name for t in trials}
     if len(tables) > 1:
-        raise ConfigError(f"the trials are evaluated at {len(tables)} tables ({', '.join(f'{r}/{p}' for r, p in sorted(tables))}):"
+        raise ConfigError(f"the trials are evaluated at {len(tables)} tables ({', '.join(sorted(tables))}):"
                           " the trials compared must share env's evaluation table")
     return trials
 
@@ -345,8 +345,8 @@ def report(plan: SweepPlan, trials: list[Trial], docs: list[dict[str, Any]], at_
             "budget": {"minutes": plan.minutes} if plan.minutes else {"decisions": plan.decisions},
             "asha": {"every_minutes": plan.interval, "reduction_factor": REDUCTION,
                      "deals": cfg.eval.deals} if plan.asha else None,
-            "trials_at_once": at_once, "opponent": OPPONENT, "rules": eval_rules(cfg).to_record(),
-            "players": eval_players(cfg), "deals": plan.deals, "eval_seed": plan.eval_seed,
+            "trials_at_once": at_once, "opponent": OPPONENT, **eval_table(cfg).to_record(),
+            "deals": plan.deals, "eval_seed": plan.eval_seed,
             "best": ranked[0]["name"] if "score" in ranked[0] else None, "trials": ranked}
 
 
@@ -425,7 +425,8 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None], few_deals_ok: bool = 
         raise TrainError(f"no trial left a checkpoint; {docs[0]['name']}: {docs[0]['status']} {docs[0]['stop_reason']}")
     cfg = trials[0].cfg
     say(f"scoring {len(todo)} trials against the {OPPONENT}, {plan.deals} duplicate deals each (seed {plan.eval_seed})")
-    scores = score_snapshots([d["checkpoint"] for d in todo], eval_rules(cfg), eval_players(cfg), plan.deals,
+    table = eval_table(cfg)
+    scores = score_snapshots([d["checkpoint"] for d in todo], table.rules, table.players, plan.deals,
                              plan.eval_seed, plan.workers)
     for d, s in zip(todo, scores):
         d["score"] = s

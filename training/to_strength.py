@@ -30,7 +30,7 @@ from agents.nets.format import list_checkpoints, read_metadata
 from sam_env.atomic import UnsafeTarget, check_dir_target, write_json_atomic, write_with
 from sam_env.rules import RuleSet
 
-from .config import ConfigError, TrainConfig, eval_players, eval_rules, to_dict
+from .config import ConfigError, TrainConfig, eval_table, to_dict
 from .launch import new_run_folder, read_run_config, resolve_launch
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
 
@@ -186,7 +186,8 @@ def snapshot_point(ckpt: Path) -> dict[str, Any]:
 def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[[str], None]) -> None:
     """Every snapshot of every run scored on the same deals (``plan.eval_seed``), ``plan.workers`` side by
     side; the points go into each run, in order of minutes."""
-    rules, players = eval_rules(cfg), eval_players(cfg)
+    table = eval_table(cfg)
+    rules, players = table.rules, table.players
     for run in runs:
         run.points = sorted((snapshot_point(p) for p in list_checkpoints(run.run_dir)), key=lambda p: p["minutes"])
         if run.points and run.points[0]["updates"] == 0 and run.points[0]["minutes"] > 0:
@@ -225,7 +226,7 @@ def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float
         "command": plan.command, "config": plan.config, "overrides": plan.overrides,
         "resolved_config": to_dict(cfg) | {"seed": "per seed"},
         "minutes": plan.minutes, "every_minutes": plan.interval, "opponent": OPPONENT,
-        "rules": eval_rules(cfg).to_record(), "players": eval_players(cfg),
+        **eval_table(cfg).to_record(),
         "deals": plan.deals, "eval_seed": plan.eval_seed,
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in before],
                     "quiet": quiet(before),
@@ -333,10 +334,10 @@ def score_trained(dirs: list[Path], out: Path, deals: int, eval_seed: int, worke
     check_scoring(deals, few_deals_ok)
     check_out(out)
     cfgs = [run_config(d) for d in dirs]
-    tables = [(eval_rules(c).name, eval_players(c)) for c in cfgs]
+    tables = [eval_table(c) for c in cfgs]
     for d, t in zip(dirs, tables):
-        if t != tables[0]:
-            raise ConfigError(f"{d} is evaluated on {t[0]}/{t[1]}, {dirs[0]} on {tables[0][0]}/{tables[0][1]}:"
+        if t.key != tables[0].key:
+            raise ConfigError(f"{d} is evaluated on {t.name}, {dirs[0]} on {tables[0].name}:"
                               " the runs scored together must share a table")
     runs = []
     for d, c in zip(dirs, cfgs):

@@ -40,8 +40,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, Mapping
 
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
+from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.obs import LA_SCALE, OBS_SIZE, OBS_VERSION
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+from sam_env.table import Table
 
 MODEL_FILE, META_FILE = "model.safetensors", "metadata.json"
 TRAINER_TENSORS, TRAINER_JSON = "trainer.safetensors", "trainer.json"
@@ -120,34 +122,20 @@ def check_versions(meta: Mapping[str, Any], where: str, remedy: str = "") -> Non
                                   + (f"; {remedy}" if remedy else ""))
 
 
-@dataclass(frozen=True)
-class Table:
-    """One (rule set, player count) pair a network was trained for."""
-
-    rules: RuleSet
-    players: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"rules": self.rules.to_record(), "players": self.players}
-
-    def key(self) -> tuple[str, int]:
-        return json.dumps(self.rules.to_record(), sort_keys=True), self.players
-
-
 def parse_tables(raw: Mapping[str, Any], where: str) -> tuple[Table, ...]:
     """The tables an artifact says it was trained for: ``tables`` ([{rules, players}]), or, as
     written before that field existed, every allowed pair of ``rules`` x ``players``."""
     try:
         if raw.get("tables"):
-            return tuple(Table(RuleSet.parse(t["rules"]), int(t["players"])) for t in raw["tables"])
+            return tuple(Table.from_record(t) for t in raw["tables"])
         rules = raw.get("rules") or [DEFAULT_PRESET]
-        players = raw.get("players") or [4]
+        players = raw.get("players") or [DEFAULT_PLAYERS]
         rules = rules if isinstance(rules, list) else [rules]
         players = players if isinstance(players, list) else [players]
         out = []
         for r in rules:
             rs = RuleSet.parse(r)
-            out += [Table(rs, int(p)) for p in sorted(set(players)) if 2 <= int(p) <= rs.max_players]
+            out += [Table(rs, int(p)) for p in sorted(set(players)) if int(p) in rs.player_counts]
         return tuple(out)
     except (RulesError, KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{where}: the tables it was trained for are unreadable ({exc})") from None

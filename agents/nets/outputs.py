@@ -18,9 +18,9 @@ import numpy as np
 
 from sam_env import obs as obs_mod
 from sam_env.game import Game
-from sam_env.rules import DEFAULT_PRESET, RuleSet
+from sam_env.table import Table
 
-from .format import CheckpointError, Table
+from .format import CheckpointError
 
 MAX_VALUE = 1000.0         # |value| in units of the training reward_scale: no game comes near it
 KNOWN_POSITIONS = 16       # decisions of fixed deals, run once at load
@@ -49,10 +49,9 @@ def output_problem(probs: np.ndarray, value: np.ndarray, mask: np.ndarray) -> st
 
 
 def known_positions(table: Table | None, count: int = KNOWN_POSITIONS) -> tuple[np.ndarray, np.ndarray]:
-    """``(obs, masks)`` of the first decisions of fixed deals at ``table`` (hoi_quan_bai with 4 when
+    """``(obs, masks)`` of the first decisions of fixed deals at ``table`` (the default table when
     None): inputs on which any sound policy gives a distribution and a finite value."""
-    if table is None:
-        table = Table(RuleSet.preset(DEFAULT_PRESET), 4)
+    table = table or Table.default()
     rules, players = table.rules, table.players
     obs, masks, seed = [], [], 0
     while len(obs) < count:

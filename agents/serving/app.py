@@ -52,6 +52,7 @@ from agents.http_agent import LOOP_STATUS, UpstreamLoop
 from sam_env.game import Game, GameError
 from sam_env.cards import CardError
 from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
+from sam_env.table import Table
 
 from .bots import DEADLINE_MS, Bot, Bots, decide_event
 from .edge import ARRIVED, wrap
@@ -126,11 +127,11 @@ def _add_protocol_routes(app: FastAPI) -> None:
         return request.app.state.bots.info()
 
 
-def _play_bot(request: Request, rules: RuleSet, players: int) -> tuple[Bot, bool]:
+def _play_bot(request: Request, table: Table) -> tuple[Bot, bool]:
     """The bot that plays this table, or the heuristic where no served bot was trained for it
     (``True``: a stand-in, and the page says so)."""
     bots: Bots = request.app.state.bots
-    b = bots.route(rules, players)
+    b = bots.route(table)
     if b is not None:
         return b, False
     if getattr(request.app.state, "fallback", None) is None:
@@ -143,7 +144,7 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
     def stored(request: Request, sid: str) -> tuple[PlaySession, int]:
         state, version = request.app.state.sessions.get(sid)
         rules = RuleSet.parse(state["rules"])
-        b, stand_in = _play_bot(request, rules, state["players"])
+        b, stand_in = _play_bot(request, Table(rules, state["players"]))
         return PlaySession.from_json(state, rules, b, stand_in, sid), version
 
     def store(request: Request, s: PlaySession, version: int) -> dict[str, Any]:
@@ -160,7 +161,7 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
     async def options(request: Request) -> dict[str, Any]:
         bots: Bots = request.app.state.bots
         # every preset table can be played: the heuristic sits in where no served bot was trained
-        every = [{"rules": n, "players": list(range(2, RuleSet.preset(n).max_players + 1))} for n in PRESET_NAMES]
+        every = [{"rules": n, "players": list(RuleSet.preset(n).player_counts)} for n in PRESET_NAMES]
         return {"bot": " + ".join(b.name for b in bots.bots), "supports": every,
                 "model_supports": bots.supports_json()}
 
@@ -169,10 +170,9 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
         body = await read_body(request, NewSession)
         try:
             rules = RuleSet.parse(body.rules)
-            rules.check_players(body.players)
+            b, stand_in = _play_bot(request, Table(rules, body.players))
         except RulesError as exc:
             raise RequestError(str(exc)) from None
-        b, stand_in = _play_bot(request, rules, body.players)
         if not 0 <= body.seat < body.players:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
         s = await b.run(PlaySession, b, rules, body.players, body.seat, deal_seed(body.seed, allow_client_seed),
@@ -230,8 +230,7 @@ def build_view(req: ActRequest, bots: Bots) -> tuple[Game, Bot]:
     wrong with the request."""
     try:
         rules = RuleSet.parse(req.rules)
-        rules.check_players(req.players)
-        bot = bots.for_table(rules, req.players)
+        bot = bots.for_table(Table(rules, req.players))
         events = [e.model_dump(exclude_unset=True) for e in req.events]  # a null field given is refused
         view = Game.from_view(rules, req.players, req.opener, req.seat, req.hand, events)
     except (GameError, CardError, RulesError) as exc:

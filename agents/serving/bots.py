@@ -26,7 +26,8 @@ from agents.onnx_agent import choose_action
 from agents.registry import AgentSpec, exported_agent, make_agent, parse_spec
 from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION
 from sam_env.game import Game
-from sam_env.rules import DEFAULT_PRESET, PRESET_NAMES, RuleSet
+from sam_env.rules import DEFAULT_PRESET, RuleSet
+from sam_env.table import Table, preset_tables
 
 from .protocol import FORMAT, RequestError
 from .shipped import shipped_models
@@ -45,27 +46,28 @@ def measured_strength(folder: Path, name: str, searches: bool = False) -> dict[t
     read for a bot that ``searches``) and ``samloc eval`` run folders (``*/result.json``, their
     ``by_table``).  Several reports of one table are pooled, each weighted by its deals: the mean over
     every deal measured, not the luckiest report."""
-    pooled: dict[tuple[str, int], tuple[float, float]] = {}  # table -> (sum of mean × deals, deals)
+    pooled: dict[tuple[str, int], tuple[float, float]] = {}  # Table.key -> (sum of mean × deals, deals)
 
-    def add(key: tuple[str, int], mean: Any, deals: Any) -> None:
-        w = float(deals) if isinstance(deals, (int, float)) and deals > 0 else 1.0
-        total, n = pooled.get(key, (0.0, 0.0))
-        pooled[key] = (total + float(mean) * w, n + w)
+    def add(r: dict[str, Any], mean: Any, deals: Any) -> None:
+        try:
+            key = Table.from_record({"rules": r.get("rules") or DEFAULT_PRESET, "players": r["players"]}).key
+            w = float(deals) if isinstance(deals, (int, float)) and deals > 0 else 1.0
+            total, n = pooled.get(key, (0.0, 0.0))
+            pooled[key] = (total + float(mean) * w, n + w)
+        except (KeyError, TypeError, ValueError):  # a report this bot cannot read is no measurement
+            return
 
     rep = None if searches else _read_json(folder / "eval_report.json")
     heur = ((rep or {}).get("results") or {}).get("heuristic") or {}
     if "mean_score" in heur and "players" in rep:
-        add((rules_key(RuleSet.parse(rep.get("rules") or DEFAULT_PRESET)), int(rep["players"])),
-            heur["mean_score"], heur.get("deals"))
+        add(rep, heur["mean_score"], heur.get("deals"))
     for path in sorted(folder.glob("*/result.json")):
         res = _read_json(path) or {}
         if res.get("agent") != name or res.get("opponents") != "heuristic":
             continue
         for r in (res.get("by_table") or {res.get("rules"): res}).values():
-            try:
-                add((rules_key(RuleSet.parse(r["rules"])), int(r["players"])), r["mean_score"], r.get("deals"))
-            except (KeyError, TypeError, ValueError):
-                continue
+            if isinstance(r, dict) and "rules" in r and "mean_score" in r:
+                add(r, r["mean_score"], r.get("deals"))
     return {key: total / n for key, (total, n) in pooled.items()}
 
 
@@ -76,10 +78,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
-
-
-def rules_key(rules: RuleSet) -> str:
-    return json.dumps(rules.to_record(), sort_keys=True)
 
 
 class Bot:
@@ -115,10 +113,8 @@ class Bot:
         self.name = str(getattr(played, "name", "") or spec)
         tables = played.trained_tables if played is not None else None
         #: the tables its network was trained for (the checkpoint's metadata), None: any table
-        self.tables: set[tuple[str, int]] | None = None
-        if tables is not None:
-            self.tables = {(rules_key(t.rules), t.players) for t in tables}
-            self._rules = {rules_key(t.rules): t.rules for t in tables}
+        self.tables: tuple[Table, ...] | None = tables
+        self._keys = {t.key for t in tables or ()}
         folder = Path(self.checkpoint) if self.checkpoint else None
         if folder is not None and folder.suffix == ".onnx":
             folder = folder.parent
@@ -181,18 +177,17 @@ class Bot:
             self.per_request = True
 
     # ---- what it plays -----------------------------------------------------------
-    def plays(self, rules: RuleSet, players: int) -> bool:
-        return self.tables is None or (rules_key(rules), players) in self.tables
+    def plays(self, table: Table) -> bool:
+        return self.tables is None or table.key in self._keys
 
     def supported(self) -> list[Supported]:
         """What it was trained for (every preset table for a rule-based bot), by rule set."""
-        if self.tables is None:
-            return [(RuleSet.preset(n), n, list(range(2, RuleSet.preset(n).max_players + 1)))
-                    for n in PRESET_NAMES]
-        by: dict[str, list[int]] = {}
-        for key, p in sorted(self.tables):
-            by.setdefault(key, []).append(p)
-        return [(self._rules[k], self._rules[k].to_record(), ps) for k, ps in by.items()]
+        tables = (preset_tables() if self.tables is None
+                  else [t for _, t in sorted({t.key: t for t in self.tables}.items())])
+        by: dict[str, tuple[RuleSet, list[int]]] = {}
+        for t in tables:
+            by.setdefault(t.key[0], (t.rules, []))[1].append(t.players)
+        return [(rs, rs.to_record(), ps) for rs, ps in by.values()]
 
     def supports_json(self) -> list[dict[str, Any]]:
         """``[{rules, players: [...]}]``: :meth:`supported` as the protocol shows it."""
@@ -262,23 +257,23 @@ class Bots:
     def seed(self) -> int:
         return self.bots[0].seed
 
-    def route(self, rules: RuleSet, players: int) -> Bot | None:
+    def route(self, table: Table) -> Bot | None:
         """The bot that plays this table, or None."""
-        key = (rules_key(rules), players)
+        key = table.key
         if key not in self._routes:
             if len(self._routes) >= 1024:  # clients may name any house rules: keep the memo bounded
                 self._routes.clear()
-            ranked = sorted((b for b in self.bots if b.plays(rules, players)),
+            ranked = sorted((b for b in self.bots if b.plays(table)),
                             key=lambda b: (b.tables is None, -b.strength.get(key, float("-inf"))))
             self._routes[key] = ranked[0] if ranked else None
         return self._routes[key]
 
-    def for_table(self, rules: RuleSet, players: int) -> Bot:
-        bot = self.route(rules, players)
+    def for_table(self, table: Table) -> Bot:
+        bot = self.route(table)
         if bot is None:
-            raise RequestError(f"no bot here plays {rules.name} with {players} players; this server plays "
-                               + "; ".join(f"{rs.name} with {', '.join(map(str, ps))}"
-                                           for rs, _, ps in self.supported()))
+            plays = "; ".join(f"{rs.name} with {', '.join(map(str, ps))}" for rs, _, ps in self.supported())
+            raise RequestError(f"no bot here plays {table.rules.name} with {table.players} players; this server"
+                               f" plays {plays}")
         return bot
 
     def supported(self) -> list[Supported]:
@@ -298,11 +293,12 @@ class Bots:
         routes, chosen = [], []
         for rs, shown, ps in self.supported():
             for p in ps:
-                b = self.route(rs, p)
+                table = Table(rs, p)
+                b = self.route(table)
                 assert b is not None
                 chosen.append(b)
                 routes.append({"rules": shown, "players": p, "bot": b.name,
-                               "mean_vs_heuristic": b.strength.get((rules_key(rs), p))})
+                               "mean_vs_heuristic": b.strength.get(table.key)})
         sup = self.supports_json()
         # PROTOCOL §4's one model and checkpoint: the bot that plays the most tables (the first on a tie)
         main = max(self.bots, key=lambda b: sum(c is b for c in chosen))

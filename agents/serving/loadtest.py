@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import httpx
 import numpy as np
 
-from sam_env.cards import card_str
+from sam_env.cards import DEFAULT_PLAYERS, card_str
 from sam_env.game import Game
 from sam_env.rules import DEFAULT_PRESET
 
@@ -127,8 +127,8 @@ async def run_phase(url: str, bodies: list[dict], clients: int) -> dict:
 
 
 def bench_serve(agent: str | None, workers: list[int], clients: list[int], requests: int, *,
-                url: str | None = None, rules: str = DEFAULT_PRESET, players: int = 4, warmup: int = 50,
-                seed: int = 0, serve_args: list[str] | None = None) -> dict:
+                url: str | None = None, rules: str = DEFAULT_PRESET, players: int = DEFAULT_PLAYERS,
+                warmup: int = 50, seed: int = 0, serve_args: list[str] | None = None) -> dict:
     """One phase per (workers, clients): a server started per ``workers`` count (``url``: that
     running loopback server instead), warmed with ``warmup`` requests, then ``requests`` requests
     with ``clients`` concurrent clients each.  ValueError for a server that is not loopback."""

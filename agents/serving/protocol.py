@@ -15,6 +15,7 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agents.http_agent import HOPS_HEADER
+from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.rules import DEFAULT_PRESET
 
 FORMAT = "samloc/1"
@@ -134,7 +135,7 @@ def read_hops(request: Request) -> int:
 
 class NewSession(Strict):
     rules: str | dict[str, Any] = DEFAULT_PRESET
-    players: int = 4
+    players: int = DEFAULT_PLAYERS
     seat: int = 0
     seed: int | None = None
 

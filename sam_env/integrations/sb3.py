@@ -43,6 +43,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 from ..actions import NUM_ACTIONS
+from ..cards import DEFAULT_PLAYERS
 from ..gym_env import SamLocEnv, SamLocVectorEnv, _check_scale, render_text
 from ..rules import DEFAULT_PRESET, RuleSet
 from ..vector import OpponentSpec
@@ -108,7 +109,7 @@ class SamLocVecEnv(VecEnv):
     """``num_envs`` games of ``SamLoc-v0`` as one SB3 ``VecEnv`` (arguments as ``SamLoc-v0``'s)."""
 
     def __init__(self, num_envs: int = 8, rules: RuleSet | str | Mapping[str, Any] = DEFAULT_PRESET,
-                 players: int = 4, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
+                 players: int = DEFAULT_PLAYERS, opponents: OpponentSpec | Sequence[OpponentSpec] = "random",
                  learner_seat: int | None = None, reward_scale: float = 1.0, illegal_action: str = "random",
                  render_mode: str | None = None):
         if render_mode is not None and render_mode not in SamLocEnv.metadata["render_modes"]:

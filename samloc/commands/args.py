@@ -10,7 +10,9 @@ import os
 import sys
 from typing import Callable, NoReturn
 
-from sam_env.rules import DEFAULT_PRESET, PRESET_NAMES, RuleSet, RulesError
+from sam_env.cards import DEFAULT_PLAYERS
+from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+from sam_env.table import Table, preset_tables
 
 EXIT_USAGE = 2
 EXIT_PIPE = 128 + 13  # SIGPIPE, as a shell reports a command whose reader closed the pipe
@@ -150,7 +152,7 @@ def temperature(text: str) -> float:
     return value
 
 
-def parse_tables(tables: str | None, rules: str | None, players: str | None) -> list[tuple[RuleSet, int]] | None:
+def parse_tables(tables: str | None, rules: str | None, players: str | None) -> list[Table] | None:
     """The tables a command is asked for: ``--tables all|R/P,...``, or ``--rules`` x ``--players``
     (lists skip the counts a rule set does not allow); None when none was asked for.  RulesError if bad."""
     if tables is not None:
@@ -161,31 +163,30 @@ def parse_tables(tables: str | None, rules: str | None, players: str | None) -> 
         return None
     names = [r.strip() for r in (rules or DEFAULT_PRESET).split(",") if r.strip()]
     try:
-        counts = [int(p) for p in (players or "4").split(",") if p.strip()]
+        counts = [int(p) for p in (players or str(DEFAULT_PLAYERS)).split(",") if p.strip()]
     except ValueError:
         raise RulesError(f"--players must be a number or a comma-separated list, not {players!r}") from None
     if not names or not counts:
         raise RulesError("--rules and --players need at least one value each")
     sets = [RuleSet.parse(r) for r in names]
     if len(counts) == 1:
-        return [(rs, rs.check_players(counts[0])) for rs in sets]
-    out = [(rs, p) for rs in sets for p in counts if 2 <= p <= rs.max_players]
+        return [Table(rs, counts[0]) for rs in sets]
+    out = [Table(rs, p) for rs in sets for p in counts if p in rs.player_counts]
     if not out:
         raise RulesError(f"no table of {', '.join(names)} allows {players} players")
     return out
 
 
-def _named_tables(tables: str) -> list[tuple[RuleSet, int]]:
+def _named_tables(tables: str) -> list[Table]:
     """``--tables``: ``all`` (every preset at every player count it allows) or ``RULES/PLAYERS,...``."""
     if tables.strip() == "all":
-        return [(RuleSet.preset(r), p) for r in PRESET_NAMES for p in range(2, RuleSet.preset(r).max_players + 1)]
+        return preset_tables()
     out = []
     for item in (t.strip() for t in tables.split(",") if t.strip()):
-        name, sep, count = item.rpartition("/")
-        if not sep or not count.isdigit():
-            raise RulesError(f"--tables: {item!r} is not RULES/PLAYERS (e.g. hoi_quan_bai/4) or all")
-        rs = RuleSet.parse(name)
-        out.append((rs, rs.check_players(int(count))))
+        try:
+            out.append(Table.parse(item))
+        except RulesError as exc:
+            raise RulesError(f"--tables: {exc}") from None
     if not out:
         raise RulesError("--tables needs at least one table")
     return out
@@ -211,9 +212,7 @@ def fail(prog: str, problem: object) -> int:
 
 def table(rules: str, players: int) -> RuleSet:
     """``--rules`` and ``--players`` checked together (``RulesError`` names the problem)."""
-    parsed = RuleSet.parse(rules)
-    parsed.check_players(players)
-    return parsed
+    return Table(RuleSet.parse(rules), players).rules
 
 
 def drop_stdout() -> None:

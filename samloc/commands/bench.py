@@ -13,6 +13,7 @@ import importlib
 import json
 
 from sam_env.bench import bench_engine, bench_env
+from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.machine import measured
 from sam_env.rules import DEFAULT_PRESET, RulesError
 
@@ -47,7 +48,7 @@ def parser() -> Parser:
     ap = Parser(prog="samloc bench", description=__doc__.replace("``", ""),
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=OTHER_BENCHES)
     ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=players, default=4)
+    ap.add_argument("--players", type=players, default=DEFAULT_PLAYERS)
     ap.add_argument("--games", type=positive, default=200_000)
     ap.add_argument("--batch", type=positive, default=1024, help="games stepped together")
     ap.add_argument("--seed", type=non_negative, default=0)

@@ -7,6 +7,7 @@ import json
 import sys
 
 from agents.bench import bench_agent
+from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 
 from .args import Parser, agent_spec, non_negative, nonempty, parse, players, positive
@@ -18,7 +19,7 @@ def _parser() -> Parser:
                     help="benchmark matches of this agent against itself (e.g. heuristic) over --deals"
                          " duplicate deals")
     ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=players, default=4)
+    ap.add_argument("--players", type=players, default=DEFAULT_PLAYERS)
     ap.add_argument("--deals", "--games", dest="deals", type=positive, default=200_000,
                     help="duplicate deals played, each once per seat: deals x players games (default 200,000;"
                          " --games is its old name)")

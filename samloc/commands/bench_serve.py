@@ -8,6 +8,7 @@ import json
 
 from agents.serving.bots import DEADLINE_MS
 from agents.serving.loadtest import bench_serve
+from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.rules import DEFAULT_PRESET, RulesError
 
 from .args import (Parser, agent_spec, command, deadline_ms, fail, non_negative, nonempty, players, positive,
@@ -31,7 +32,7 @@ def _parser() -> Parser:
                     help=f"the started server's --deadline-ms (default {DEADLINE_MS})")
     ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET,
                     help=f"preset of the requests (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=players, default=4)
+    ap.add_argument("--players", type=players, default=DEFAULT_PLAYERS)
     ap.add_argument("--seed", type=non_negative, default=0, help="seed of the requests' games")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     return ap

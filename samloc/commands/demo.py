@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from sam_env.atomic import UnsafeTarget, check_target
+from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.roundtrip import roundtrip
 from sam_env.rules import DEFAULT_PRESET, RulesError
 
@@ -28,7 +29,8 @@ def parser() -> Parser:
     ap = Parser(prog="samloc demo", description=__doc__.replace("``", ""))
     ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET,
                     help=f"the rule preset (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=players, default=4, help="players at the table (default 4)")
+    ap.add_argument("--players", type=players, default=DEFAULT_PLAYERS,
+                    help=f"players at the table (default {DEFAULT_PLAYERS})")
     ap.add_argument("--games", type=positive, default=1000, help="games to play (default 1000)")
     ap.add_argument("--seed", type=non_negative, default=0,
                     help="seed of the deals and the moves (default 0)")

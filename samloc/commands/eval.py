@@ -19,11 +19,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agents.base import Agent
 from agents.eval_chunks import CHUNKS, not_resumable
 from agents.eval_report import write_report
-from agents.evaluate import evaluate, evaluate_tables, safe_name, table_name, trained_tables
+from agents.evaluate import evaluate, evaluate_tables, off_tables, safe_name
 from agents.matches import IllegalMoveError
 from agents.registry import make_agent
 from sam_env.atomic import check_folder, check_target
-from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+from sam_env.cards import DEFAULT_PLAYERS
+from sam_env.rules import DEFAULT_PRESET, RulesError
+from sam_env.table import Table
 
 from .args import Parser, agent_spec, non_negative, nonempty, parse, parse_tables, path, positive
 
@@ -42,7 +44,8 @@ def _parser() -> Parser:
     ap.add_argument("--rules", type=nonempty,
                     help="preset name(s), comma-separated (default: the agent's own tables if it "
                     f"is a trained network, else {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=nonempty, help="player count(s), comma-separated (default: as --rules, else 4)")
+    ap.add_argument("--players", type=nonempty, help="player count(s), comma-separated (default: as --rules, else "
+                    f"{DEFAULT_PLAYERS})")
     ap.add_argument("--off-table", action="store_true",
                     help="allow tables the agent's network was not trained for (reported as out of distribution)")
     ap.add_argument("--deals", type=positive, default=1000, help="deals per table (default 1000)")
@@ -64,7 +67,7 @@ def _parser() -> Parser:
 class _Plan:
     """What the command will run, its arguments checked."""
     agent: Agent
-    tables: list[tuple[RuleSet, int]]
+    tables: list[Table]
     off: list[str]          # the tables out of the agent's training distribution
     out: Path
     store: Path | None      # where finished chunks are kept, None: the run cannot be resumed
@@ -85,16 +88,15 @@ def _plan(args: argparse.Namespace) -> _Plan:
         check_target(args.save_games)  # UnsafeTarget (a ValueError) now, not after the games
     if args.out is not None:
         check_folder(args.out)
-    own = trained_tables(agent)
+    own = agent.trained_tables
     if tables is None:
-        tables = list(own) if own else [(RuleSet.preset(DEFAULT_PRESET), 4)]
+        tables = list(own) if own else [Table.default()]
         if own and not args.json:
             print(f"tables: the ones {args.agent} was trained for: "
-                  + ", ".join(table_name(r, p) for r, p in tables), file=sys.stderr)
-    off = [table_name(r, p) for r, p in tables
-           if own is not None and table_name(r, p) not in {table_name(*t) for t in own}]
+                  + ", ".join(t.name for t in tables), file=sys.stderr)
+    off = [t.name for t in off_tables(own, tables)]
     if off and not args.off_table:
-        raise ValueError(f"{args.agent} was trained for {', '.join(table_name(*t) for t in own)}, not "
+        raise ValueError(f"{args.agent} was trained for {', '.join(t.name for t in own or ())}, not "
                          f"{', '.join(off)}; add --off-table to evaluate it there (out of training distribution)")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = (Path(args.out) if args.out
@@ -128,13 +130,13 @@ def _duration(seconds: float) -> str:
 def _announce(args: argparse.Namespace, plan: _Plan) -> None:
     """Before the run: how many games it plays, and roughly how long that takes, from one deal of the
     first table timed (a fresh agent, so the run plays as it would have without it)."""
-    games = args.deals * sum(p for _, p in plan.tables)
-    rules, players = plan.tables[0]
-    one = evaluate(args.agent, args.opponents, rules, players, deals=1, seed=args.seed)
+    games = args.deals * sum(t.players for t in plan.tables)
+    first = plan.tables[0]
+    one = evaluate(args.agent, args.opponents, first.rules, first.players, deals=1, seed=args.seed)
     per_game = one["seconds"] / one["games"]
     print(f"samloc eval: {len(plan.tables)} table{'s' * (len(plan.tables) > 1)} x {args.deals} deals, each"
           f" deal in every seat: {games} games; roughly {_duration(games * per_game / args.workers)}"
-          f" (one deal of {table_name(rules, players)}: {one['seconds']:.2f} s for {one['games']} games)",
+          f" (one deal of {first.name}: {one['seconds']:.2f} s for {one['games']} games)",
           file=sys.stderr, flush=True)
 
 
@@ -160,7 +162,7 @@ class _Lines:
 
 def _run(args: argparse.Namespace, plan: _Plan) -> dict[str, Any]:
     """The evaluation, with a progress bar per table on a terminal, else periodic lines (:class:`_Lines`)."""
-    names = [table_name(r, p) for r, p in plan.tables]
+    names = [t.name for t in plan.tables]
     with contextlib.ExitStack() as stack:
         if sys.stderr.isatty():
             prog = stack.enter_context(Progress(

@@ -14,12 +14,14 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from agents.evaluate import table_name, trained_tables
+from agents.evaluate import off_tables
 from agents.league import Entry, expand, rate_league, write_report
 from agents.matches import IllegalMoveError
 from agents.registry import make_agent
 from sam_env.atomic import check_folder
-from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+from sam_env.cards import DEFAULT_PLAYERS
+from sam_env.rules import DEFAULT_PRESET, RulesError
+from sam_env.table import Table
 
 from .args import Parser, agent_spec, integer, non_negative, nonempty, parse, parse_tables, path
 
@@ -31,7 +33,7 @@ def _parser() -> Parser:
     ap.add_argument("agents", nargs="+", type=agent_spec, metavar="AGENT",
                     help="agent specs (as samloc eval's); a run folder stands for its checkpoints")
     ap.add_argument("--rules", type=nonempty, help=f"preset name (default {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=nonempty, help="player count (default 4)")
+    ap.add_argument("--players", type=nonempty, help=f"player count (default {DEFAULT_PLAYERS})")
     ap.add_argument("--deals", type=integer(2), default=1000,
                     help="deals per ordered pair, at least 2: the intervals resample deals (default 1000)")
     ap.add_argument("--seed", type=non_negative, default=0, help="the deals' seed, and the bootstrap's")
@@ -46,31 +48,30 @@ def _parser() -> Parser:
     return ap
 
 
-def _plan(args: argparse.Namespace) -> tuple[RuleSet, int, list[Entry], str, list[str]]:
+def _plan(args: argparse.Namespace) -> tuple[Table, list[Entry], str, list[str]]:
     """The table, the agents, the one pinned at 0 and those out of their training distribution here;
     RulesError or ValueError naming what is wrong."""
-    tables = parse_tables(None, args.rules, args.players) or [(RuleSet.preset(DEFAULT_PRESET), 4)]
+    tables = parse_tables(None, args.rules, args.players) or [Table.default()]
     if len(tables) != 1:
         raise ValueError("a league plays one table: give one rule set and one player count")
-    rules, players = tables[0]
+    here = tables[0]
     entries = expand(args.agents, warn=lambda m: print(f"samloc league: {m}", file=sys.stderr))
     names = [e.name for e in entries]
     pin = args.pin if args.pin is not None else ("random" if "random" in names else names[0])
     if pin not in names:
         raise ValueError(f"--pin {pin}: not in the league ({', '.join(names)})")
-    here = table_name(rules, players)
     off = []
     for e in entries:
         agent = make_agent(e.spec, seed=args.seed)
-        own = trained_tables(agent)
+        own = agent.trained_tables
         agent.close()
-        if own is not None and here not in {table_name(*t) for t in own}:
+        if off_tables(own, [here]):
             if not args.off_table:
-                raise ValueError(f"{e.name} was trained for {', '.join(table_name(*t) for t in own)}, "
-                                 f"not {here}; add --off-table to play it there "
+                raise ValueError(f"{e.name} was trained for {', '.join(t.name for t in own or ())}, "
+                                 f"not {here.name}; add --off-table to play it there "
                                  "(out of training distribution)")
             off.append(e.name)
-    return rules, players, entries, pin, off
+    return here, entries, pin, off
 
 
 def _print(res: dict[str, Any], out: Path, as_json: bool) -> None:
@@ -90,7 +91,8 @@ def main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     try:
-        rules, players, entries, pin, off = _plan(args)
+        table, entries, pin, off = _plan(args)
+        rules, players = table.rules, table.players
         if args.out is not None:
             check_folder(args.out)  # UnsafeTarget (a ValueError) now, not after the games
     except (RulesError, ValueError) as exc:
@@ -109,7 +111,7 @@ def main(argv: list[str]) -> int:
     except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
         print(f"samloc league: {exc}", file=sys.stderr)
         return 1
-    res = {"command": shlex.join(["samloc", "league", *argv]), "table": table_name(rules, players),
+    res = {"command": shlex.join(["samloc", "league", *argv]), "table": table.name,
            "rules": rules.name, "players": players, "deals": args.deals, "seed": args.seed,
            "agents": [{"name": e.name, "spec": e.spec, "run": e.run, "decisions_trained": e.decisions_trained,
                        "out_of_distribution": e.name in off} for e in entries],

@@ -61,7 +61,7 @@ from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
 from .. import compact
-from ..config import MAX_WORKERS, ConfigError, Section, TrainConfig, need, training_tables
+from ..config import MAX_WORKERS, ConfigError, Section, TrainConfig, need, table_weights, training_tables
 from ..rollout import load_numpy_weights, request_seed, slot_shares, table_seed, weights_to_numpy
 from .losses import DISTILL_NAMES, distill_terms
 
@@ -208,7 +208,7 @@ class SearchEngine:
         self.cfg, self.worker_id, self.seed = cfg, worker_id, seed
         self.rng = np.random.default_rng(seed)
         tables = training_tables(cfg)
-        sizes = slot_shares(cfg.section("distill").envs_per_worker, [t.weight for t in tables])
+        sizes = slot_shares(cfg.section("distill").envs_per_worker, table_weights(cfg))
         self.tables = [_Table(t.rules, t.players, n, table_seed(seed, i))
                        for i, (t, n) in enumerate(zip(tables, sizes))]
         for tb in self.tables:
