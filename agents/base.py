@@ -99,7 +99,7 @@ class ObsPolicy(Agent):
     """A policy of observations as an agent: ``fn(obs float32[N, 993], masks int8[N, 201]) -> int[N]``.
 
     How a network trained elsewhere (SB3, RLlib, a CleanRL loop: ``examples/``) takes a seat in
-    :func:`agents.evaluate.evaluate`, so it is scored on ``samloc eval``'s duplicate deals."""
+    :func:`agents.evaluation.evaluate.evaluate`, so it is scored on ``samloc eval``'s duplicate deals."""
 
     needs_obs = True
 

@@ -13,11 +13,11 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from .base import Agent
-from .heuristic import HeuristicAgent
-from .heuristic_params import VARIANTS
+from .players.heuristic import HeuristicAgent
+from .players.heuristic_params import VARIANTS
 from .nets.format import DEFAULT_KIND, read_metadata, resolve
-from .random_agent import RandomAgent
-from .search_settings import parse_search_spec
+from .players.random_agent import RandomAgent
+from .players.search_settings import parse_search_spec
 
 SPEC_HELP = ("random, random:uniform, heuristic, heuristic:" + "|".join(v for v in VARIANTS if v)
              + ", a checkpoint directory (DIR+search for play-time search), a .onnx file, or http://host:port")
@@ -101,11 +101,11 @@ def make_agent(spec: "str | AgentSpec | Agent", *, seed: int = 0, **kw: Any) -> 
         return spec
     p = spec if isinstance(spec, AgentSpec) else parse_spec(spec)
     if p.kind == "http":
-        from .http_agent import HttpAgent  # httpx (the serve extra)
+        from .players.http_agent import HttpAgent  # httpx (the serve extra)
         return HttpAgent(p.target, seed=seed, **kw)
     if p.kind == "onnx":
         try:
-            from .onnx_agent import OnnxAgent  # onnxruntime (the serve extra)
+            from .players.onnx_agent import OnnxAgent  # onnxruntime (the serve extra)
         except ImportError as exc:
             raise ValueError(f"cannot load ONNX agents here ({exc})") from None
         return OnnxAgent(p.target, seed=seed, **kw)
@@ -115,13 +115,13 @@ def make_agent(spec: "str | AgentSpec | Agent", *, seed: int = 0, **kw: Any) -> 
         return HeuristicAgent(seed=seed, variant=p.option, **kw)
     if p.kind == "search":
         try:
-            from .search import load_search_agent  # torch (the train extra)
+            from .players.search import load_search_agent  # torch (the train extra)
         except ImportError as exc:
             raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
         return load_search_agent(p.target, p.option, seed=seed, **kw)
     try:
         from .nets.factory import NetworkError, network_class  # torch (the train extra)
-        from .policy_agent import load_policy_agent  # torch (the train extra)
+        from .players.policy_agent import load_policy_agent  # torch (the train extra)
     except ImportError as exc:
         raise ValueError(f"cannot load checkpoint agents here ({exc})") from None
     folder = resolve(p.target)  # a run folder: its newest good checkpoint

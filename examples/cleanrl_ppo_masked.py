@@ -10,7 +10,7 @@ negative number before the softmax), then ``main``: 3. seeding,
 vectorization_mode="vector_entry_point")``: every game in one engine call),
 5. rollout, 6. advantages (GAE), 7. PPO update, 8. logging (TensorBoard
 ``charts/…``, ``losses/…``), 9. evaluation: the greedy policy against the
-opponents by the project's duplicate-deal evaluation (``agents.evaluate``,
+opponents by the project's duplicate-deal evaluation (``agents.evaluation.evaluate``,
 as ``samloc eval``), before training and after.
 
 The env autoresets in the same step (``AutoresetMode.SAME_STEP``): when a
@@ -39,7 +39,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 import sam_env.gym_env  # noqa: F401  (registers SamLoc-v0)
 from agents.base import ObsPolicy
-from agents.evaluate import evaluate
+from agents.evaluation.evaluate import evaluate
 from sam_env.actions import NUM_ACTIONS
 from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.obs import OBS_SIZE
@@ -142,7 +142,7 @@ class MaskedAgent(nn.Module):
 
 
 def greedy(net: MaskedAgent, device: torch.device) -> ObsPolicy:
-    """The network as a project agent (the most probable legal action), for ``agents.evaluate``."""
+    """The network as a project agent (the most probable legal action), for ``agents.evaluation.evaluate``."""
 
     @torch.no_grad()
     def act(obs: np.ndarray, masks: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ iteration prints ``learner_la_per_game``: the learner's mean lá over the games
 that ended in it.
 
 Before and after training the greedy policy is scored by the project's
-duplicate-deal evaluation (``agents.evaluate.evaluate``, what ``samloc eval``
+duplicate-deal evaluation (``agents.evaluation.evaluate.evaluate``, what ``samloc eval``
 runs) against the heuristic: every deal is played once with the policy in
 each seat; mean lá per game with its 95% interval.  Ray runs locally, on
 127.0.0.1 only.  The last line printed is JSON.
@@ -32,7 +32,7 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from agents.base import ObsPolicy
-from agents.evaluate import evaluate
+from agents.evaluation.evaluate import evaluate
 from sam_env.integrations.rllib import GAMES, LA_PER_GAME, LEARNER, init_local_ray, masked_ppo_config
 from sam_env.rules import RuleSet
 

@@ -11,7 +11,7 @@ action outside them an error.  (``MaskablePPO("MultiInputPolicy",
 gymnasium.make("SamLoc-v0", ...))`` works too, one game at a time.)
 
 Before and after training the policy is scored by the project's duplicate-
-deal evaluation (``agents.evaluate.evaluate``, what ``samloc eval`` runs)
+deal evaluation (``agents.evaluation.evaluate.evaluate``, what ``samloc eval`` runs)
 against the same opponents: every deal is played once with the policy in each
 seat, and the mean lá per game is reported with its 95% interval.  The last
 line printed is JSON.
@@ -31,7 +31,7 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import VecMonitor
 
 from agents.base import ObsPolicy
-from agents.evaluate import evaluate
+from agents.evaluation.evaluate import evaluate
 from sam_env.integrations.sb3 import SamLocVecEnv
 from sam_env.rules import RuleSet
 

@@ -5,7 +5,7 @@ The offsets (``F_*``, :data:`OFFSETS`), the size, the exact bounds
 (:func:`obs_bounds`), the named views of a vector or a batch (:func:`view`),
 the rules block (:func:`rule_cells`, from :mod:`sam_env.rule_params`), the
 offset table of :mod:`sam_env.obs`'s docstring (:func:`layout_table`) and the
-compact rollout format (``training/compact.py``) are all derived from it.
+compact rollout format (``training/run/compact.py``) are all derived from it.
 A cell's kind says what values it takes: 0/1 (``bits``, ``thermometer``,
 ``one_hot``), or an integer code over a denominator (``quarter``: a rank
 count / 4; ``amount``: lá / ``LA_SCALE``, clipped; a fraction).

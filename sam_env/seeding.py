@@ -9,7 +9,7 @@ every part of the project deals by it:
 
 - ``Game.new(rules, players, seed=S, deal=k)`` is deal ``k`` of seed ``S``
   (``deal=0`` by default); it may be an instant win, already over;
-- ``samloc eval --seed S`` (:func:`agents.evaluate.evaluate`) plays the deals
+- ``samloc eval --seed S`` (:func:`agents.evaluation.evaluate.evaluate`) plays the deals
   of seed ``S`` in order, skipping those that end at once in an instant win;
 - a batch reset with seed ``S`` (``GameBatch``, ``SelfPlayBatch``,
   ``OpponentGames`` and so the Gymnasium vector env) gives game ``g`` the

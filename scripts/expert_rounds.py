@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agents.evaluate import evaluate
+from agents.evaluation.evaluate import evaluate
 from agents.nets.format import latest_good, list_checkpoints, read_json_file
 from sam_env.atomic import write_with
 from sam_env.rules import DEFAULT_PRESET, RuleSet

@@ -75,8 +75,8 @@ def play_positions(count: int, seed: int, players: int = 4, play_only: bool = Fa
                    rules: Any = "hoi_quan_bai") -> list[Game]:
     """Games stopped at random decisions with a real choice, from heuristic (odd seats)
     against random (even seats) play; ``play_only`` skips Sâm-phase decisions."""
-    from agents.heuristic import HeuristicAgent
-    from agents.random_agent import RandomAgent
+    from agents.players.heuristic import HeuristicAgent
+    from agents.players.random_agent import RandomAgent
 
     rng = random.Random(seed)
     h, r = HeuristicAgent(seed=1), RandomAgent(seed=2)

@@ -12,12 +12,12 @@ import pytest
 
 from agents import HeuristicAgent, RandomAgent, make_agent
 from agents.base import Agent
-from agents.evaluate import evaluate
-from agents.hand_shape import best_split, workspace
-from agents.heuristic import decide
-from agents.heuristic_params import make_params
-from agents.sam_planner import sam_success_prob
-from agents.http_agent import AgentError, HttpAgent, view_request
+from agents.evaluation.evaluate import evaluate
+from agents.players.hand_shape import best_split, workspace
+from agents.players.heuristic import decide
+from agents.players.heuristic_params import make_params
+from agents.players.sam_planner import sam_success_prob
+from agents.players.http_agent import AgentError, HttpAgent, view_request
 from conftest import shuffle_hidden
 from sam_env.actions import ACT_COUNTS, NO_SAM, NUM_ACTIONS, POS_RANK, SAM, SINGLE0, straight_action
 from sam_env.cards import cards_str

@@ -21,8 +21,8 @@ from training.algorithms.ppo import PPO
 from training.algorithms.reinforce import Reinforce
 from training.config import ConfigError
 from training.config_load import load_config
-from training.loop import RunLoop
-from training.rollout import RolloutEngine
+from training.run.loop import RunLoop
+from training.run.rollout import RolloutEngine
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
@@ -41,7 +41,7 @@ def test_algorithms_are_chosen_by_name_or_import_path() -> None:
 @pytest.mark.parametrize("overrides, words", [
     (["algorithm=sarsa"], "not one of ppo"),
     (["algorithm=nowhere.module:Thing"], "cannot import it"),
-    (["algorithm=training.loop:RunLoop"], "is not a training.algorithms.base.Algorithm"),
+    (["algorithm=training.run.loop:RunLoop"], "is not a training.algorithms.base.Algorithm"),
     (["algorithm=expert_iteration"], "needs distill.enabled=true"),
     (["algorithm=reinforce", "distill.enabled=true"], "is expert iteration"),
 ])
@@ -53,7 +53,7 @@ def test_a_bad_algorithm_is_refused_in_one_line(overrides: list[str], words: str
 
 HELPERS = """
 from training.algorithms.reinforce import Reinforce
-from training.workers import WorkerGroup
+from training.run.workers import WorkerGroup
 
 
 class Helpers(Reinforce):
@@ -77,9 +77,9 @@ def test_the_centre_asks_the_algorithm_for_its_worker_groups(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Sizing, the CPU check and the dry run ask the algorithm which workers it starts (no name of an
     algorithm in the centre): an outside one without rollout workers and with a group of its own."""
-    from training.launch import dry_run, resolve_launch
-    from training.sizing import size_workers
-    from training.workers import WorkerGroup, cpu_shortfall
+    from training.run.launch import dry_run, resolve_launch
+    from training.run.sizing import size_workers
+    from training.run.workers import WorkerGroup, cpu_shortfall
 
     (tmp_path / "helpers_algo.py").write_text(HELPERS)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -120,7 +120,7 @@ def test_reinforce_trains_its_critic_and_its_policy(tmp_path: Path) -> None:
     """The rollout workers bootstrap unfinished games from the critic, so REINFORCE must train it: after
     one update every tensor of the critic has moved, as have the policy's (the critic reads only its
     own input beside the trunk, so nothing but its loss term can move it)."""
-    from training.runstate import RunState
+    from training.run.runstate import RunState
 
     torch.manual_seed(0)
     cfg = load_config("quick", [*TINY, "algorithm=reinforce", "model.critic=full"])

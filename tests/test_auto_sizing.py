@@ -13,14 +13,14 @@ import torch
 import yaml
 
 from samloc.commands.train import main
-from training import launch, workers
+from training.run import launch, workers
 from training.config import CONFIG_DIR, ConfigError
 from training.config_load import load_config
 from training.errors import TrainError
-from training.launch import read_run_config
-from training.loop import RunLoop
-from training.runstate import RunState
-from training.sizing import apply_sizing, eval_workers, size_eval, size_workers
+from training.run.launch import read_run_config
+from training.run.loop import RunLoop
+from training.run.runstate import RunState
+from training.run.sizing import apply_sizing, eval_workers, size_eval, size_workers
 
 #: A config with the periodic evaluation on (quick's every_minutes) and no search workers.
 QUICK = ["rollout.num_workers=auto"]
@@ -120,8 +120,8 @@ def test_eval_workers_take_auto_or_a_number_in_range(value: str) -> None:
 
 def test_the_opponents_side_by_side_give_the_figures_of_one_process() -> None:
     from sam_env.rules import RuleSet
-    from training.evaluation import evaluate_weights
-    from training.learner import Learner
+    from training.run.evaluation import evaluate_weights
+    from training.run.learner import Learner
 
     cfg = load_config("quick", ["model.hidden=32", "model.layers=1"])
     net = Learner(cfg, 1e-3)

@@ -1,4 +1,4 @@
-"""The hand belief (training/belief.py) and the worlds search deals with it (agents/search.py):
+"""The hand belief (training/tools/belief.py) and the worlds search deals with it (agents/players/search.py):
 labels, believed dealing against its uniform special case, training, files and their errors."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from agents import make_agent
-from agents.policy_agent import load_policy_agent
-from agents.search import _expand
+from agents.players.policy_agent import load_policy_agent
+from agents.players.search import _expand
 from conftest import play_positions
 from sam_env import core
 from sam_env import obs as obs_mod
@@ -24,7 +24,7 @@ from agents.nets.policy import build_net
 from sam_env.game import Game
 from sam_env.rules import RuleSet
 from samloc.commands.belief import main as belief_main
-from training import belief as B
+from training.tools import belief as B
 
 NR, P = core.NR, core.MAX_PLAYERS
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "standard"

@@ -9,7 +9,7 @@ import torch
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, encode_hidden_batch
 from sam_env.rules import PRESET_NAMES, RuleSet
 from sam_env.vector import SelfPlayBatch
-from training import compact
+from training.run import compact
 
 CPU = torch.device("cpu")
 

@@ -30,8 +30,8 @@ from training.algorithms.ppo import PPO
 from training.algorithms.expert_search import (SearchEngine, TargetBuffer, kl_to_targets, search_request_seed,
                                                target_batch)
 from training.algorithms.losses import distill_terms
-from training.rollout import request_seed, weights_to_numpy
-from training.loop import RunLoop
+from training.run.rollout import request_seed, weights_to_numpy
+from training.run.loop import RunLoop
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from agents.nets import checkpoint as ckpt
-from training import compact
+from training.run import compact
 from training.algorithms import algorithm_class
 from training.algorithms.dmc import DeepMonteCarlo, MonteCarloEngine, first_end
 from training.config_load import load_config
-from training.loop import RunLoop
+from training.run.loop import RunLoop
 
 ENGINE = ["rollout.envs_per_worker=6", "model.hidden=16", "model.layers=1", "ppo.sam_lesson_coef=0"]
 

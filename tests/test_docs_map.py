@@ -2,7 +2,7 @@
 And the links between the docs (README.md, docs/**/*.md) reach a file and, with ``#``, a heading there.
 
 The map is the section "Which file holds which part"; a path is a backticked token with a ``/`` in it
-(``training/loop.py``, ``sam_env/presets/``).  A module moved or added without its row, or a row left
+(``training/run/loop.py``, ``sam_env/presets/``).  A module moved or added without its row, or a row left
 behind by a move, fails here with the files named."""
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ import pytest
 
 from agents import HeuristicAgent
 from agents.base import Agent
-from agents.evaluate import evaluate
-from agents.matches import IllegalMoveError
+from agents.evaluation.evaluate import evaluate
+from agents.evaluation.matches import IllegalMoveError
 from sam_env.rules import RuleSet
 from sam_env.table import Table
 from samloc.commands.eval import main
@@ -158,7 +158,7 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
     # an (untrained) policy network: the batched path hands it sam_env.obs vectors
     # built here; the one-game path builds them itself from the Game
     torch = pytest.importorskip("torch")
-    from agents.policy_agent import PolicyAgent
+    from agents.players.policy_agent import PolicyAgent
     from agents.nets.policy import PolicyNet
     from sam_env.obs import OBS_SIZE
 
@@ -179,7 +179,7 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
 
 
 def test_bench_agent_reports_heuristic_match_throughput(capsys):
-    """``samloc bench --agent`` goes to the agents package (``agents.bench.main``)."""
+    """``samloc bench --agent`` goes to the agents package (``agents.evaluation.bench.main``)."""
     from samloc.cli import main
     from samloc.commands.bench import module_for
     assert module_for(["--agent=heuristic"]) == "samloc.commands.bench_agent" == module_for(["--agent", "x"])
@@ -269,7 +269,7 @@ def test_cli_resumes_only_when_asked_and_then_removes_the_chunks(tmp_path, capsy
     out = tmp_path / "run"
     argv = ["--agent", "heuristic", "--opponents", "heuristic:greedy", "--deals", "600", "--seed", "2",
             "--json", "--out", str(out)]
-    import agents.matches as ev
+    import agents.evaluation.matches as ev
     real, calls = ev._play_batched, []
 
     def dies_in_the_second_chunk(*a, **k):
@@ -320,7 +320,7 @@ def test_worker_processes_give_the_one_process_result(tmp_path, agent, opponents
 
 
 def test_one_pool_serves_every_table_and_keeps_resumable_chunks(tmp_path):
-    from agents.evaluate import evaluate_tables
+    from agents.evaluation.evaluate import evaluate_tables
     tables, deals = [Table(RuleSet.preset("online"), 3), Table(RuleSet.preset("mien_bac"), 4)], 600  # two chunks a table: 512 and 88 deals
     one = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2)
     seen: list[tuple[str, int]] = []
@@ -339,7 +339,7 @@ def test_one_pool_serves_every_table_and_keeps_resumable_chunks(tmp_path):
 
 
 def test_worker_processes_are_refused_what_they_cannot_replay(tmp_path, capsys):
-    from agents.evaluate import EvalPool
+    from agents.evaluation.evaluate import EvalPool
     with pytest.raises(ValueError, match="cannot be played apart by worker processes: random plays"):
         evaluate("heuristic", "random", deals=8, workers=2)
     with pytest.raises(ValueError, match="give them as specs"):
@@ -389,7 +389,7 @@ def test_pool_workers_play_on_one_thread(monkeypatch):
     """Workers are sized to cores: a network's worker runs torch on one thread even where the parent's
     environment does not say so (a library caller that is not the samloc command)."""
     pytest.importorskip("torch")
-    from agents.eval_chunks import EvalPool
+    from agents.evaluation.eval_chunks import EvalPool
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     with EvalPool("checkpoints/standard", "heuristic", 0, 2) as pool:
         assert pool._executor.submit(eval, "__import__('torch').get_num_threads()").result() == 1

@@ -26,8 +26,8 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from agents import make_agent  # noqa: E402
-from agents.export import RANDOM_TOLERANCE, TOLERANCE, export  # noqa: E402
-from agents.onnx_agent import OnnxAgent, choose_action  # noqa: E402
+from agents.nets.export import RANDOM_TOLERANCE, TOLERANCE, export  # noqa: E402
+from agents.players.onnx_agent import OnnxAgent, choose_action  # noqa: E402
 from agents.serving.app import create_app  # noqa: E402
 from sam_env import obs as obs_mod  # noqa: E402
 from sam_env.actions import ACTION_TABLE_VERSION, NO_SAM, NUM_ACTIONS  # noqa: E402

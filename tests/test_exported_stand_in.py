@@ -16,11 +16,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 
-from agents.export import export  # noqa: E402
+from agents.nets.export import export  # noqa: E402
 from agents.nets.checkpoint import save_checkpoint  # noqa: E402
 from agents.nets.format import CheckpointError  # noqa: E402
-from agents.onnx_agent import OnnxAgent  # noqa: E402
-from agents.policy_agent import PolicyAgent  # noqa: E402
+from agents.players.onnx_agent import OnnxAgent  # noqa: E402
+from agents.players.policy_agent import PolicyAgent  # noqa: E402
 from agents.registry import make_agent  # noqa: E402
 from sam_env import obs as obs_mod  # noqa: E402
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS  # noqa: E402

@@ -103,7 +103,7 @@ def test_serving_and_replay_load_no_torch() -> None:
     """The ONNX server and the engine's command-line tools start without PyTorch, Ray or gymnasium."""
     code = ("import sys, sam_env.game, sam_env.obs, sam_env.vector, sam_env.record, samloc.commands.replay,"
             " agents.serving.app,"
-            " agents.onnx_agent, agents.nets.format;"
+            " agents.players.onnx_agent, agents.nets.format;"
             "bad = [m for m in ('torch', 'ray', 'gymnasium', 'pettingzoo') if m in sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
@@ -208,7 +208,7 @@ def test_training_has_no_import_cycle() -> None:
     paths = sorted((ROOT / "training").rglob("*.py"))
     known = {_module_of(p) for p in paths}
     graph = {_module_of(p): _internal_imports(p, known) for p in paths}
-    assert "training.config_load" in graph["training.launch"]  # the reader sees relative imports
+    assert "training.config_load" in graph["training.run.launch"]  # the reader sees relative imports
     assert not (cycle := _a_cycle(graph)), "import cycle: " + " -> ".join(cycle)
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.evaluate import evaluate
-from agents.league import expand
+from agents.evaluation.evaluate import evaluate
+from agents.evaluation.league import expand
 from samloc.commands.league import main
-from agents.ratings import design, fit, fit_matrix, rate
+from agents.evaluation.ratings import design, fit, fit_matrix, rate
 from sam_env.rules import RuleSet
 
 NAMES = ["a", "b", "c", "d"]

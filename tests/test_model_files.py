@@ -31,13 +31,13 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient  # noqa: E402
 
 from agents.base import AgentFailure  # noqa: E402
-from agents.export import export  # noqa: E402
+from agents.nets.export import export  # noqa: E402
 from agents.nets.belief import PLACES, BeliefNet, load_belief, save_belief  # noqa: E402
 from agents.nets.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from agents.nets.format import (MAX_JSON_BYTES, CheckpointError, belief_shapes, file_sha256,  # noqa: E402
                                 policy_shapes, sealed)
 from agents.nets.policy import PolicyNet, build_net  # noqa: E402
-from agents.onnx_agent import OnnxAgent  # noqa: E402
+from agents.players.onnx_agent import OnnxAgent  # noqa: E402
 from agents.registry import make_agent  # noqa: E402
 from agents.serving.app import create_app  # noqa: E402
 from agents.serving.bots import Bot  # noqa: E402

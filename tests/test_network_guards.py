@@ -17,7 +17,7 @@ from sam_env.actions import NUM_ACTIONS  # noqa: E402
 from sam_env.obs import FULL_EXTRA, OBS_SIZE  # noqa: E402
 from tests.custom_net import PeekingNet, TinyNet  # noqa: E402
 from training.config_load import load_config  # noqa: E402
-from training.learner import Learner  # noqa: E402
+from training.run.learner import Learner  # noqa: E402
 
 PEEK = "tests.custom_net:PeekingNet"
 REFUSAL = (f"model.kind={PEEK}: its acting logits change with the hidden hands (by up to ")

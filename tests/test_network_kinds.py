@@ -27,8 +27,8 @@ from agents.nets.checkpoint import load_checkpoint, save_checkpoint  # noqa: E40
 from agents.nets.factory import NetworkError, build_network, network_class  # noqa: E402
 from agents.nets.format import MODEL_FILE, CheckpointError, policy_shapes, read_metadata, sealed  # noqa: E402
 from agents.nets.policy import PolicyNet, build_net  # noqa: E402
-from agents.policy_agent import PolicyAgent  # noqa: E402
-from agents.search import SearchAgent  # noqa: E402
+from agents.players.policy_agent import PolicyAgent  # noqa: E402
+from agents.players.search import SearchAgent  # noqa: E402
 from agents.serving.app import create_app  # noqa: E402
 from sam_env import obs as obs_mod  # noqa: E402
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS  # noqa: E402
@@ -204,7 +204,7 @@ def test_a_users_network_trains_exports_serves_and_evaluates(tmp_path: Path) -> 
 def test_exploit_from_a_users_checkpoint_keeps_its_network(tmp_path: Path) -> None:
     """``samloc exploit --from CKPT`` starts from the checkpoint's own network, whatever its kind."""
     from training.config_load import load_config
-    from training.exploit import _start_model
+    from training.tools.exploit import _start_model
 
     net = _tiny()
     ckpt = save_checkpoint(tmp_path / "tiny", net, META)

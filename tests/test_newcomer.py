@@ -113,7 +113,7 @@ def test_the_curve_gives_each_opponent_its_own_axis(tmp_path: Path, monkeypatch:
     """Against random +15, against the heuristic about 0: the heuristic's panel spans its own values, not 0..15."""
     import matplotlib.pyplot as plt
 
-    from training.curve import plot_curve
+    from training.tools.curve import plot_curve
     figures = []
     real_close = plt.close
     monkeypatch.setattr(plt, "close", lambda fig: figures.append(fig) or real_close(fig))

@@ -20,9 +20,9 @@ from safetensors.numpy import load_file
 from agents.nets import format as ckfmt
 from training.config_load import load_config
 from training.algorithms.ppo import ppo_engine
-from training.rollout import weights_to_numpy
+from training.run.rollout import weights_to_numpy
 from training.errors import TrainError
-from training.loop import RunLoop as Trainer
+from training.run.loop import RunLoop as Trainer
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -96,7 +96,7 @@ def test_a_rollout_is_a_function_of_its_lane_state_and_seed() -> None:
 def test_a_checkpoint_keeps_the_weights_only_the_requests_out_play() -> None:
     """The lanes' record: each lane's games, and the weights of a version only a request out plays (an
     older update's, a snapshot the pool dropped), not the checkpoint's own or its pool's."""
-    from training.scheduler import Lanes, Request
+    from training.run.scheduler import Lanes, Request
 
     def w(x: float) -> dict[str, np.ndarray]:
         return {"inp.weight": np.full((2, 2), x, dtype=np.float32)}

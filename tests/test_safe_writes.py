@@ -82,7 +82,7 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], rc: int, codes: tuple[in
 def _ckpt(tmp_path: Path) -> Path:
     """A small checkpoint (no Ray): what export and belief read."""
     from training.config_load import load_config
-    from training.loop import RunLoop
+    from training.run.loop import RunLoop
 
     tr = RunLoop(load_config("quick", SMALL), tmp_path / "src_run", log=lambda m: None)
     tr.c.updates = 3
@@ -126,7 +126,7 @@ def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:
     """A refused target must be refused before Ray starts or anything trains."""
     import ray
 
-    from training import loop
+    from training.run import loop
 
     def refuse(*a: object, **kw: object) -> None:
         raise AssertionError("started work before refusing the target")
@@ -296,9 +296,9 @@ def test_metadata_is_covered_by_the_hashes_and_old_checkpoints_still_verify(tmp_
 @pytest.fixture(scope="module")
 def two_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder with two checkpoints, each with its exported policy.onnx."""
-    from agents.export import export
+    from agents.nets.export import export
     from training.config_load import load_config
-    from training.loop import RunLoop
+    from training.run.loop import RunLoop
 
     run = tmp_path_factory.mktemp("damaged") / "run"
     tr = RunLoop(load_config("quick", SMALL), run, log=lambda m: None)
@@ -372,7 +372,7 @@ def test_ctrl_c_during_the_evaluation_at_the_end_leaves_a_checkpoint_that_loads(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """No checkpoint is due during the loop; the evaluation launched at step 0 is still in flight when it
     ends (never polled), and two Ctrl-C's arrive while it is waited for: the second stops at once."""
-    from training.evaluation import PeriodicEval
+    from training.run.evaluation import PeriodicEval
 
     finish = PeriodicEval.finish
     seen: dict[str, Any] = {}
@@ -399,7 +399,7 @@ def test_ctrl_c_during_the_evaluation_at_the_end_leaves_a_checkpoint_that_loads(
 
 def test_ctrl_c_during_the_final_evaluation_leaves_the_final_checkpoint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from training import pipeline
+    from training.tools import pipeline
 
     def interrupted(*a: object, **kw: object) -> None:
         os.kill(os.getpid(), signal.SIGINT)  # outside the loop's handling: a KeyboardInterrupt

@@ -1,4 +1,4 @@
-"""Play-time search (agents/search.py): worlds consistent with the seat's knowledge,
+"""Play-time search (agents/players/search.py): worlds consistent with the seat's knowledge,
 no peeking, legal and reproducible choices, specs and their errors."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from agents import make_agent
-from agents.eval_report import write_report
-from agents.evaluate import evaluate
-from agents.policy_agent import PolicyAgent, load_policy_agent
-from agents.search import (DEFAULTS, PAD_ROWS, SearchAgent, _apply_all, _expand, _legal_argmax,
-                           parse_search_spec, search_targets)
-from agents.search_settings import MAX_SEARCH_BYTES, ROW_BYTES
+from agents.evaluation.eval_report import write_report
+from agents.evaluation.evaluate import evaluate
+from agents.players.policy_agent import PolicyAgent, load_policy_agent
+from agents.players.search import (DEFAULTS, PAD_ROWS, SearchAgent, _apply_all, _expand, _legal_argmax,
+                                   parse_search_spec, search_targets)
+from agents.players.search_settings import MAX_SEARCH_BYTES, ROW_BYTES
 from conftest import play_positions
 from sam_env import core
 from sam_env import obs as obs_mod
@@ -221,7 +221,7 @@ def test_rollout_batches_are_padded_to_a_multiple_of_the_pad_and_keep_each_rows_
 def test_the_rollout_kernels_run_on_the_calling_thread():
     """Numba's parallel loops made a search worker beside the learner about ten times slower (each loop
     waited on a second thread for a busy core): no kernel of the search may be parallel again."""
-    import agents.search as S
+    import agents.players.search as S
     from numba.core.registry import CPUDispatcher
     kernels = [f for f in vars(S).values() if isinstance(f, CPUDispatcher)]
     assert len(kernels) >= 6 and {"_obs_masks", "_full_obs", "_legal_argmax"} <= {k.__name__ for k in kernels}

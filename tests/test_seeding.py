@@ -89,7 +89,7 @@ def _episodes(env_reset, read, count: int, step) -> list[tuple]:
 
 
 def test_one_env_plays_the_deals_of_samloc_eval_one_per_episode(tmp_path):
-    from agents.evaluate import evaluate
+    from agents.evaluation.evaluate import evaluate
     from sam_env.gym_env import SamLocEnv
     from sam_env.pettingzoo_env import raw_env
 

@@ -28,7 +28,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from agents.http_agent import HOPS_HEADER
+from agents.players.http_agent import HOPS_HEADER
 from agents.serving.app import create_app
 from sam_env.actions import NO_SAM
 from sam_env.cards import card_str

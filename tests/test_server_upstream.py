@@ -31,7 +31,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 import agents.serving.bots as bots
-from agents.http_agent import HOPS_HEADER, MAX_ANSWER_BYTES, MAX_HOPS
+from agents.players.http_agent import HOPS_HEADER, MAX_ANSWER_BYTES, MAX_HOPS
 from agents.serving.app import create_app
 from agents.serving.edge import serve_options
 from conftest import free_port, live_server

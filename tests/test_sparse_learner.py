@@ -21,10 +21,10 @@ from agents.nets.policy import build_net
 from agents.nets.sparse import SparseRows
 from sam_env.rules import PRESET_NAMES
 from tests.test_compact import random_states
-from training import compact
+from training.run import compact
 from training.algorithms.ppo import PPOConfig
 from training.config import LearnerConfig
-from training.learner import Learner
+from training.run.learner import Learner
 from training.config_load import load_config
 from training.algorithms.losses import minibatch_indices
 from training.algorithms.ppo import ppo_update

@@ -15,11 +15,11 @@ import yaml
 from agents.nets import format as ckfmt
 from training.config import CONFIG_DIR, ConfigError
 from training.config_load import load_config, stage_config
-from training import curve
-from training.curve import plot_curve, stage_marks
+from training.tools import curve
+from training.tools.curve import plot_curve, stage_marks
 from training.errors import TrainError
-from training.loop import RunLoop
-from training.stages import StagePlan, plateaued
+from training.run.loop import RunLoop
+from training.run.stages import StagePlan, plateaued
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -13,12 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from agents.evaluate import evaluate
+from agents.evaluation.evaluate import evaluate
 from agents.nets.format import read_metadata
 from sam_env.rules import RuleSet
 from samloc.commands import sweep as command
-from training import sweep as sweep_lib
-from training.sweep import SweepPlan, trial_settings
+from training.tools import sweep as sweep_lib
+from training.tools.sweep import SweepPlan, trial_settings
 
 REPO = Path(__file__).resolve().parent.parent
 # One worker of half a CPU, a net of one layer, updates of about 60 decisions, no periodic evaluation.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.evaluate import off_tables
+from agents.evaluation.evaluate import off_tables
 from sam_env import obs_layout
 from sam_env.cards import DEFAULT_PLAYERS, HAND_SIZE, MAX_PLAYERS, MIN_PLAYERS, NUM_CARDS
 from sam_env.rule_params import PARAMS

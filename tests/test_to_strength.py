@@ -15,7 +15,7 @@ import pytest
 
 from agents.nets.format import list_checkpoints, read_metadata
 from samloc.commands import bench
-from training import to_strength
+from training.tools import to_strength
 from training.config import ConfigError
 from training.config_load import load_config
 
@@ -145,7 +145,7 @@ def test_checkpoint_every_minutes_and_keep_all_are_config_keys() -> None:
 
 
 def test_a_minutes_clock_is_due_past_every_multiple_once() -> None:
-    from training.loop import MinutesClock
+    from training.run.loop import MinutesClock
 
     clock = MinutesClock(1, 10.0)  # 10 s trained: the next at 60 s
     assert clock.next == 60 and not clock.due(59.9)
@@ -157,7 +157,7 @@ def test_a_minutes_clock_is_due_past_every_multiple_once() -> None:
 
 def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from training.loop import RunLoop
+    from training.run.loop import RunLoop
 
     cfg = load_config("quick", ["model.hidden=16", "model.layers=1", "display=none", "checkpoint.every_minutes=1"])
     loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
@@ -178,7 +178,7 @@ def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(tmp_p
 
 
 def test_a_stopped_seed_ends_the_training_of_the_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from training.pipeline import TrainResult
+    from training.tools.pipeline import TrainResult
 
     calls = []
 

@@ -13,11 +13,11 @@ import pytest
 
 from agents.nets.format import file_sha256, sealed
 from samloc.commands import train as cli
-from training import pipeline
+from training.tools import pipeline
 from training.config import ConfigError, TrainConfig
 from training.config_docs import field_docs
 from training.config_load import load_config, schema as load_schema
-from training.launch import run_name
+from training.run.launch import run_name
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1", "display=none", "total_decisions=10000", "max_minutes=2"]
@@ -27,7 +27,7 @@ def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any step that trains, starts Ray or evaluates fails the test."""
     import ray
 
-    from training import loop
+    from training.run import loop
 
     def refuse(*a: object, **kw: object) -> None:
         raise AssertionError("this command must not train, start Ray or evaluate")
@@ -39,7 +39,7 @@ def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _saved_run(tmp_path: Path, updates: int = 40, trained: int = 5000, wall_s: float = 90.0) -> Path:
     """A run folder whose newest checkpoint holds these counters (written by the trainer, without Ray)."""
-    from training.loop import RunLoop as Trainer
+    from training.run.loop import RunLoop as Trainer
 
     run = tmp_path / "run"
     tr = Trainer(load_config("quick", SMALL), run, log=lambda m: None)
@@ -118,7 +118,7 @@ def test_an_older_runs_lag_correction_keys_move_to_ppo_and_an_override_names_the
     import yaml
 
     from training.config import to_dict
-    from training.launch import read_run_config
+    from training.run.launch import read_run_config
 
     run = tmp_path / "old-run"
     run.mkdir()
@@ -202,8 +202,8 @@ def test_a_resume_with_nothing_left_says_so_and_starts_nothing(
 def test_a_resume_shows_the_last_evaluation_on_record(tmp_path: Path) -> None:
     """The checkpoint at update 40 was written while its evaluation ran; eval.jsonl got it afterwards, and
     one at update 60, whose work the kill lost."""
-    from training.loop import RunLoop as Trainer
-    from training.runlog import Display
+    from training.run.loop import RunLoop as Trainer
+    from training.run.runlog import Display
 
     run = _saved_run(tmp_path, updates=40)
     (run / "eval.jsonl").write_text("".join(json.dumps(_entry(u)) + "\n" for u in (20, 40, 60)))

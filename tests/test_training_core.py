@@ -21,11 +21,11 @@ from agents.nets import format as ckfmt
 from training.config import ConfigError, TrainConfig
 from training.config_load import load_config
 from agents.nets.policy import MASK_LOGIT, PolicyNet
-from training import compact
-from training.runlog import Board
-from training.workers import waiting_reason
+from training.run import compact
+from training.run.runlog import Board
+from training.run.workers import waiting_reason
 from training.algorithms.ppo import ppo_engine
-from training.rollout import MAX_SEATS, compute_gae, record_step
+from training.run.rollout import MAX_SEATS, compute_gae, record_step
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ def test_shipped_configs_load(name: str) -> None:
 
 def test_the_all_tables_config_plays_every_table_once() -> None:
     from training.config import table_weights, training_tables
-    from training.rollout import slot_shares
+    from training.run.rollout import slot_shares
     tables = training_tables(load_config(REPO / "configs" / "all_tables.yaml"))
     assert sorted((t.rules.name, t.players) for t in tables) == sorted(
         (r, p) for r, top in (("hoi_quan_bai", 5), ("s666pg", 5), ("mien_bac", 4), ("online", 4))
@@ -230,8 +230,8 @@ def test_checkpoint_roundtrip_and_corruption(tmp_path: Path) -> None:
 
 def test_policy_agent_plays_legal_moves_from_a_checkpoint(tmp_path: Path) -> None:
     from agents import make_agent
-    from agents.evaluate import evaluate
-    from agents.policy_agent import load_policy_agent
+    from agents.evaluation.evaluate import evaluate
+    from agents.players.policy_agent import load_policy_agent
 
     net = PolicyNet(OBS_SIZE, hidden=16, layers=2)
     p = ckpt.save_checkpoint(tmp_path / "c", net, {"obs_version": 1, "name": "tiny"})
@@ -290,7 +290,7 @@ def test_the_critic_never_moves_the_policy() -> None:
 
 
 def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
-    from agents.heuristic import HeuristicAgent
+    from agents.players.heuristic import HeuristicAgent
     from sam_env.actions import NO_SAM, SAM
 
     cfg = load_config("quick", ["rollout.envs_per_worker=64", "rollout.steps_per_rollout=24",
@@ -314,7 +314,7 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
 
 def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
     from sam_env.actions import NO_SAM, SAM
-    from training.learner import Learner
+    from training.run.learner import Learner
     from training.algorithms.ppo import ppo_update
 
     torch.manual_seed(0)
@@ -348,7 +348,7 @@ def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
 
 # ---- the learner: devices, checkpoints, the queue between workers and learner ----------------------------
 def test_cuda_is_refused_in_one_line_without_it() -> None:
-    from training.learner import DeviceError, resolve_device
+    from training.run.learner import DeviceError, resolve_device
 
     assert resolve_device("cpu") == torch.device("cpu")
     if torch.cuda.is_available():
@@ -371,7 +371,7 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     """The optimizer state is written as CPU tensors, and a restored learner moves it with the network
     (to the "meta" device here: any device but the CPU takes the same path as CUDA)."""
     from training.algorithms.ppo import update
-    from training.learner import Learner
+    from training.run.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
@@ -408,7 +408,7 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
 
 
 def test_the_queue_bounds_the_policy_lag_and_counts_what_it_drops() -> None:
-    from training.scheduler import RolloutQueue
+    from training.run.scheduler import RolloutQueue
 
     def roll(version: int, n: int = 10) -> dict:
         return {"version": version, "batch": {"act": np.zeros(n)}}
@@ -430,7 +430,7 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     """Rows at least correct_from_lag old are weighted by min(rho_bar, proximal / behaviour); younger rows,
     and every row when none is that old, give plain PPO."""
     from training.algorithms.ppo import update
-    from training.learner import Learner
+    from training.run.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1", "ppo.correct_from_lag=3",
@@ -453,7 +453,7 @@ def test_the_ppo_loss_is_the_clipped_objective_written_out() -> None:
     its clip, stale rows centred on the learner's own policy and weighted by the truncated importance
     weight, the value loss of both heads, the entropy over the legal moves, the Sâm lesson."""
     from training.algorithms.ppo import update
-    from training.learner import Learner
+    from training.run.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "model.critic=full",
                                 "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.minibatch=100000",
@@ -487,7 +487,7 @@ def test_the_ppo_loss_is_the_clipped_objective_written_out() -> None:
 
 def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     from training.algorithms.ppo import update
-    from training.learner import Learner
+    from training.run.learner import Learner
     from training.algorithms.losses import explained_variance
 
     ret = torch.tensor([1.0, -2.0, 0.5, 3.0])
@@ -507,7 +507,7 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     """init_from keeps the ancestry's commands and wall times (a stage trained over several runs, each from
     the last one's shipped bot), oldest first; a resume keeps it; a malformed one is refused in one line."""
     from training.errors import TrainError
-    from training.loop import RunLoop
+    from training.run.loop import RunLoop
     tiny = ["model.hidden=16", "model.layers=1", "warm_start.decisions=0"]
     paths = []
     for gen in range(3):
@@ -539,7 +539,7 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     (-0.40, (-0.70, -0.10), "loses to the heuristic"),
 ])
 def test_the_final_evaluation_ends_with_a_verdict_against_the_heuristic(mean: float, ci: tuple, words: str) -> None:
-    from training.pipeline import final_lines
+    from training.tools.pipeline import final_lines
 
     row = {"mean_score": mean, "ci95": list(ci), "win_rate": 0.25, "sam_declared": 0, "sam_success_rate": 0.0}
     lines = final_lines(load_config("quick"), {"results": {"random": row | {"mean_score": 9.0}, "heuristic": row}})
@@ -577,8 +577,8 @@ def test_weights_no_longer_finite_are_not_checkpointed_and_the_last_good_one_sta
     """A diverged network stops the run at its next checkpoint, in one line naming the last good one
     (a NaN checkpoint would be the newest, and --resume would take it)."""
     from training.errors import TrainError
-    from training.learner import Learner
-    from training.runstate import RunState
+    from training.run.learner import Learner
+    from training.run.runstate import RunState
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=16", "model.layers=1"])
     state = RunState(cfg, tmp_path / "run", "test", print)

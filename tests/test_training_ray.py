@@ -21,7 +21,7 @@ import pytest
 from agents.nets import format as ckfmt
 from training.config_load import load_config
 from training.errors import TrainError
-from training.loop import RunLoop as Trainer
+from training.run.loop import RunLoop as Trainer
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=32", "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
@@ -94,7 +94,7 @@ def test_a_run_and_its_resume_log_cleanly_and_leave_the_served_bot_and_its_curve
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Two sittings: each ends with ONNX in the final checkpoint (and in export_to), curve.png and the final
     evaluation in TensorBoard; the second appends to the first's scalars without losing or reordering any."""
-    from agents.onnx_agent import OnnxAgent
+    from agents.players.onnx_agent import OnnxAgent
     from samloc.commands.train import main
 
     run, bot = tmp_path / "run", tmp_path / "bot"
@@ -130,10 +130,10 @@ def test_a_run_and_its_resume_log_cleanly_and_leave_the_served_bot_and_its_curve
     lags = [v for _, v in first["losses/policy_lag_max"]]
     assert lags[0] == 0 and max(lags) <= 2
 
-    import training.pipeline
+    import training.tools.pipeline
     drawn: list[list[dict]] = []
-    real_plot = training.pipeline.plot_curve
-    monkeypatch.setattr(training.pipeline, "plot_curve", lambda history, *a: drawn.append(history) or real_plot(
+    real_plot = training.tools.pipeline.plot_curve
+    monkeypatch.setattr(training.tools.pipeline, "plot_curve", lambda history, *a: drawn.append(history) or real_plot(
         history, *a))
     assert main(["--resume", str(run), "--more-decisions", "1500"]) == 0
     capsys.readouterr()

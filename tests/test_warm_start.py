@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from training import compact
+from training.run import compact
 from training.config import ConfigError
 from training.config_load import load_config
-from training.learner import Learner
-from training.loop import RunLoop
+from training.run.learner import Learner
+from training.run.loop import RunLoop
 from training.algorithms.warm_start import HeuristicEngine, clone_heuristic, games_config
 
 SMALL = ["model.hidden=32", "model.layers=1", "warm_start.envs=64", "warm_start.minibatch=256"]

@@ -139,7 +139,7 @@ class RolloutConfig:
     num_workers: int | str = 1
     """Rollout actors (processes); each runs its own batch of games on one CPU thread.  auto (the shipped
     configs but cluster): the CPUs Ray has less 1 for the learner, 1 for the periodic evaluation and the
-    search workers, at least 1 (training/sizing.py); a run says what it chose at its start and records the
+    search workers, at least 1 (training/run/sizing.py); a run says what it chose at its start and records the
     figure in its config.yaml, which a resume keeps."""
     envs_per_worker: int = 512
     """Games each worker steps together."""
@@ -198,7 +198,7 @@ class LearnerConfig:
 
 @dataclass
 class EvalConfig:
-    """Periodic duplicate-deal evaluation (agents.evaluate)."""
+    """Periodic duplicate-deal evaluation (agents.evaluation.evaluate)."""
 
     every_updates: int = 100
     """Learner updates between evaluations (0: only at the end)."""
@@ -219,7 +219,7 @@ class EvalConfig:
     """Processes an evaluation plays its opponents in, side by side (one opponent each; the same figures as
     in one process): the periodic evaluation's count against the CPUs beside training, and the final one's.
     auto (the shipped configs but cluster): one per 16 CPUs Ray has, at least 1, at most one per opponent
-    (training/sizing.py); a run says what it chose at its start and records the figure in its config.yaml."""
+    (training/run/sizing.py); a run says what it chose at its start and records the figure in its config.yaml."""
 
 
 @dataclass
@@ -241,7 +241,7 @@ class CheckpointConfig:
 
 @dataclass
 class BeliefConfig:
-    """The hand belief for play-time search (training/belief.py), learned once training ends."""
+    """The hand belief for play-time search (training/tools/belief.py), learned once training ends."""
 
     deals: int = 0
     """Duplicate deals the final policy plays to learn from (0: no belief; the standard run: 200,000)."""

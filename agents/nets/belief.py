@@ -1,10 +1,10 @@
 """The hand belief's network and its files: where a seat's unseen cards are likely to be.
 
-Play-time search (:mod:`agents.search`) deals the cards a seat cannot see
+Play-time search (:mod:`agents.players.search`) deals the cards a seat cannot see
 into sampled worlds; the belief network reads the seat's own observation
 (nothing hidden) and gives, for each rank, the share of its unseen cards held
 by each other seat and by the undealt stock.  It is learned from play by
-:mod:`training.belief` and shipped beside the policy:
+:mod:`training.tools.belief` and shipped beside the policy:
 ``belief.safetensors`` (weights) and ``belief.json`` (how it was made, the
 weights' SHA-256, the observation it reads).
 """

@@ -12,7 +12,7 @@ bot such as ``checkpoints/standard``):
 - ``trainer.safetensors`` + ``trainer.json`` — optimizer, snapshot pool,
   counters and RNG states: what ``samloc train --resume`` needs;
 - optionally ``belief.safetensors`` + ``belief.json`` (:mod:`agents.nets.belief`)
-  and ``policy.onnx`` + ``policy.json`` (:mod:`agents.export`).
+  and ``policy.onnx`` + ``policy.json`` (:mod:`agents.nets.export`).
 
 This module reads and verifies the format without importing torch, so the
 ONNX server can check what it serves; :mod:`agents.nets.checkpoint` writes
@@ -48,7 +48,7 @@ from sam_env.table import Table
 MODEL_FILE, META_FILE = "model.safetensors", "metadata.json"
 TRAINER_TENSORS, TRAINER_JSON = "trainer.safetensors", "trainer.json"
 BELIEF_FILE, BELIEF_META = "belief.safetensors", "belief.json"
-ONNX_FILE, ONNX_META = "policy.onnx", "policy.json"  # the served artifact (agents/export.py)
+ONNX_FILE, ONNX_META = "policy.onnx", "policy.json"  # the served artifact (agents/nets/export.py)
 REPORT_FILE = "eval_report.json"  # the final evaluation, beside the weights it scored
 #: Every file a checkpoint folder may hold; a bot folder (``checkpoint.export_to``) holds the first ones.
 BOT_FILES = frozenset({MODEL_FILE, META_FILE, BELIEF_FILE, BELIEF_META, ONNX_FILE, ONNX_META, REPORT_FILE})

@@ -19,7 +19,7 @@ request and the server's ``--seed`` (and, for a searched decision that runs
 into its ``--deadline-ms``, on how far the search got).  A neural bot is
 greedy by default; ``--temperature T`` samples from ``p^(1/T)`` with a random
 stream seeded by (seed, request), so the same request still gets the same
-answer.  A model is checked before it serves (:mod:`agents.onnx_agent`), and
+answer.  A model is checked before it serves (:mod:`agents.players.onnx_agent`), and
 an answer it cannot give soundly is a 503 naming why, never a guess.
 
 Clients meet limits (docs/serving.md): headers and bodies must arrive in
@@ -31,7 +31,7 @@ Content-Security-Policy.
 The agent is built by ``agents.make_agent`` from a spec the registry parses
 (:func:`agents.registry.parse_spec`).  The server imports neither torch nor
 gymnasium unless a checkpoint is served without its ONNX file, or with
-play-time search (``DIR+search``, see :mod:`agents.search`).
+play-time search (``DIR+search``, see :mod:`agents.players.search`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agents.base import AgentFailure
-from agents.http_agent import LOOP_STATUS, UpstreamLoop
+from agents.players.http_agent import LOOP_STATUS, UpstreamLoop
 from sam_env.game import Game, GameError
 from sam_env.cards import CardError
 from sam_env.rules import PRESET_NAMES, RuleSet, RulesError

@@ -22,7 +22,7 @@ import numpy as np
 
 from agents.base import AgentFailure
 from agents.nets.format import read_json_file, resolve
-from agents.onnx_agent import choose_action
+from agents.players.onnx_agent import choose_action
 from agents.registry import AgentSpec, exported_agent, make_agent, parse_spec
 from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION
 from sam_env.game import Game
@@ -34,7 +34,7 @@ from .shipped import shipped_models
 
 #: A rule set a bot plays, as the protocol shows it (a preset's name or the rules record), and its player counts.
 Supported = tuple[RuleSet, Any, list[int]]
-DEADLINE_MS = 200             # a searched decision's time bound (agents.search: the best move found by then)
+DEADLINE_MS = 200             # a searched decision's time bound (agents.players.search: the best move found by then)
 UPSTREAM_TIMEOUT_S = 5.0      # an http:// bot's whole answer (connecting, head, body); then 503
 UPSTREAM_CALLS = 8            # calls in flight to one http:// bot; more wait their turn
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agents.http_agent import HOPS_HEADER
+from agents.players.http_agent import HOPS_HEADER
 from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.rules import DEFAULT_PRESET
 

@@ -1,5 +1,5 @@
 """`samloc belief CHECKPOINT_DIR`: learn the hand belief a checkpoint's play-time search uses (see
-:mod:`training.belief`)."""
+:mod:`training.tools.belief`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from agents.nets.format import BELIEF_FILE, BELIEF_META, MODEL_FILE
 from sam_env.atomic import UnsafeTarget, check_target
-from training import belief
-from training.belief import train_belief
+from training.tools import belief
+from training.tools.belief import train_belief
 
 from .args import Parser, integer, non_negative, parse, path
 

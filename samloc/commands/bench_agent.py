@@ -1,12 +1,12 @@
 """`samloc bench --agent SPEC`: an agent's match throughput against itself on duplicate deals
-(:func:`agents.bench.bench_agent`); every other `samloc bench` form is measured elsewhere."""
+(:func:`agents.evaluation.bench.bench_agent`); every other `samloc bench` form is measured elsewhere."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from agents.bench import bench_agent
+from agents.evaluation.bench import bench_agent
 from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 

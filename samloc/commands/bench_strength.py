@@ -1,4 +1,4 @@
-"""``samloc bench --to-strength``: the command line of :mod:`training.to_strength`, whose docstring is its
+"""``samloc bench --to-strength``: the command line of :mod:`training.tools.to_strength`, whose docstring is its
 ``--help``.
 
     samloc bench --to-strength --config quick --minutes 10 --seeds 3 [--out DIR] [key=value ...]
@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 from agents.nets.factory import NetworkError
 from agents.nets.format import CheckpointError
-from training import to_strength
+from training.tools import to_strength
 from training.config import ConfigError
 from training.errors import TrainError
-from training.pipeline import FINAL_EVAL_SEED
-from training.to_strength import MIN_DEALS, Plan, run_benchmark, score_trained, table_lines
+from training.tools.pipeline import FINAL_EVAL_SEED
+from training.tools.to_strength import MIN_DEALS, Plan, run_benchmark, score_trained, table_lines
 
 from .args import Parser, count_arg, eval_seed, fail, minutes_arg, parse, path, positive
 

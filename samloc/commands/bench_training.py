@@ -1,4 +1,4 @@
-"""`samloc bench --learner|--rollout|--search`: the command line of :mod:`training.bench`, whose docstring
+"""`samloc bench --learner|--rollout|--search`: the command line of :mod:`training.tools.bench`, whose docstring
 is its ``--help``."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import sys
 
 import torch
 
-from agents.search import rates_text
+from agents.players.search import rates_text
 from sam_env.machine import measured
-from training import bench
+from training.tools import bench
 from training.algorithms.expert_search import bench_search
-from training.bench import bench_learner, bench_rollout
+from training.tools.bench import bench_learner, bench_rollout
 from training.config import ConfigError
 from training.config_load import load_config
-from training.learner import DeviceError, resolve_device
+from training.run.learner import DeviceError, resolve_device
 
 from .args import Parser, integer, nonempty, parse, path, positive
 

@@ -1,4 +1,4 @@
-"""`samloc eval`: duplicate-deal evaluation of an agent against opponents (:mod:`agents.evaluate`)."""
+"""`samloc eval`: duplicate-deal evaluation of an agent against opponents (:mod:`agents.evaluation.evaluate`)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from agents.base import Agent
-from agents.eval_chunks import CHUNKS, not_resumable
-from agents.eval_report import write_report
-from agents.evaluate import evaluate, evaluate_tables, off_tables, safe_name
-from agents.matches import IllegalMoveError
+from agents.evaluation.eval_chunks import CHUNKS, not_resumable
+from agents.evaluation.eval_report import write_report
+from agents.evaluation.evaluate import evaluate, evaluate_tables, off_tables, safe_name
+from agents.evaluation.matches import IllegalMoveError
 from agents.registry import make_agent
 from sam_env.atomic import check_folder, check_target
 from sam_env.cards import DEFAULT_PLAYERS

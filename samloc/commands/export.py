@@ -1,5 +1,5 @@
 """`samloc export CHECKPOINT_DIR [--out FILE.onnx]`: a checkpoint's policy as an ONNX model, checked
-against PyTorch (:func:`agents.export.export`)."""
+against PyTorch (:func:`agents.nets.export.export`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from agents.export import RANDOM_TOLERANCE, TOLERANCE, export
+from agents.nets.export import RANDOM_TOLERANCE, TOLERANCE, export
 from sam_env.atomic import UnsafeTarget
 
 from .args import Parser, integer, non_negative, parse, path

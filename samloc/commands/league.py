@@ -1,5 +1,5 @@
 """`samloc league`: every pair of agents on duplicate deals, one rating each on the lá scale
-(:mod:`agents.league`)."""
+(:mod:`agents.evaluation.league`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from agents.evaluate import off_tables
-from agents.league import Entry, expand, rate_league, write_report
-from agents.matches import IllegalMoveError
+from agents.evaluation.evaluate import off_tables
+from agents.evaluation.league import Entry, expand, rate_league, write_report
+from agents.evaluation.matches import IllegalMoveError
 from agents.registry import make_agent
 from sam_env.atomic import check_folder
 from sam_env.cards import DEFAULT_PLAYERS

@@ -1,4 +1,4 @@
-"""``samloc seeds RUN RUN ...``: a config's runs over several seeds side by side (training/seed_curve.py).
+"""``samloc seeds RUN RUN ...``: a config's runs over several seeds side by side (training/tools/seed_curve.py).
 
     samloc train --config quick --seeds 0,1,2 --run-dir runs/seeds      (its runs: runs/seeds/s0, s1 and s2)
     samloc seeds runs/seeds/s0 runs/seeds/s1 runs/seeds/s2 [--by minutes|decisions|update]
@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from sam_env.atomic import check_target
-from training import seed_curve
-from training.seed_curve import AXES, check_opponents, load_run, plot, table
+from training.tools import seed_curve
+from training.tools.seed_curve import AXES, check_opponents, load_run, plot, table
 
 from .args import Parser, nonempty, parse, path
 

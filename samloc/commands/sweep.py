@@ -1,4 +1,4 @@
-"""``samloc sweep``: the command line of :mod:`training.sweep`, whose docstring is its ``--help``.
+"""``samloc sweep``: the command line of :mod:`training.tools.sweep`, whose docstring is its ``--help``.
 
     samloc sweep --config quick --grid ppo.lr=1e-4,3e-4 [--grid KEY=V,...] [--random KEY=LO:HI --samples N]
                  --seeds 0,1 (--minutes M [--asha] | --decisions N) --deals D --out DIR [key=value ...]
@@ -17,9 +17,9 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.table import Table
 
-from training import sweep
+from training.tools import sweep
 from training.config import ConfigError
-from training.sweep import TABLE_HEAD, SweepPlan, parse_grid, parse_random, run_sweep, table_rows
+from training.tools.sweep import TABLE_HEAD, SweepPlan, parse_grid, parse_random, run_sweep, table_rows
 
 from .args import Parser, count_arg, fail, minutes_arg, non_negative, nonempty, parse, path, positive, seed_list
 from .bench_strength import add_scoring_args, trained

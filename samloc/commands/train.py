@@ -11,7 +11,7 @@ that stopped on one of them has nothing left to do (it says so and exits) unless
 --more-minutes N / --more-decisions N (N more than done so far) or max_minutes=M / total_decisions=D (in
 all).  At the end the policy is evaluated (eval.final_deals duplicate deals per opponent), the report
 is written next to the final checkpoint, the search's hand belief is learned when belief.deals > 0
-(training/belief.py), the policy is exported to ONNX in the final checkpoint (policy.onnx, as samloc
+(training/tools/belief.py), the policy is exported to ONNX in the final checkpoint (policy.onnx, as samloc
 export does), curve.png is drawn in the run folder, and the paths are printed.  Ctrl-C or SIGTERM ends a
 sitting the same way at the next step, with a checkpoint (a second one stops at once).  key=value may come
 before or after the options.  Exit 2 on a bad config or command line, 1 when training fails.
@@ -32,8 +32,9 @@ from training.config import ConfigError
 from training.config_docs import config_text, keys_help
 from training.config_load import check_agents, load_config
 from training.errors import TrainError
-from training.launch import Launch, check_write_targets, dry_run, new_run_folder, nothing_left, resolve_launch
-from training.pipeline import TrainResult, run_pipeline
+from training.run.launch import (Launch, check_write_targets, dry_run, new_run_folder, nothing_left,
+                                 resolve_launch)
+from training.tools.pipeline import TrainResult, run_pipeline
 
 from .args import Parser, count_arg, minutes_arg, nonempty, parse, path, seed_list
 

@@ -1,4 +1,4 @@
-"""The algorithm as a part of the run loop (:class:`training.loop.RunLoop`).
+"""The algorithm as a part of the run loop (:class:`training.run.loop.RunLoop`).
 
 The loop owns the run (its state, checkpoints, workers, schedule, evaluation, logs); an algorithm owns
 what it learns and how.  It says what the rollout workers collect for it (:meth:`Algorithm.rollout_actor`:
@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 import torch
 
 from ..config import MAX_BATCH_DECISIONS, Section, TrainConfig, need
-from ..learner import Learner
-from ..rollout import RolloutEngine, RolloutTargets, rollout_actor_class
-from ..runstate import Restored, RunState
-from ..workers import WorkerGroup
+from ..run.learner import Learner
+from ..run.rollout import RolloutEngine, RolloutTargets, rollout_actor_class
+from ..run.runstate import Restored, RunState
+from ..run.workers import WorkerGroup
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
-    from ..loop import RunLoop
+    from ..run.loop import RunLoop
 
 Rows = list[tuple[str, str]]
 
@@ -152,7 +152,7 @@ class Algorithm(ABC):
         return RolloutTargets(gamma=s.gamma, gae_lambda=s.gae_lambda)
 
     def rollout_actor(self) -> type:
-        """The Ray actor class of the rollout workers (the PPO rollouts of :mod:`training.rollout`)."""
+        """The Ray actor class of the rollout workers (the PPO rollouts of :mod:`training.run.rollout`)."""
         return rollout_actor_class(RolloutEngine, self.targets(self.cfg))
 
     def begin(self, restored: Restored | None) -> None:

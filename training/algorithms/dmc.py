@@ -16,7 +16,7 @@
   exported to ONNX, served (greedy: the highest Q), evaluated, rated and searched like any other.
 
 Everything else (the Ray workers and their games, compact rollouts, the pool of past snapshots,
-checkpoints, TensorBoard, the evaluation) is the run loop's and :mod:`training.rollout`'s.
+checkpoints, TensorBoard, the evaluation) is the run loop's and :mod:`training.run.rollout`'s.
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import torch
 
-from .. import compact
+from ..run import compact
 from ..config import MAX_BATCH_DECISIONS, Section, TrainConfig, need
 from .losses import Step
-from ..rollout import MAX_SEATS, RolloutEngine, RolloutTargets, RolloutStream, rollout_actor_class
+from ..run.rollout import MAX_SEATS, RolloutEngine, RolloutTargets, RolloutStream, rollout_actor_class
 from .base import Algorithm, value_regression
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
-    from ..loop import RunLoop
+    from ..run.loop import RunLoop
 
 @dataclass
 class DMCConfig(Section):
@@ -68,7 +68,7 @@ class DMCConfig(Section):
 
 
 #: what a worker keeps of a learner decision whose game has not ended yet, besides the decision packed
-#: (training.compact): its seat's lá before the move, its game slot and its seat
+#: (training.run.compact): its seat's lá before the move, its game slot and its seat
 CARRY = ("c0", "env", "seat")
 
 

@@ -23,24 +23,24 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from agents.nets.belief import load_belief, save_belief
 from agents.nets.format import BELIEF_META, read_json_file
-from agents.policy_agent import PolicyAgent
-from agents.search import rates_text
+from agents.players.policy_agent import PolicyAgent
+from agents.players.search import rates_text
 from sam_env.seeding import mix
 
-from ..belief import collect, fit
+from ..tools.belief import collect, fit
 from ..config import TrainConfig, training_tables
 from .expert_search import (BELIEF_STREAM, HOLD_EVERY, DistillConfig, DistillCounters, TargetBuffer,
                        _search_actor_class, belief_net, kl_to_targets, search_request_seed)
 from ..errors import TrainError
-from ..rollout import RolloutTargets, load_numpy_weights, weights_to_numpy
-from ..runstate import Restored, RunState
-from ..workers import WorkerGroup, WorkerHealth, arrived
+from ..run.rollout import RolloutTargets, load_numpy_weights, weights_to_numpy
+from ..run.runstate import Restored, RunState
+from ..run.workers import WorkerGroup, WorkerHealth, arrived
 from .base import Algorithm, Rows
 from .losses import distill_update
 from .ppo import PPO
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
-    from ..loop import RunLoop
+    from ..run.loop import RunLoop
 
 
 class ExpertIteration(Algorithm):
@@ -123,7 +123,7 @@ class ExpertIteration(Algorithm):
                          **{k: info.get(k) for k in ("deals", "decisions", "holdout_nll")}}}
 
     def _retrain_belief(self) -> str:
-        """Learn the hand belief of the round's network (training/belief.py), here, before the search
+        """Learn the hand belief of the round's network (training/tools/belief.py), here, before the search
         uses it; kept only where it beats the round's belief so far on the same held-out decisions of the
         new network (a small ``belief_deals`` can learn a worse one).  Returns "learned" or "kept"."""
         cfg, d = self.cfg, self.settings

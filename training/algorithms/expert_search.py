@@ -1,12 +1,12 @@
 """Expert iteration: the policy trained towards what play-time search finds.
 
-Play-time search (``agents/search.py``) plays far better than the network it
+Play-time search (``agents/players/search.py``) plays far better than the network it
 searches with, at twenty times the cost per decision.  This stage turns that
 strength into weights, as expert iteration does (Anthony et al., 2017, "Thinking
 fast and slow"; AlphaZero's policy target): search workers play games with the
 searching bot, record at every searched decision the observation, the legal
 mask, the candidate moves and their mean values, and the learner trains the
-policy towards a distribution made of them (:func:`agents.search.search_targets`,
+policy towards a distribution made of them (:func:`agents.players.search.search_targets`,
 a softmax of the values at ``distill.temperature`` lá) with a KL term, beside
 PPO on the usual rollouts (``distill.ppo``) or alone.
 
@@ -27,7 +27,7 @@ resume, TensorBoard, evaluations, export and metadata serve this stage
 unchanged.
 
 **Seeds.**  A search worker's engine is seeded by the request that finds it
-fresh, :func:`search_request_seed` (``training.rollout.request_seed`` in a
+fresh, :func:`search_request_seed` (``training.run.rollout.request_seed`` in a
 stream of its own, so no search game deals a rollout's deals); its table i
 plays the deals of ``table_seed(seed, i)`` + g in game slot g, and its other
 draws (which seat searches, which opponents) come from that seed too.
@@ -52,17 +52,17 @@ import torch
 from agents import make_agent
 from agents.nets.belief import BeliefNet, load_belief
 from agents.nets.checkpoint import load_checkpoint
-from agents.policy_agent import PolicyAgent
-from agents.search import SearchAgent, prefers_bf16, rollout_rates, search_targets
-from agents.search_settings import check_search_settings
+from agents.players.policy_agent import PolicyAgent
+from agents.players.search import SearchAgent, prefers_bf16, rollout_rates, search_targets
+from agents.players.search_settings import check_search_settings
 from sam_env.obs import OBS_SIZE
 from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 from sam_env.vector import SelfPlayBatch
 
-from .. import compact
+from ..run import compact
 from ..config import MAX_WORKERS, ConfigError, Section, TrainConfig, need, table_weights, training_tables
-from ..rollout import load_numpy_weights, request_seed, slot_shares, table_seed, weights_to_numpy
+from ..run.rollout import load_numpy_weights, request_seed, slot_shares, table_seed, weights_to_numpy
 from .losses import DISTILL_NAMES, distill_terms
 
 HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of training (distill.heldout)
@@ -130,11 +130,11 @@ class DistillConfig(Section):
     the policy's KL to targets it never learned from (losses/distill_kl_heldout; 0: none)."""
     precision: str = "auto"
     """The search workers' rollouts: bf16, fp32, or auto: the faster of the two on the worker's own core,
-    measured once when it starts (agents.search.rollout_rates; bf16 is 3x faster with AMX and slower on
+    measured once when it starts (agents.players.search.rollout_rates; bf16 is 3x faster with AMX and slower on
     some CPUs with AVX512-BF16 alone, docs/results.md).  The leaves' values are float32 either way."""
     belief_deals: int = 0
     """Duplicate deals the new network plays at each round's start to learn the search's hand belief
-    again (training/belief.py, belief.hidden and belief.epochs), kept only where it beats the round's belief
+    again (training/tools/belief.py, belief.hidden and belief.epochs), kept only where it beats the round's belief
     so far on the same held-out decisions; 0: the belief of init_from throughout (uniform worlds when it has
     none)."""
 
@@ -181,7 +181,7 @@ class DistillConfig(Section):
 
 
 def search_request_seed(run_seed: int, worker: int, request: int) -> int:
-    """The seed of one search request (:func:`training.rollout.request_seed` in the search's stream)."""
+    """The seed of one search request (:func:`training.run.rollout.request_seed` in the search's stream)."""
     return request_seed(mix(run_seed, SEARCH_STREAM), worker, request)
 
 
@@ -317,7 +317,7 @@ def _search_actor_class() -> type:
         actor from the request that finds it fresh, so it never replays its previous games)."""
 
         def __init__(self, cfg: TrainConfig, worker_id: int):
-            torch.set_num_threads(1)  # the thread environment is the Ray runtime_env's (training.workers)
+            torch.set_num_threads(1)  # the thread environment is the Ray runtime_env's (training.run.workers)
             self.cfg = cfg
             self.worker_id = worker_id
             self.engine: SearchEngine | None = None

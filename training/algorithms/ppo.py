@@ -37,13 +37,13 @@ import torch
 from agents.nets.interface import PolicyNetwork
 
 from ..config import LearnerConfig, TrainConfig, need
-from ..learner import Learner
-from ..rollout import RolloutEngine, RolloutTargets
+from ..run.learner import Learner
+from ..run.rollout import RolloutEngine, RolloutTargets
 from .base import Algorithm, OnPolicySettings
 from .losses import DISTILL_NAMES, DistillSampler, Step, distill_terms, explained_variance, minibatch_indices
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
-    from ..loop import RunLoop
+    from ..run.loop import RunLoop
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .base import Algorithm, OnPolicySettings, policy_terms, value_regression
 
 if TYPE_CHECKING:  # the loop imports the algorithms: a type only
-    from ..loop import RunLoop
+    from ..run.loop import RunLoop
 
 
 @dataclass

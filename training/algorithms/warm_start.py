@@ -24,10 +24,10 @@ import torch
 
 from sam_env.seeding import mix
 
-from .. import compact
+from ..run import compact
 from ..config import Section, TrainConfig, need
-from ..learner import Learner
-from ..rollout import RolloutStream, rollout_actor_class
+from ..run.learner import Learner
+from ..run.rollout import RolloutStream, rollout_actor_class
 from .base import value_regression
 from .dmc import MonteCarloEngine
 

@@ -1,0 +1,1 @@
+"""Players against each other: matches, evaluation, league, ratings, reports, benchmarks."""

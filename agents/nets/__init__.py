@@ -1,0 +1,1 @@
+"""The networks: interface, kinds, checkpoints, the file format and the ONNX export."""

@@ -1,0 +1,1 @@
+"""The players: the heuristic, random, policy, ONNX, remote and search agents."""

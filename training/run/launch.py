@@ -1,0 +1,284 @@
+"""What a ``samloc train`` command line asks for, before anything starts: a new run or a resume, its
+resolved config and budgets, whether a resume has anything left to do, and the dry run's checks."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from agents.nets.checkpoint import check_bot_folder
+from agents.nets.factory import network_shapes
+from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read_json_file, read_metadata,
+                                resolve, verify)
+from sam_env.atomic import UnsafeTarget, check_folder
+
+from ..algorithms import algorithm_class
+from ..config import ConfigError, TrainConfig, stop_reason, training_tables
+from ..config_load import load_config
+from ..errors import TrainError
+from .learner import DeviceError, resolve_device
+from .runstate import Counters, new_run_dir
+from .sizing import AUTO, apply_sizing
+from .stages import StagePlan
+from .workers import cpu_shortfall, embedded_cpus
+
+
+#: env keys that choose the tables; a new run whose key=value sets one is named for its tables.
+TABLE_KEYS = ("env", "env.rules", "env.players", "env.tables")
+
+
+def run_name(cfg: TrainConfig, overrides: list[str]) -> str:
+    """The name of a new run: ``name=`` when given, else the config's name, followed by its tables when
+    key=value changed them (``quick`` with ``env.rules=mien_bac env.players=3``: ``quick-mien_bac-3``)."""
+    keys = [o.split("=", 1)[0].strip() for o in overrides]
+    if "name" in keys or not any(k in TABLE_KEYS or k.startswith("env.tables") for k in keys):
+        return cfg.name
+    by_rules: dict[str, list[int]] = {}
+    for t in training_tables(cfg):
+        by_rules.setdefault(t.rules.name, []).append(t.players)
+    counts = {tuple(ps) for ps in by_rules.values()}
+    if len(counts) == 1:  # rules x players
+        parts = [".".join(by_rules), ".".join(map(str, counts.pop()))]
+    else:
+        parts = [f"{r}-{'.'.join(map(str, ps))}" for r, ps in by_rules.items()]
+    tail = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts))
+    if len(tail) > 60:
+        tail = f"{sum(len(ps) for ps in by_rules.values())}tables"
+    return f"{cfg.name}-{tail}"
+
+
+@dataclass
+class Launch:
+    """A run to start or continue: its config; for a resume its folder, the checkpoint it continues and
+    that checkpoint's counters."""
+
+    cfg: TrainConfig
+    run_dir: Path | None = None
+    ckpt: Path | None = None
+    counters: dict[str, Any] | None = None
+
+
+def _progress(run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint a resume starts from and its counters (read without torch; the loop verifies it
+    again and says so when it skips a damaged one)."""
+    ckpt = latest_good(run_dir, trainer=True)
+    state = read_json_file(ckpt / TRAINER_JSON)
+    counters = state.get("counters") if isinstance(state, dict) else None
+    if not isinstance(counters, dict):
+        raise ConfigError(f"{ckpt}: trainer.json holds no counters")
+    for f in fields(Counters):  # the types Counters declares: "int", "float", "list[int]"
+        v = counters.get(f.name, 0 if f.name != "snapshot_ids" else [])
+        items = v if isinstance(v, list) and f.type == "list[int]" else [v]
+        kinds = (int, float) if f.type == "float" else int
+        shape_ok = isinstance(v, list) == (f.type == "list[int]")
+        if not shape_ok or not all(isinstance(i, kinds) and not isinstance(i, bool) for i in items):
+            raise ConfigError(f"{ckpt / TRAINER_JSON}: counters.{f.name} is {json.dumps(v)[:40]}, not"
+                              f" {'a list of integers' if f.type == 'list[int]' else 'a number'}")
+    return ckpt, counters
+
+
+def resolve_launch(config: str | None, resume: str | None, overrides: list[str], more_minutes: float | None,
+                   more_decisions: int | None) -> Launch:
+    """The run a command asks for: ``config`` + ``overrides`` for a new one; ``resume`` (a run folder)
+    with its own config, ``overrides`` and ``more_*`` budgets for a resume.  ConfigError when the
+    combination cannot be run; CheckpointError when the run has no good checkpoint."""
+    keys = {o.split("=", 1)[0].strip() for o in overrides}
+    more = {"more_minutes": more_minutes, "more_decisions": more_decisions}
+    if not resume:
+        if more_minutes is not None or more_decisions is not None:
+            raise ConfigError("--more-minutes and --more-decisions continue a run: give them with --resume"
+                              " RUN_DIR (a new run: max_minutes=N, total_decisions=N)")
+        if not config:
+            raise ConfigError("give --config FILE (e.g. configs/quick.yaml) or --resume RUN_DIR")
+        cfg = load_config(config, overrides)
+        cfg.name = run_name(cfg, overrides)
+        return Launch(cfg)
+    if config:
+        raise ConfigError("--resume takes the run's own config; give changes as key=value")
+    for flag, key in (("more_minutes", "max_minutes"), ("more_decisions", "total_decisions")):
+        if more[flag] is not None and key in keys:
+            raise ConfigError(f"give --{flag.replace('_', '-')} (more than so far) or {key}= (in all),"
+                              " not both")
+    run_dir = Path(resume)
+    cfg = read_run_config(run_dir, overrides)
+    ckpt, counters = _progress(run_dir)
+    if more_minutes is not None:
+        cfg.max_minutes = round(float(counters.get("wall_s", 0.0)) / 60 + more_minutes, 3)
+    if more_decisions is not None:
+        cfg.total_decisions = int(counters.get("decisions_trained", 0)) + more_decisions
+    return Launch(cfg, run_dir, ckpt, counters)
+
+
+def read_run_config(run_dir: Path, overrides: list[str] | None = None) -> TrainConfig:
+    """A run folder's own config (its ``config.yaml``) with ``overrides``; ConfigError when it is not one."""
+    cfg_file = run_dir / "config.yaml"
+    if not cfg_file.is_file():
+        raise ConfigError(f"{run_dir} is not a run folder (no config.yaml)")
+    return load_config(cfg_file, overrides)
+
+
+def nothing_left(launch: Launch) -> str:
+    """The one line a resume with nothing left to do prints ('' when there is work left, or a new run)."""
+    cfg, run_dir, counters = launch.cfg, launch.run_dir, launch.counters
+    if run_dir is None or counters is None:
+        return ""
+    trained, wall = int(counters.get("decisions_trained", 0)), float(counters.get("wall_s", 0.0))
+    why = stop_reason(cfg, trained, wall)
+    if why.startswith("total_decisions"):
+        return (f"{run_dir}: nothing left to do: {trained:,} decisions trained, total_decisions is"
+                f" {cfg.total_decisions:,} (give --more-decisions N, or total_decisions=D)")
+    if why:
+        return (f"{run_dir}: nothing left to do: {wall / 60:.1f} minutes trained over its sittings,"
+                f" max_minutes is {cfg.max_minutes:g} (give --more-minutes N, or max_minutes=M)")
+    return ""
+
+
+def new_run_folder(cfg: TrainConfig, run_dir: str | None) -> Path:
+    """Where a new run writes: ``run_dir`` (that must not hold a run yet), else a fresh folder."""
+    path = Path(run_dir) if run_dir else new_run_dir(cfg)
+    if run_dir and (path / "checkpoints").exists():
+        raise TrainError(f"{path} already holds a run; use --resume {path}")
+    return path
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``path`` can be created and written: a folder made and removed in its nearest existing
+    folder (permission bits alone pass /proc, and anything for root)."""
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".samloc-check-", dir=p))
+    except OSError:
+        return False
+    return True
+
+
+def check_memory(cfg: TrainConfig, embedded: bool) -> None:
+    """Refuse in one line a network that cannot fit in this machine's memory: the learner holds it four
+    times (weights, gradients, Adam's two moments), and each worker of an embedded Ray once more.  The
+    network is built on the meta device, so nothing is allocated to count it."""
+    shapes = network_shapes(cfg.model.hparams(), "model")
+    nbytes = 4 * sum(math.prod(s) for s in shapes.values())
+    workers = cfg.rollout.num_workers if cfg.rollout.num_workers != AUTO else embedded_cpus()  # auto's most
+    copies = 4 + (workers if embedded else 0)
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if nbytes * copies > have:
+        raise TrainError(f"model: the network has {nbytes // 4:,} parameters ({nbytes / 2**30:,.1f} GiB in fp32);"
+                         f" {copies} copies of it (learner and workers) need {nbytes * copies / 2**30:,.1f} GiB,"
+                         f" this machine has {have / 2**30:,.1f} GiB (make model.hidden or model.layers smaller)")
+
+
+def check_write_targets(cfg: TrainConfig, run_dir: Path) -> None:
+    """The run folder is a folder (or new); ``checkpoint.export_to`` is a new or empty folder or a bot
+    this run's name made (never ``.``, ``..``, a link, a file or a folder holding anything else: it is
+    replaced whole).  TrainError (one line) otherwise."""
+    try:
+        check_folder(run_dir)
+    except UnsafeTarget as exc:
+        raise TrainError(f"the run folder: {exc}") from None
+    try:
+        if cfg.checkpoint.export_to:
+            check_bot_folder(cfg.checkpoint.export_to, cfg.name)
+    except UnsafeTarget as exc:
+        raise TrainError(f"checkpoint.export_to: {exc}") from None
+
+
+def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any, str]:
+    """Every check that needs no Ray: (the learner's device, the line saying what ``auto`` sized on the
+    embedded Ray, '' when nothing).  Raises the first problem found."""
+    cfg, ckpt = launch.cfg, launch.ckpt
+    check_write_targets(cfg, run_dir)
+    for what, path in (("the run folder", run_dir), ("checkpoint.export_to", Path(cfg.checkpoint.export_to))):
+        if (cfg.checkpoint.export_to or what == "the run folder") and not _writable(path):
+            raise TrainError(f"{what} {path} cannot be written here")
+    check_memory(cfg, embedded=not ray_address)
+    shape = cfg.model.hparams()
+    starts = [("--resume", ckpt)] if ckpt else []  # verified by _progress
+    if cfg.init_from and not ckpt:  # a resume takes its own weights, not init_from's
+        starts.append(("init_from", resolve(cfg.init_from)))
+        verify(starts[-1][1])
+    for what, path in starts:
+        model = read_metadata(path).model
+        if model != shape:
+            raise CheckpointError(f"{what} {path}: the model shape {model} differs from the config's {shape}")
+    try:
+        device = resolve_device(cfg.learner.device)
+    except DeviceError as exc:
+        raise TrainError(str(exc)) from None
+    if ray_address:
+        return device, ""
+    sized = apply_sizing(cfg, embedded_cpus(), device.type)
+    short = cpu_shortfall(algorithm_class(cfg).worker_groups(cfg), embedded_cpus(), embedded=True) or \
+        StagePlan(cfg).shortfall(embedded_cpus(), device.type, embedded=True)
+    if short:
+        raise TrainError(short)
+    return device, sized
+
+
+def stage_lines(cfg: TrainConfig) -> list[str]:
+    """A line per stage of a run in stages: what ends it and what it changes (none without stages)."""
+    out, mark = [], 0.0
+    for i, s in enumerate(cfg.stages):
+        mark += s.share
+        ends = []
+        if s.share:
+            ends.append(f"minute {mark * cfg.max_minutes:g}")
+        if s.updates:
+            ends.append(f"{s.updates:,} updates")
+        if s.plateau_evals:
+            ends.append(f"a plateau (its last {s.plateau_evals} evaluations within {s.plateau_gain:g} lá"
+                        f" vs {s.plateau_opponent})")
+        until = "until the run stops" if i == len(cfg.stages) - 1 else "until " + " or ".join(ends)
+        changes = ", ".join(f"{k}={v}" for k, v in flat_settings(s.settings).items()) or "the run's config"
+        out.append(f"  stage {i}:     {s.name}, {until}; {changes}")
+    return out
+
+
+def flat_settings(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A stage's settings as ``key.sub: value``."""
+    out: dict[str, Any] = {}
+    for k, v in settings.items():
+        if isinstance(v, dict):
+            out |= flat_settings(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> list[str]:
+    """Every check that needs no Ray, then the lines that say what the run would do; raises the first
+    problem found (TrainError, CheckpointError, ConfigError)."""
+    cfg, ckpt, counters = launch.cfg, launch.ckpt, launch.counters
+    folder = launch.run_dir or new_run_folder(cfg, run_dir)
+    device, sized = _check(launch, folder, ray_address)
+    tables = ", ".join(t.name for t in training_tables(cfg))
+    ro, ev, algo = cfg.rollout, cfg.eval, algorithm_class(cfg)
+    where = (f"the Ray cluster at {ray_address} (not contacted)" if ray_address
+             else f"the embedded Ray ({embedded_cpus()} CPUs)")
+    minutes = f"max_minutes {cfg.max_minutes:g}" if cfg.max_minutes else "no max_minutes"
+    count = ro.num_workers if ro.num_workers != AUTO else "auto (sized to the cluster's CPUs when it is joined)"
+    rollout = f"{count} x {ro.cpus_per_worker:g} CPU" if algo.learns_from_rollouts(cfg) else "no rollout workers"
+    lines = ["samloc train --dry-run: everything checks out; nothing was started",
+             f"  run folder:  {folder}" + (f" (resume from {ckpt.name}: update {counters['updates']},"
+                                           f" {counters['decisions_trained']:,} decisions,"
+                                           f" {counters['wall_s'] / 60:.1f} minutes)" if ckpt else " (new)"),
+             f"  name:        {cfg.name}; tables {tables}",
+             f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)",
+             f"  workers:     {rollout} on {where}; learner on {device}"
+             f" ({cfg.learner.precision})" + ("; deterministic (reproducible)" if ro.deterministic else "")]
+    lines += [f"  sizing:      {line}" for line in sized.splitlines()]
+    lines += algo.dry_run_lines(cfg)
+    lines += stage_lines(cfg)
+    final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
+             else "no final evaluation")
+    lines.append(f"  at the end:  {final}, ONNX export, curve.png"
+                 + (f", belief {cfg.belief.deals:,} deals" if cfg.belief.deals else "")
+                 + (f", copy to {cfg.checkpoint.export_to}" if cfg.checkpoint.export_to else ""))
+    return lines

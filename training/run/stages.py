@@ -1,0 +1,92 @@
+"""A run in stages (``stages`` in the config; docs/training.md, "One command to strength").
+
+A stage is a name, the settings it changes (applied on the run's config after every earlier stage's:
+:func:`training.config_load.stage_config`) and what ends it: its share of ``max_minutes`` (a mark in the
+run's wall time: the shares so far x ``max_minutes``), a number of updates, or a plateau of the periodic
+evaluation, whichever comes first; the last stage runs until the run stops.  The run itself moves on,
+between two updates (:meth:`training.run.loop.RunLoop.next_stage`); which stage it is in and when each began
+are part of the run state (:class:`training.run.runstate.RunState`), so ``--resume`` continues in it.
+
+This module holds the rule that ends a stage and applies a stage's config to the run's, in place (every
+part of the run holds the same config object)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..algorithms import algorithm_class
+from ..config import StageConfig, TrainConfig
+from ..config_load import stage_config
+from .sizing import apply_sizing
+from .workers import cpu_shortfall
+
+#: The run's keys a stage may change, besides the algorithms' sections (training.config_load.RUN_KEYS: the rest).
+STAGE_KEYS = ("algorithm", "rollout", "learner", "eval")
+
+
+def plateaued(scores: list[float], evals: int, gain: float) -> bool:
+    """Whether the last ``evals`` scores (a stage's evaluations, in order) gained no more than ``gain`` over
+    the best one before them (False until there are ``evals`` + 1)."""
+    if evals < 1 or len(scores) <= evals:
+        return False
+    return max(scores[-evals:]) <= max(scores[:-evals]) + gain
+
+
+class StagePlan:
+    """The stages of a run (none: one stage, nothing to do) and the run's config before any stage (``base``:
+    a stage's config is computed from it, never from a config another stage changed)."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.stages: list[StageConfig] = list(cfg.stages)
+        self.base = stage_config(cfg, -1) if self.stages else cfg  # a copy: the run's cfg changes in place
+
+    def __bool__(self) -> bool:
+        return bool(self.stages)
+
+    def name(self, index: int) -> str:
+        return self.stages[index].name if self.stages else ""
+
+    def apply(self, cfg: TrainConfig, index: int) -> None:
+        """Make ``cfg`` (the run's, shared by its parts) the config of stage ``index``, in place: what a stage
+        may change (:data:`STAGE_KEYS` and the sections); the run's own keys stay as the run has them."""
+        staged = stage_config(self.base, index)
+        for key in STAGE_KEYS:
+            setattr(cfg, key, getattr(staged, key))
+        cfg.sections = staged.sections
+
+    def shortfall(self, cpus: float, device: str, embedded: bool) -> str:
+        """'' when the workers of every stage (sized as the stage will size them) fit in ``cpus``, else why
+        the first that does not cannot, in one line: a run learns it before it starts, not at a switch."""
+        for i in range(len(self.stages)):
+            staged = stage_config(self.base, i)
+            apply_sizing(staged, cpus, device)
+            short = cpu_shortfall(algorithm_class(staged).worker_groups(staged), cpus, embedded)
+            if short:
+                return f"stages[{i}] ({self.name(i)}): {short}"
+        return ""
+
+    def ends(self, index: int, start: dict[str, Any], updates: int, wall_s: float, max_minutes: float,
+             history: list[dict[str, Any]]) -> str:
+        """Why stage ``index`` (begun at ``start``: its record) ends now ('' while it goes on; the last
+        never ends before the run): its minutes mark, its updates or a plateau of its evaluations."""
+        if index >= len(self.stages) - 1:
+            return ""
+        s = self.stages[index]
+        mark = sum(st.share for st in self.stages[:index + 1]) * max_minutes
+        if s.share and wall_s >= 60 * mark:
+            return f"its share of max_minutes ({mark:g} minutes of the run's wall time) is spent"
+        if s.updates and updates - start["updates"] >= s.updates:
+            return f"its {s.updates:,} updates are made"
+        scores = [e["results"][s.plateau_opponent]["mean_score"] for e in history
+                  if e.get("stage") == index and "mean_score" in e["results"].get(s.plateau_opponent, {})]
+        if plateaued(scores, s.plateau_evals, s.plateau_gain):
+            return (f"its last {s.plateau_evals} evaluations gained no more than {s.plateau_gain:g} lá vs"
+                    f" {s.plateau_opponent} over its best before them ({max(scores[:-s.plateau_evals]):+.2f})")
+        return ""
+
+
+def stage_record(index: int, name: str, why: str, c: Any) -> dict[str, Any]:
+    """Where a stage began, for the metadata, TensorBoard and curve.png (``c``: the run's counters)."""
+    return {"stage": index, "name": name, "updates": c.updates, "decisions_trained": c.decisions_trained,
+            "wall_s": round(c.wall_s, 1), "why": why}
+

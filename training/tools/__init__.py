@@ -1,0 +1,1 @@
+"""Tools around runs: the pipeline, exploitability, strength, benchmarks, belief, sweeps, curves."""

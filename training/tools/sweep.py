@@ -1,0 +1,437 @@
+"""A sweep (``samloc sweep``): a grid and random draws of config values, over seeds, each trial a
+``samloc train`` run, compared on one set of duplicate deals.
+
+Every trial is the training pipeline ``samloc train`` runs (:func:`training.tools.pipeline.run_pipeline`) on the
+config with the trial's ``key=value`` settings, its seed and the sweep's budget (``--minutes`` or
+``--decisions``), in ``<out>/trials/tNN``.  Ray Tune runs the trials as actors of the one Ray the sweep
+starts (or joins): each trial's run places its rollout workers on that Ray.  A trial asks Tune for one CPU
+(its learner: ``samloc train``'s runs outside Ray, so an embedded Ray is given one more per trial at a
+time), and as many trials run at once as fit the CPUs with their rollout workers (one on a small machine,
+so that minutes budgets are not shared).
+
+The comparison is made after training, as ``samloc bench --to-strength`` makes it: each trial's last
+checkpoint against the heuristic on the same duplicate deals (``--deals``, seed ``--eval-seed``), with the
+95% CI.  With ``--asha`` (a minutes budget), Tune's ASHA scheduler stops the trials that trail at each
+rung: every ``--every-minutes`` a trial evaluates against the heuristic on the sweep's deals
+(``eval.deals`` of them) and reports it through ``tune.report``; a stopped trial is scored from its last
+checkpoint (one is written at each evaluation).
+
+Random values (``--random KEY=LO:HI`` uniform, ``KEY=LO:HI:log`` log-uniform, integers when both bounds
+are) are drawn before anything starts, from ``--sample-seed``, so a sweep is the same list of trials each
+time: ``--samples`` draws, each crossed with the grid and the seeds.
+
+``<out>/sweep.json`` holds every trial's settings, seed, budget used and score with its CI; ``sweep.md``
+the table (ranked by lá), ``sweep.png`` the scores with their CIs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import ray
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+
+from agents.nets.format import list_checkpoints, read_json_file
+from sam_env.atomic import write_atomic, write_json_atomic, write_with
+
+from ..algorithms import algorithm_class
+from ..config import ConfigError, TrainConfig, eval_table
+from ..errors import TrainError
+from ..run.evaluation import OpponentsEval
+from ..run.launch import new_run_folder, resolve_launch
+from ..run.loop import RunLoop
+from .pipeline import FINAL_EVAL_SEED, run_pipeline
+from ..run.sizing import AUTO, size_workers
+from .to_strength import (AFTER_TRAINING, OPPONENT, check_out, check_scoring, score_snapshots,
+                          snapshot_point)
+from ..run.workers import WorkerPool, embedded_cpus
+
+#: keys the sweep sets itself, and the option that sets each
+OWN_KEYS = {"seed": "--seeds", "max_minutes": "--minutes", "total_decisions": "--decisions", "out_dir": "--out"}
+ASHA_KEYS = {"eval.every_minutes": "--every-minutes", "checkpoint.every_minutes": "--every-minutes",
+             "eval.every_updates": "(ASHA evaluates by minutes)", "eval.opponents": "(ASHA ranks by the heuristic)"}
+REDUCTION = 2  # ASHA keeps the better half at each rung
+
+
+def parse_grid(text: str) -> tuple[str, list[str]]:
+    """``KEY=V1,V2,…`` as (key, values); ConfigError when it is not one."""
+    key, eq, values = text.partition("=")
+    items = [v.strip() for v in values.split(",")]
+    if not eq or not key.strip() or not all(items):
+        raise ConfigError(f"--grid {text!r}: give KEY=V1,V2,... (values separated by commas)")
+    return key.strip(), items
+
+
+def parse_random(text: str) -> tuple[str, str, str, bool]:
+    """``KEY=LO:HI`` (uniform) or ``KEY=LO:HI:log`` as (key, low, high, log); ConfigError when it is not one."""
+    key, eq, spec = text.partition("=")
+    parts = spec.split(":")
+    log = len(parts) == 3 and parts[2] == "log"
+    try:
+        lo, hi = float(parts[0]), float(parts[1])
+    except (ValueError, IndexError):
+        lo = hi = math.nan
+    if not eq or not key.strip() or len(parts) != 2 + log or not lo < hi or (log and lo <= 0):
+        raise ConfigError(f"--random {text!r}: give KEY=LO:HI or KEY=LO:HI:log (numbers, LO < HI, positive for log)")
+    return key.strip(), parts[0].strip(), parts[1].strip(), log
+
+
+@dataclass
+class SweepPlan:
+    """One sweep: the config and its overrides, what varies, the seeds, the budget, the scoring."""
+
+    config: str
+    overrides: list[str]
+    grid: list[tuple[str, list[str]]]
+    random: list[tuple[str, str, str, bool]]
+    samples: int
+    seeds: list[int]
+    out: Path
+    minutes: float = 0.0    # one budget of the two, per trial
+    decisions: int = 0
+    deals: int = 500
+    eval_seed: int = FINAL_EVAL_SEED
+    asha: bool = False
+    every_minutes: float = 0.0  # ASHA's evaluations (0: minutes / 4)
+    sample_seed: int = 0
+    workers: int = 1         # checkpoints scored side by side
+    ray_address: str | None = None
+    command: str = ""
+
+    @property
+    def interval(self) -> float:
+        return self.every_minutes or self.minutes / 4
+
+
+@dataclass
+class Trial:
+    """One trial: its settings (key=value), seed, folder and resolved config."""
+
+    name: str
+    settings: list[str]
+    seed: int
+    run_dir: Path
+    cfg: TrainConfig = field(repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"{' '.join(self.settings) or '(the config)'} seed {self.seed}"
+
+
+def _draw(rng: np.random.Generator, lo: str, hi: str, log: bool) -> str:
+    """One random value as a key=value's text: an integer when both bounds are."""
+    if not log and lo.lstrip("-").isdigit() and hi.lstrip("-").isdigit():
+        return str(int(rng.integers(int(lo), int(hi) + 1)))
+    a, b = float(lo), float(hi)
+    v = math.exp(rng.uniform(math.log(a), math.log(b))) if log else rng.uniform(a, b)
+    return f"{v:.4g}"
+
+
+def trial_settings(plan: SweepPlan) -> list[list[str]]:
+    """Every trial's settings before the seeds: the grid's product, ``samples`` times with fresh draws of
+    the random keys (from ``sample_seed``)."""
+    rng = np.random.default_rng(plan.sample_seed)
+    combos = list(itertools.product(*[[f"{k}={v}" for v in vs] for k, vs in plan.grid]))
+    out = []
+    for _ in range(plan.samples if plan.random else 1):
+        for combo in combos:
+            out.append([*combo, *(f"{k}={_draw(rng, lo, hi, log)}" for k, lo, hi, log in plan.random)])
+    return out
+
+
+def _budget(plan: SweepPlan) -> list[str]:
+    if plan.minutes:
+        return [f"max_minutes={plan.minutes}"]
+    return [f"total_decisions={plan.decisions}", "max_minutes=0"]
+
+
+def trial_overrides(plan: SweepPlan, settings: list[str], seed: int, run_dir: Path) -> list[str]:
+    """What a trial's ``samloc train`` is given: the config's overrides, the trial's settings, the sweep's own."""
+    own = [f"seed={seed}", *_budget(plan), f"out_dir={run_dir.parent}"]
+    if plan.asha:
+        own += [f"eval.every_minutes={plan.interval}", f"checkpoint.every_minutes={plan.interval}",
+                "eval.every_updates=0"]
+    return [*AFTER_TRAINING, *plan.overrides, *settings, *own]
+
+
+def _check_keys(plan: SweepPlan) -> None:
+    own = OWN_KEYS | (ASHA_KEYS if plan.asha else {})
+    given = [(o.split("=", 1)[0].strip(), "key=value") for o in plan.overrides]
+    given += [(k, "--grid") for k, _ in plan.grid] + [(k, "--random") for k, *_ in plan.random]
+    seen: set[str] = set()
+    for key, where in given:
+        if key in own:
+            raise ConfigError(f"{where} {key}: the sweep sets {key} itself: give {own[key]}")
+        if key in seen and where != "key=value":
+            raise ConfigError(f"{where} {key}: {key} is given twice")
+        seen.add(key)
+
+
+def check_plan(plan: SweepPlan, few_deals_ok: bool = False) -> list[Trial]:
+    """Every trial, its config resolved as ``samloc train`` resolves it, after every check that needs no
+    training; ConfigError names the first problem (an unknown key, a value its field refuses, ...)."""
+    if bool(plan.minutes) == bool(plan.decisions):
+        raise ConfigError("give one budget per trial: --minutes M or --decisions N")
+    if plan.asha and not plan.minutes:
+        raise ConfigError("--asha ranks trials as their minutes pass: give --minutes, not --decisions")
+    if plan.asha and plan.interval > plan.minutes:
+        raise ConfigError(f"--every-minutes {plan.interval:g} is more than --minutes {plan.minutes:g}")
+    if plan.samples > 1 and not plan.random:
+        raise ConfigError("--samples draws the --random keys: give --random KEY=LO:HI")
+    if len(set(plan.seeds)) != len(plan.seeds):
+        raise ConfigError(f"--seeds {','.join(map(str, plan.seeds))}: a seed is given twice")
+    _check_keys(plan)
+    check_scoring(plan.deals, few_deals_ok)
+    check_out(plan.out)
+    resolve_launch(plan.config, None, [*plan.overrides, *_budget(plan)], None, None)  # the config's own problems
+    trials = []
+    for settings, seed in itertools.product(trial_settings(plan), plan.seeds):
+        name = f"t{len(trials):02d}"
+        run_dir = plan.out.resolve() / "trials" / name
+        try:
+            cfg = resolve_launch(plan.config, None, trial_overrides(plan, settings, seed, run_dir), None, None).cfg
+        except ConfigError as exc:  # the trial's settings: say which
+            raise ConfigError(f"{' '.join(settings)}: {exc}") from None
+        trials.append(Trial(name, settings, seed, run_dir, cfg))
+    if any(t.cfg.learner.device.startswith("cuda") for t in trials):
+        raise ConfigError("learner.device=cuda: a sweep's trials train their learners on the CPU (their Tune actors"
+                          " hold no GPU); use learner.device=cpu")
+    tables = {eval_table(t.cfg).name for t in trials}
+    if len(tables) > 1:
+        raise ConfigError(f"the trials are evaluated at {len(tables)} tables ({', '.join(sorted(tables))}):"
+                          " the trials compared must share env's evaluation table")
+    return trials
+
+
+# ---- a trial, in its Ray Tune actor ----------------------------------------------------------------------
+def _metrics(point: dict[str, Any]) -> dict[str, Any]:
+    """A periodic evaluation as Tune hears it."""
+    r = point["results"][OPPONENT]
+    return {"la": r["mean_score"], "ci_low": r["ci95"][0], "ci_high": r["ci95"][1],
+            "minutes": point["wall_s"] / 60, "decisions_trained": point["decisions_trained"],
+            "updates": point["updates"]}
+
+
+class _Reporter:
+    """A trial's periodic evaluations, each told to ``tune.report`` once as it is recorded (ASHA ranks by them)."""
+
+    def __init__(self) -> None:
+        self.loop: RunLoop | None = None
+        self.done = 0
+
+    def __call__(self, loop: RunLoop) -> None:  # the run loop's on_update
+        self.loop = loop
+        self.flush()
+
+    def flush(self) -> None:
+        history = self.loop.state.eval_history if self.loop is not None else []
+        for point in history[self.done:]:
+            tune.report(_metrics(point))
+        self.done = len(history)
+
+
+def run_trial(config: dict[str, Any]) -> None:
+    """Tune's function for one trial: the pipeline on the trial's config; with ASHA, each periodic
+    evaluation (the heuristic on the sweep's deals) reported as it is recorded."""
+    spec = config["trial"]
+    cfg = resolve_launch(spec["config"], None, spec["overrides"], None, None).cfg
+    run_dir = new_run_folder(cfg, spec["run_dir"])
+    asha = spec["asha_deals_seed"] is not None
+    reporter = _Reporter() if asha else None
+    target = OpponentsEval(cfg, [OPPONENT], spec["asha_deals_seed"]) if asha else None
+    res = run_pipeline(cfg, run_dir, False, spec["command"], lambda line: None, on_update=reporter,
+                       evaluation=target)
+    if reporter is not None:
+        reporter.flush()  # the evaluation recorded after the last update
+    else:
+        s = res.summary
+        tune.report({"minutes": s["wall_s"] / 60, "decisions_trained": s["decisions_trained"],
+                     "updates": s["updates"]})
+
+
+def concurrency(cfg: TrainConfig, cpus: float) -> int:
+    """Trials at once: as many as ``cpus`` hold with each one's learner and rollout workers (at least one)."""
+    need = 0.0
+    for g in algorithm_class(cfg).worker_groups(cfg):
+        workers = g.num_workers
+        if workers == AUTO:  # a trial sizes itself to every CPU: one at a time
+            workers = size_workers(cfg, cpus, "cpu").rollout_workers
+        need += workers * g.cpus_per_worker
+    return max(1, int(cpus // (need + 1)))
+
+
+class _Progress(tune.Callback):
+    """A line as each trial starts and ends."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.say = say
+
+    def _line(self, trial: Any, what: str) -> None:
+        spec = trial.config["trial"]
+        self.say(f"{spec['name']} ({spec['label']}): {what}")
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._line(trial, "training")
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._line(trial, "ended")
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._line(trial, "failed")
+
+
+def _tune(plan: SweepPlan, trials: list[Trial], at_once: int, say: Callable[[str], None]) -> dict[str, Any]:
+    """Tune's run of every trial on the Ray already started: {trial name: its Tune result}."""
+    specs = [{"name": t.name, "config": plan.config, "run_dir": str(t.run_dir),
+              "overrides": trial_overrides(plan, t.settings, t.seed, t.run_dir),
+              "command": f"{plan.command} (trial {t.name})", "label": t.label,
+              "asha_deals_seed": plan.eval_seed if plan.asha else None} for t in trials]
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # Tune's own display off (the sweep says what happens)
+    scheduler = (ASHAScheduler(time_attr="minutes", metric="la", mode="max", max_t=plan.minutes,
+                               grace_period=plan.interval, reduction_factor=REDUCTION) if plan.asha else None)
+    tuner = tune.Tuner(
+        tune.with_resources(run_trial, {"cpu": 1}),
+        param_space={"trial": tune.grid_search(specs)},
+        tune_config=tune.TuneConfig(scheduler=scheduler, max_concurrent_trials=at_once,
+                                    trial_name_creator=lambda t: t.config["trial"]["name"],
+                                    trial_dirname_creator=lambda t: t.config["trial"]["name"]),
+        run_config=tune.RunConfig(storage_path=str(plan.out.resolve() / "tune"), name="trials", verbose=0,
+                                  callbacks=[_Progress(say)]))
+    return {r.config["trial"]["name"]: r for r in tuner.fit()}
+
+
+# ---- what the sweep writes -------------------------------------------------------------------------------
+def _trial_doc(plan: SweepPlan, t: Trial, result: Any) -> dict[str, Any]:
+    """A trial's entry before scoring: its settings, how it ended, the budget it used, its last checkpoint."""
+    ckpts = list_checkpoints(t.run_dir)
+    summary = read_json_file(t.run_dir / "summary.json") if (t.run_dir / "summary.json").is_file() else None
+    error = getattr(result, "error", None)
+    if summary is not None:
+        status, why = "done", summary["stop_reason"]
+    elif error is not None:
+        status, why = "failed", (str(error).strip().splitlines() or [type(error).__name__])[-1]
+    else:
+        status, why = ("stopped by ASHA" if plan.asha else "stopped"), "trailing at a rung" if plan.asha else ""
+    doc: dict[str, Any] = {"name": t.name, "settings": t.settings, "seed": t.seed, "label": t.label,
+                           "run_dir": str(t.run_dir), "status": status, "stop_reason": why}
+    if ckpts:
+        last = snapshot_point(ckpts[-1])
+        doc["checkpoint"] = last.pop("checkpoint")
+        doc["budget_used"] = last
+    if plan.asha and (t.run_dir / "eval.jsonl").is_file():
+        lines = (t.run_dir / "eval.jsonl").read_text().splitlines()
+        doc["evaluations"] = [_metrics(json.loads(x)) for x in lines if x.strip()]
+    return doc
+
+
+def report(plan: SweepPlan, trials: list[Trial], docs: list[dict[str, Any]], at_once: int) -> dict[str, Any]:
+    """``sweep.json``'s document, the trials ranked by lá (unscored ones last)."""
+    ranked = sorted(docs, key=lambda d: -d["score"]["la"] if "score" in d else math.inf)
+    for i, d in enumerate(ranked):
+        d["rank"] = i + 1 if "score" in d else None
+    cfg = trials[0].cfg
+    return {"command": plan.command, "config": plan.config, "overrides": plan.overrides,
+            "grid": {k: v for k, v in plan.grid}, "random": {k: [lo, hi] + (["log"] if log else [])
+                                                            for k, lo, hi, log in plan.random},
+            "samples": plan.samples, "sample_seed": plan.sample_seed, "seeds": plan.seeds,
+            "budget": {"minutes": plan.minutes} if plan.minutes else {"decisions": plan.decisions},
+            "asha": {"every_minutes": plan.interval, "reduction_factor": REDUCTION,
+                     "deals": cfg.eval.deals} if plan.asha else None,
+            "trials_at_once": at_once, "opponent": OPPONENT, **eval_table(cfg).to_record(),
+            "deals": plan.deals, "eval_seed": plan.eval_seed,
+            "best": ranked[0]["name"] if "score" in ranked[0] else None, "trials": ranked}
+
+
+def _la(s: dict[str, Any]) -> str:
+    return f"{s['la']:+.3f} [{s['ci_low']:+.3f}, {s['ci_high']:+.3f}]"
+
+
+TABLE_HEAD = ["rank", "trial", "settings", "seed", "minutes", "decisions trained", "lá/game [95% CI]",
+              "win rate", "end"]
+
+
+def table_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """The table's rows (:data:`TABLE_HEAD`), best first: what ``sweep.md`` and the command print."""
+    rows = []
+    for t in doc["trials"]:
+        used, s = t.get("budget_used"), t.get("score")
+        end = t["status"] + (f": {t['stop_reason']}" if t["stop_reason"] else "")
+        rows.append([str(t["rank"] or "-"), t["name"], " ".join(t["settings"]) or "(the config)", str(t["seed"]),
+                     f"{used['minutes']:.2f}" if used else "-", f"{used['decisions_trained']:,}" if used else "-",
+                     _la(s) if s else "-", f"{100 * s['win_rate']:.1f}%" if s else "-", end])
+    return rows
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """``sweep.md``: what was compared, then the table."""
+    budget = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v:g}" for k, v in doc["budget"].items())
+    head = (f"# {doc['command'] or 'samloc sweep'}\n\n{len(doc['trials'])} trials ({budget} each), scored against"
+            f" the {doc['opponent']} on the same {doc['deals']} duplicate deals (seed {doc['eval_seed']}),"
+            f" {doc['players']} players.\n\n")
+    lines = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
+    lines += ["| " + " | ".join(r) + " |" for r in table_rows(doc)]
+    return head + "\n".join(lines) + "\n"
+
+
+def plot(doc: dict[str, Any], path: Path) -> Path:
+    """Every scored trial's lá with its 95% CI, best at the top, coloured by its settings."""
+    import matplotlib  # optional, and slow to import: only when a plot is drawn
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scored = [t for t in doc["trials"] if "score" in t][::-1]
+    colours = {s: f"C{i}" for i, s in enumerate(dict.fromkeys(" ".join(t["settings"]) for t in scored))}
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.35 * max(1, len(scored))))
+    for y, t in enumerate(scored):
+        s = t["score"]
+        ax.errorbar([s["la"]], [y], xerr=[[s["la"] - s["ci_low"]], [s["ci_high"] - s["la"]]], fmt="o",
+                    capsize=3, color=colours[" ".join(t["settings"])])
+    ax.set_yticks(range(len(scored)), [f"{t['name']}: {t['label']}"[:60] for t in scored], fontsize=7)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_xlabel(f"mean lá per game vs {doc['opponent']} (95% CI), {doc['deals']} duplicate deals")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    plt.close(fig)
+    return path
+
+
+def run_sweep(plan: SweepPlan, say: Callable[[str], None], few_deals_ok: bool = False) -> dict[str, Any]:
+    """Check every trial, train them under Ray Tune, score each one's last checkpoint; write ``sweep.json``,
+    ``sweep.md`` and ``sweep.png`` in ``plan.out`` and return the document.  ConfigError before anything
+    starts; TrainError when no trial left a checkpoint; OSError."""
+    trials = check_plan(plan, few_deals_ok)
+    pool = WorkerPool(trials[0].cfg, plan.ray_address, False, say)
+    at_once = concurrency(trials[0].cfg, embedded_cpus())
+    say(f"{len(trials)} trials, {at_once} at a time, in {plan.out}")
+    pool.start(extra_cpus=0 if plan.ray_address else at_once)
+    try:
+        if plan.ray_address:  # joined: the cluster's CPUs decide
+            at_once = concurrency(trials[0].cfg, ray.cluster_resources().get("CPU", 0))
+        results = _tune(plan, trials, at_once, say)
+    finally:
+        pool.stop()
+    docs = [_trial_doc(plan, t, results.get(t.name)) for t in trials]
+    todo = [d for d in docs if "checkpoint" in d]
+    if not todo:
+        raise TrainError(f"no trial left a checkpoint; {docs[0]['name']}: {docs[0]['status']} {docs[0]['stop_reason']}")
+    cfg = trials[0].cfg
+    say(f"scoring {len(todo)} trials against the {OPPONENT}, {plan.deals} duplicate deals each (seed {plan.eval_seed})")
+    table = eval_table(cfg)
+    scores = score_snapshots([d["checkpoint"] for d in todo], table.rules, table.players, plan.deals,
+                             plan.eval_seed, plan.workers)
+    for d, s in zip(todo, scores):
+        d["score"] = s
+    doc = report(plan, trials, docs, at_once)
+    write_json_atomic(plan.out / "sweep.json", doc)
+    write_atomic(plan.out / "sweep.md", markdown(doc))
+    plot(doc, plan.out / "sweep.png")
+    return doc

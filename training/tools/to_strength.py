@@ -1,0 +1,357 @@
+"""Time to strength (``samloc bench --to-strength``): how strong a config gets per minute of wall time.
+
+Each seed trains from scratch through :func:`training.tools.pipeline.run_pipeline` (what ``samloc train`` runs),
+``max_minutes`` of training wall time with Ray's start counted, a checkpoint every ``every_minutes`` and at
+minute 0 (``checkpoint.every_minutes``), none pruned.  Only after every seed has trained is each
+checkpoint scored against the heuristic, on one set of duplicate deals for all (``agents.evaluation.evaluate``, its
+95% CI), so the scoring takes no time from the training it measures.  The machine's load average is
+sampled before, during and after training, and the report says whether the machine was quiet.
+
+``--score RUN ...`` scores runs trained before instead (``samloc train``, in any number of sittings, or a
+benchmark's seed folders) the same way, one line per run labelled by its config and algorithm: how runs
+too long for one sitting, and two algorithms, are put on one plot and one set of deals.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from agents.evaluation.evaluate import evaluate
+from agents.nets.format import list_checkpoints, read_metadata
+from sam_env.atomic import UnsafeTarget, check_dir_target, write_json_atomic, write_with
+from sam_env.rules import RuleSet
+
+from ..config import ConfigError, TrainConfig, eval_table, to_dict
+from ..run.launch import new_run_folder, read_run_config, resolve_launch
+from .pipeline import FINAL_EVAL_SEED, run_pipeline
+
+OPPONENT = "heuristic"
+MIN_DEALS = 500  # the issue's bar: fewer only when the caller says so (tests)
+#: keys the benchmark sets itself, and the option that sets each
+OWN_KEYS = {"seed": "--seeds", "max_minutes": "--minutes", "out_dir": "--out",
+            "checkpoint.every_minutes": "--every-minutes", "checkpoint.keep": "(every snapshot is kept)"}
+#: what a run skips after training by default: the benchmark scores the snapshots itself (key=value undoes it)
+AFTER_TRAINING = ["eval.final_deals=0", "belief.deals=0"]
+QUIET_LOAD = 0.5  # 1-minute load average before training, below which the machine counts as quiet
+
+
+@dataclass
+class Plan:
+    """One benchmark: the config and overrides, the budget per seed, the snapshots' interval, the scoring."""
+
+    config: str
+    overrides: list[str]
+    minutes: float
+    seeds: int
+    out: Path
+    every_minutes: float = 0.0  # 0: minutes / 10
+    deals: int = MIN_DEALS
+    eval_seed: int = FINAL_EVAL_SEED
+    workers: int = 1
+    command: str = ""
+
+    @property
+    def interval(self) -> float:
+        return self.every_minutes or self.minutes / 10
+
+
+def check_plan(plan: Plan, few_deals_ok: bool = False) -> TrainConfig:
+    """The first seed's config, after every check that needs no training; ConfigError names the problem."""
+    for o in plan.overrides:
+        key = o.split("=", 1)[0].strip()
+        if key in OWN_KEYS:
+            raise ConfigError(f"{key}= is the benchmark's own: give {OWN_KEYS[key]}")
+    check_scoring(plan.deals, few_deals_ok)
+    if plan.every_minutes > plan.minutes:
+        raise ConfigError(f"--every-minutes {plan.every_minutes:g} is more than --minutes {plan.minutes:g}")
+    check_out(plan.out)
+    return seed_config(plan, 0)
+
+
+def check_scoring(deals: int, few_deals_ok: bool) -> None:
+    if deals < MIN_DEALS and not few_deals_ok:
+        raise ConfigError(f"--deals {deals} is under {MIN_DEALS} (add --allow-few-deals to mean it)")
+
+
+def check_out(out: Path) -> None:
+    """The benchmark's folder: new or empty (UnsafeTarget as a ConfigError)."""
+    try:
+        check_dir_target(out)
+    except UnsafeTarget as exc:
+        raise ConfigError(f"--out: {exc}") from None
+
+
+def seed_config(plan: Plan, seed: int) -> TrainConfig:
+    """The config one seed trains: ``samloc train``'s resolution of the config and overrides, plus the
+    benchmark's own keys."""
+    own = [f"seed={seed}", f"max_minutes={plan.minutes}", f"checkpoint.every_minutes={plan.interval}",
+           "checkpoint.keep=0", f"out_dir={plan.out}"]
+    return resolve_launch(plan.config, None, [*AFTER_TRAINING, *plan.overrides, *own], None, None).cfg
+
+
+class LoadSampler:
+    """``os.getloadavg()`` every ``every_s`` seconds on a thread while a block runs, and before and after."""
+
+    def __init__(self, every_s: float = 5.0):
+        self.every_s, self._stop = every_s, threading.Event()
+        self.samples: list[float] = []
+        self.before: list[float] = []
+        self.after: list[float] = []
+
+    def __enter__(self) -> "LoadSampler":
+        self.before = list(os.getloadavg())
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.samples.append(os.getloadavg()[0])
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.after = list(os.getloadavg())
+
+    def record(self) -> dict[str, Any]:
+        """The 1-, 5- and 15-minute averages before and after; the 1-minute ones during."""
+        during = self.samples or [self.after[0]]
+        return {"before": [round(x, 2) for x in self.before], "after": [round(x, 2) for x in self.after],
+                "during": {"samples": len(self.samples), "every_s": self.every_s,
+                           "mean": round(sum(during) / len(during), 2), "max": round(max(during), 2)}}
+
+
+@dataclass
+class SeedRun:
+    """One seed's training: its run folder, why it stopped, the load while it trained."""
+
+    seed: int
+    run_dir: Path
+    stop_reason: str
+    load: dict[str, Any]
+    seconds: float
+    points: list[dict[str, Any]] = field(default_factory=list)
+    label: str = ""  # its line in the plot and the table (default: "seed S")
+    group: str = ""  # runs of one group share a colour (default: the label)
+
+    def __post_init__(self) -> None:
+        self.label = self.label or f"seed {self.seed}"
+        self.group = self.group or self.label
+
+
+def train_seeds(plan: Plan, say: Callable[[str], None]) -> list[SeedRun]:
+    """Every seed trained in turn, each in ``<out>/seed_<S>``; TrainError and the others as run_pipeline."""
+    runs = []
+    for seed in range(plan.seeds):
+        cfg = seed_config(plan, seed)
+        run_dir = new_run_folder(cfg, str(plan.out / f"seed_{seed}"))
+        say(f"seed {seed}: training {plan.minutes:g} minutes, a snapshot every {plan.interval:g},"
+            f" in {run_dir}")
+        with LoadSampler() as load:
+            t0 = time.perf_counter()
+            res = run_pipeline(cfg, run_dir, False, f"{plan.command} (seed {seed})", say)
+        runs.append(SeedRun(seed, run_dir, res.summary["stop_reason"], load.record(),
+                            round(time.perf_counter() - t0, 1)))
+        if res.summary["stop_reason"].startswith("stopped by"):  # Ctrl-C, SIGTERM: no more seeds
+            say(f"seed {seed}: {res.summary['stop_reason']}; the seeds trained so far are scored")
+            break
+    return runs
+
+
+def _score(ckpt: str, rules: RuleSet, players: int, deals: int, seed: int) -> dict[str, Any]:
+    """One snapshot's duplicate evaluation against the heuristic (a worker process's task)."""
+    torch.set_num_threads(1)  # one thread a process, as the trainer's
+    r = evaluate(ckpt, OPPONENT, rules, players, deals, seed)
+    return {"la": round(r["mean_score"], 4), "ci_low": round(r["ci95"][0], 4),
+            "ci_high": round(r["ci95"][1], 4), "win_rate": round(r["win_rate"], 4), "deals": deals,
+            "eval_seed": seed}
+
+
+def snapshot_point(ckpt: Path) -> dict[str, Any]:
+    """What a snapshot's metadata says of when it was saved."""
+    m = read_metadata(ckpt)
+    return {"minutes": round(m.wall_time_s / 60, 3), "games": m.games, "decisions": m.decisions,
+            "decisions_trained": m.decisions_trained, "updates": m.updates, "checkpoint": str(ckpt)}
+
+
+def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[[str], None]) -> None:
+    """Every snapshot of every run scored on the same deals (``plan.eval_seed``), ``plan.workers`` side by
+    side; the points go into each run, in order of minutes."""
+    table = eval_table(cfg)
+    rules, players = table.rules, table.players
+    for run in runs:
+        run.points = sorted((snapshot_point(p) for p in list_checkpoints(run.run_dir)), key=lambda p: p["minutes"])
+        if run.points and run.points[0]["updates"] == 0 and run.points[0]["minutes"] > 0:
+            # no update before the end (a busy machine): the final checkpoint replaced minute 0's, whose
+            # weights it holds
+            run.points.insert(0, run.points[0] | {"minutes": 0.0})
+    todo = [p for run in runs for p in run.points]
+    say(f"scoring {len(todo)} snapshots against the {OPPONENT}, {plan.deals} duplicate deals each"
+        f" (seed {plan.eval_seed}), {plan.workers} at a time")
+    scores = score_snapshots([p["checkpoint"] for p in todo], rules, players, plan.deals, plan.eval_seed,
+                             plan.workers)
+    for p, s in zip(todo, scores):
+        p.update(s)
+
+
+def score_snapshots(ckpts: list[str], rules: RuleSet, players: int, deals: int, seed: int,
+                    workers: int) -> list[dict[str, Any]]:
+    """Each snapshot against the heuristic on the same duplicate deals (``seed``), ``workers`` side by side:
+    lá per game, its 95% CI, the win rate."""
+    args = [(c, rules, players, deals, seed) for c in ckpts]
+    if workers > 1 and len(args) > 1:
+        with ProcessPoolExecutor(min(workers, len(args)), mp_context=get_context("spawn")) as ex:
+            return list(ex.map(_score, *zip(*args)))
+    return [_score(*a) for a in args]
+
+
+def quiet(load_before: list[float]) -> bool:
+    """Whether the machine was quiet: its 1-minute load average before any training below QUIET_LOAD."""
+    return load_before[0] < QUIET_LOAD
+
+
+def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float]) -> dict[str, Any]:
+    """``to_strength.json``'s document."""
+    lasts = [run.points[-1] for run in runs if run.points]
+    return {
+        "command": plan.command, "config": plan.config, "overrides": plan.overrides,
+        "resolved_config": to_dict(cfg) | {"seed": "per seed"},
+        "minutes": plan.minutes, "every_minutes": plan.interval, "opponent": OPPONENT,
+        **eval_table(cfg).to_record(),
+        "deals": plan.deals, "eval_seed": plan.eval_seed,
+        "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in before],
+                    "quiet": quiet(before),
+                    "quiet_rule": f"1-minute load average before training < {QUIET_LOAD}"},
+        "seeds": [_run_doc(r) for r in runs],
+        "all_beat_heuristic": len(lasts) == plan.seeds and all(p["ci_low"] > 0 for p in lasts),
+    }
+
+
+def _run_doc(r: SeedRun) -> dict[str, Any]:
+    return {"seed": r.seed, "label": r.label, "group": r.group, "run_dir": str(r.run_dir),
+            "stop_reason": r.stop_reason, "load": r.load, "seconds": r.seconds, "points": r.points}
+
+
+def _machine(doc: dict[str, Any]) -> str:
+    """The machine's state while the runs trained, in words."""
+    m = doc["machine"]
+    if m["quiet"] is None:
+        return f"load while training not recorded here (runs trained before; {m['cpus']} CPUs)"
+    return f"machine {'quiet' if m['quiet'] else 'busy'} (1-min load {m['load_before'][0]:.2f} before, {m['cpus']} CPUs)"
+
+
+def plot(doc: dict[str, Any], path: Path) -> Path:
+    """Lá against wall-clock minutes, one line per seed with its 95% CI band."""
+    import matplotlib  # optional, and slow to import: only when a plot is drawn
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    groups: dict[str, list[int]] = {}
+    for run in doc["seeds"]:
+        colour, styles = groups.setdefault(run.get("group", ""), [len(groups), 0])
+        groups[run.get("group", "")][1] += 1
+        pts = run["points"]
+        xs = [p["minutes"] for p in pts]
+        ax.plot(xs, [p["la"] for p in pts], marker="o", ms=3, color=f"C{colour}",
+                ls=("-", "--", ":", "-.")[styles % 4], label=run.get("label") or f"seed {run['seed']}")
+        ax.fill_between(xs, [p["ci_low"] for p in pts], [p["ci_high"] for p in pts], color=f"C{colour}",
+                        alpha=0.15, lw=0)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xlabel("training wall time (minutes, Ray's start included)")
+    ax.set_ylabel(f"mean lá per game vs {OPPONENT} (95% CI)")
+    what = "runs trained before, scored" if doc["config"] == SCORED else " ".join([doc["config"], *doc["overrides"]])
+    ax.set_title(f"{what[:90] + ('…' if len(what) > 90 else '')}: {doc['deals']} duplicate deals per point "
+                 f"(seed {doc['eval_seed']});\n"
+                 f"{_machine(doc)}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    plt.close(fig)
+    return path
+
+
+def _la(p: dict[str, Any]) -> str:
+    return f"{p['la']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]"
+
+
+def table_lines(doc: dict[str, Any]) -> list[str]:
+    """The short table (every seed's points) and the verdict line, last."""
+    width = max([len(r.get("label") or "") for r in doc["seeds"]] + [4])
+    lines = [f"{'run':<{width}}  minutes      games    decisions  lá/game [95% CI]          win rate"]
+    for run in doc["seeds"]:
+        for p in run["points"]:
+            lines.append(f"{run.get('label') or run['seed']:<{width}}  {p['minutes']:7.2f}  {p['games']:>9,}"
+                         f"  {p['decisions']:>11,}  {_la(p):<24}  {100 * p['win_rate']:6.1f}%")
+    lasts = ", ".join(f"{r.get('label') or 'seed ' + str(r['seed'])} {_la(r['points'][-1])}"
+                      f" at {r['points'][-1]['minutes']:.1f} min" for r in doc["seeds"] if r["points"])
+    what = "seed" if doc["config"] != SCORED else "run"
+    verdict = f"every {what} beats" if doc["all_beat_heuristic"] else f"NOT every {what} beats"
+    lines.append(f"verdict: {verdict} the {OPPONENT} at its last point (CI low > 0): {lasts}; {_machine(doc)}")
+    return lines
+
+
+def run_benchmark(plan: Plan, say: Callable[[str], None], few_deals_ok: bool = False) -> dict[str, Any]:
+    """Train every seed, then score every snapshot; write ``to_strength.json`` and ``to_strength.png`` in
+    ``plan.out`` and return the document.  ConfigError before anything starts; TrainError, CheckpointError,
+    OSError from training."""
+    cfg = check_plan(plan, few_deals_ok)
+    before = list(os.getloadavg())
+    runs = train_seeds(plan, say)
+    score_runs(plan, runs, cfg, say)
+    doc = report(plan, runs, cfg, before)
+    write_json_atomic(plan.out / "to_strength.json", doc)
+    plot(doc, plan.out / "to_strength.png")
+    return doc
+
+
+SCORED = "(runs trained before)"
+
+
+def run_config(run_dir: Path) -> TrainConfig:
+    """A run folder's own config; ConfigError when it is not a run folder with snapshots."""
+    cfg = read_run_config(run_dir)
+    if not list_checkpoints(run_dir):
+        raise ConfigError(f"{run_dir}: no checkpoints in this run folder")
+    return cfg
+
+
+def score_trained(dirs: list[Path], out: Path, deals: int, eval_seed: int, workers: int, command: str,
+                  say: Callable[[str], None], few_deals_ok: bool = False) -> dict[str, Any]:
+    """Every snapshot of runs trained before, scored as the benchmark scores its own (one set of duplicate
+    deals for all); ``to_strength.json`` and ``to_strength.png`` in ``out``, one line per run labelled
+    ``<config> <algorithm> seed <S>``.  The runs must evaluate on one table.  ConfigError before scoring."""
+    check_scoring(deals, few_deals_ok)
+    check_out(out)
+    cfgs = [run_config(d) for d in dirs]
+    tables = [eval_table(c) for c in cfgs]
+    for d, t in zip(dirs, tables):
+        if t.key != tables[0].key:
+            raise ConfigError(f"{d} is evaluated on {t.name}, {dirs[0]} on {tables[0].name}:"
+                              " the runs scored together must share a table")
+    runs = []
+    for d, c in zip(dirs, cfgs):
+        last = read_metadata(list_checkpoints(d)[-1])
+        runs.append(SeedRun(c.seed, d, "trained before", {}, round(last.wall_time_s, 1),
+                            label=f"{c.name} {c.algorithm} seed {c.seed}", group=f"{c.name} {c.algorithm}"))
+    plan = Plan(SCORED, [], max(r.seconds for r in runs) / 60, len(runs), out, 0.0, deals, eval_seed, workers,
+                command)
+    score_runs(plan, runs, cfgs[0], say)
+    doc = report(plan, runs, cfgs[0], [0.0, 0.0, 0.0])
+    doc["resolved_config"] = None  # each run's own is in its folder
+    doc["machine"] |= {"load_before": None, "quiet": None,
+                       "quiet_rule": "not recorded: the runs were trained before (see each run's notes)"}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "to_strength.json", doc)
+    plot(doc, out / "to_strength.png")
+    return doc
