@@ -5,10 +5,10 @@ yet a kernel compiles in the constants and the kernels it uses from other
 files: edit ``core.O_HAND`` and every cached kernel of ``obs.py`` or
 ``vector.py`` would go on running with the old layout.  So each package with
 ``cache=True`` kernels calls :func:`refresh` when it is imported.  It hashes
-the package's ``*.py`` files (and those of the packages its kernels use) and,
-when that fingerprint differs from the one stamped beside the caches, deletes
-the package's ``*.nbi``/``*.nbc`` files: numba compiles afresh and caches the
-new code.
+the package's ``*.py`` files, its subpackages' included (and those of the
+packages its kernels use) and, when that fingerprint differs from the one
+stamped beside the caches, deletes the ``*.nbi``/``*.nbc`` files of the package
+and its subpackages: numba compiles afresh and caches the new code.
 
 Safe with many processes starting at once (Ray workers): each may delete and
 stamp (the stamp is written to a temporary file, then renamed over the old
@@ -40,12 +40,17 @@ def package_dir(name: str) -> Path:
     return Path(os.path.abspath(next(iter(spec.submodule_search_locations))))
 
 
+def source_dirs(folder: Path) -> list[Path]:
+    """``folder`` and each folder under it that holds ``*.py`` files (its subpackages)."""
+    return sorted({folder} | {p.parent for p in folder.rglob("*.py") if "__pycache__" not in p.parts})
+
+
 def fingerprint(folders: Iterable[Path]) -> str:
-    """SHA-256 over the names and bytes of every ``*.py`` file directly in ``folders``."""
+    """SHA-256 over the names and bytes of every ``*.py`` file in ``folders`` and their subfolders."""
     h = hashlib.sha256()
     for folder in folders:
-        for path in sorted(folder.glob("*.py")):
-            h.update(f"{folder.name}/{path.name}\0".encode())
+        for path in sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts):
+            h.update(f"{folder.name}/{path.relative_to(folder).as_posix()}\0".encode())
             h.update(path.read_bytes())
             h.update(b"\0")
     return h.hexdigest()
@@ -67,8 +72,8 @@ def cache_dirs(folder: Path) -> list[tuple[Path, bool]]:
 
 
 def refresh(package: str, uses: Iterable[str] = ()) -> bool:
-    """Delete package ``package``'s numba caches if its sources, or those of the packages named
-    in ``uses``, changed since they were cached.  Returns whether a cache file was deleted.
+    """Delete package ``package``'s numba caches (its subpackages' too) if its sources, or those of
+    the packages named in ``uses``, changed since they were cached.  Returns whether a cache file was deleted.
     Does its work once per process."""
     if package in _done or os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
         return False
@@ -79,7 +84,7 @@ def refresh(package: str, uses: Iterable[str] = ()) -> bool:
     except (OSError, ImportError):
         return False
     cleared = False
-    for d, first in cache_dirs(folder):
+    for d, first in (c for sub in source_dirs(folder) for c in cache_dirs(sub)):
         stamp = d / STAMP
         try:
             if first:

@@ -65,6 +65,20 @@ def test_a_changed_constant_reaches_kernels_in_other_files(tmp_path):
     assert len(stamp.read_text().strip()) == 64
 
 
+def test_a_kernel_in_a_subpackage_sees_a_changed_constant(tmp_path):
+    """A kernel of ``nested/sub/b.py`` (as agents/players' use sam_env's and each other's) compiles in a
+    constant of ``nested/a.py``: the package's refresh covers its subpackages' caches."""
+    _package(tmp_path, "nested", "")
+    (tmp_path / "nested" / "b.py").unlink()
+    (tmp_path / "nested" / "sub").mkdir()
+    (tmp_path / "nested" / "sub" / "__init__.py").write_text("")
+    (tmp_path / "nested" / "sub" / "b.py").write_text(KERNEL.format(src="nested"))
+    assert _value(tmp_path, "nested.sub") == 1
+    assert list((tmp_path / "nested" / "sub" / "__pycache__").glob("*.nbi"))  # cached beside sub/b.py
+    (tmp_path / "nested" / "a.py").write_text("K = 4\n")
+    assert _value(tmp_path, "nested.sub") == 4
+
+
 def test_numba_cache_dir_is_kept_in_step_too(tmp_path):
     cache = tmp_path / "numba-cache"
     _package(tmp_path, "fresh", "")
@@ -95,7 +109,8 @@ def test_the_project_packages_refresh_themselves():
         __import__(name)
         folder = jitcache.package_dir(name)
         fp = jitcache.fingerprint([folder, *(jitcache.package_dir(u) for u in uses)])
-        stamp = folder / "__pycache__" / jitcache.STAMP
         if os.access(folder, os.W_OK) and not os.environ.get("NUMBA_CACHE_DIR"):
-            assert stamp.read_text().strip() == fp, name
+            for sub in jitcache.source_dirs(folder):  # agents/players' kernels use agents/players' and sam_env's
+                assert (sub / "__pycache__" / jitcache.STAMP).read_text().strip() == fp, sub
+    assert {"players", "evaluation", "nets"} <= {p.name for p in jitcache.source_dirs(jitcache.package_dir("agents"))}
     assert jitcache.refresh("sam_env") is False  # once per process
