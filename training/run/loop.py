@@ -187,14 +187,14 @@ class RunLoop:
             raise TrainError(str(exc)) from None
         self.algo.learner.to(device)
         sized = apply_sizing(cfg, self.workers.cpus(), device.type)
+        self.workers.check_cpus(self.algo.worker_groups(cfg))  # a refusal is one line: before what was sized
+        short = self.plan.shortfall(self.workers.cpus(), device.type, embedded=not self.workers.ray_address)
+        if short and not self.workers.ray_address:
+            raise TrainError(short)
         if sized:  # the figures chosen go into the run folder's config, which a resume reads
             for line in sized.splitlines():
                 self.log(line)
             self.state.write_config()
-        self.workers.check_cpus(self.algo.worker_groups(cfg))
-        short = self.plan.shortfall(self.workers.cpus(), device.type, embedded=not self.workers.ray_address)
-        if short and not self.workers.ray_address:
-            raise TrainError(short)
         self.board = Board(cfg, self.state, self.state.c.decisions_trained if self.state.resumed_from else -1)
         actors, self.placement = self.workers.place(self.algo.rollout_actor(), self.algo.rollout_workers,
                                                     "rollout worker", cfg.rollout.cpus_per_worker)
