@@ -104,6 +104,7 @@ class ExpertIteration(Algorithm):
             self._restore(restored)
         if self.round_weights is None:
             self.round_weights = self.learner.weights()
+            self.d.round_start = self.state.c.updates  # a stage that begins mid-run: its round 0 from here
             if self.cfg.init_from:
                 self.belief = self._belief_of(Path(self.cfg.init_from))
             self.d.rounds = [self._round_record("init_from" if self.belief else "none")]
