@@ -40,15 +40,16 @@ def test_a_named_precision_is_kept_without_measuring(named: str, monkeypatch: py
 
 @pytest.mark.parametrize("rates, chosen", [({"fp32": 1000.0, "bf16": 1650.0}, "bf16"),
                                            ({"fp32": 1000.0, "bf16": 770.0}, "fp32")])
-def test_auto_on_a_cpu_takes_the_faster_it_measured(rates: dict, chosen: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_on_a_cpu_takes_the_faster_it_measured(rates: dict, chosen: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[bool] = []
     monkeypatch.setattr(precision, "learner_rates", lambda net, sparse: asked.append(sparse) or dict(rates))
     learner = _learner()
     line, measured = settle_precision(learner)
     assert learner.cfg.learner.precision == chosen and measured == rates
     assert asked == [True]  # timed as its updates run: on the nonzero cells
-    assert line == (f"learner.precision=auto → {chosen} (measured 1,000 rows/s in fp32, {rates['bf16']:,.0f} in bf16,"
-                    f" forward+backward)")
+    assert line == (f"learner.precision=auto → {chosen} (measured 1,000 rows/s in fp32,"
+                    f" {rates['bf16']:,.0f} in bf16, forward+backward)")
     assert settle_precision(learner) == ("", {})  # settled once
 
 
@@ -90,14 +91,15 @@ def test_a_run_says_what_auto_chose_and_records_it(monkeypatch: pytest.MonkeyPat
     """A tiny run on an embedded Ray faked to 2 CPUs, with the measure faked to find bf16 the faster."""
     monkeypatch.setattr(workers, "embedded_cpus", lambda: 2)
     monkeypatch.setattr(precision, "learner_rates", lambda net, sparse: {"fp32": 100.0, "bf16": 150.0})
-    cfg = load_config("quick", ["learner.device=cpu", "warm_start.decisions=0", "eval.every_minutes=0",
-                                "eval.every_updates=0", "eval.final_deals=0", "model.hidden=32", "model.layers=1",
-                                "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.batch_decisions=200",
-                                "ppo.minibatch=128", "ppo.epochs=1", "total_decisions=400", "display=none",
-                                "max_minutes=0", "rollout.num_workers=1"])
+    cfg = load_config("quick", [
+        "learner.device=cpu", "warm_start.decisions=0", "eval.every_minutes=0", "eval.every_updates=0",
+        "eval.final_deals=0", "model.hidden=32", "model.layers=1", "rollout.envs_per_worker=32",
+        "rollout.steps_per_rollout=8", "ppo.batch_decisions=200", "ppo.minibatch=128", "ppo.epochs=1",
+        "total_decisions=400", "display=none", "max_minutes=0", "rollout.num_workers=1"])
     said: list[str] = []
     summary = RunLoop(cfg, tmp_path / "run", log=said.append).run()
-    assert "learner.precision=auto → bf16 (measured 100 rows/s in fp32, 150 in bf16, forward+backward)" in said
+    assert "learner.precision=auto → bf16 (measured 100 rows/s in fp32, 150 in bf16, forward+backward)" \
+        in said
     assert summary["decisions_trained"] >= 400
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert saved["learner"]["precision"] == "bf16"

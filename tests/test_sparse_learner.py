@@ -162,7 +162,8 @@ def _grads(net: torch.nn.Module, data: dict, rows: torch.Tensor, bf16: bool) -> 
 
 @pytest.mark.parametrize("critic", ["full", "obs"])
 @pytest.mark.parametrize("rules,players", [("online", 4), ("hoi_quan_bai", 2)])
-def test_under_bf16_autocast_the_sparse_path_matches_the_dense_one(rules: str, players: int, critic: str) -> None:
+def test_under_bf16_autocast_the_sparse_path_matches_the_dense_one(rules: str, players: int,
+                                                                   critic: str) -> None:
     """The kernels run in float32 inside a bfloat16 region: the loss and every gradient (float32, for the
     float32 weights) agree with the dense layers' under autocast to bfloat16's rounding, and autocast did
     change both paths' numbers (so the comparison is not fp32 against fp32)."""
@@ -183,7 +184,7 @@ def test_under_bf16_autocast_the_sparse_path_matches_the_dense_one(rules: str, p
         assert err < 0.03, (k, err)  # bfloat16 keeps 8 bits: ~0.4% per rounding, a few roundings deep
 
 
-def test_the_learner_takes_sparse_rows_on_a_cpu_in_every_precision_and_not_on_a_gpu() -> None:
+def test_the_learner_takes_sparse_rows_on_a_cpu_in_any_precision_and_not_on_a_gpu() -> None:
     for precision in ("auto", "fp32", "bf16"):
         learner = Learner(load_config("quick", [f"learner.precision={precision}"]), 1e-3)
         assert learner.sparse_input(), precision

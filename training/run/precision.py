@@ -27,6 +27,7 @@ from agents.nets.sparse import SparseRows
 from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import FULL_EXTRA, OBS_SIZE
 
+from ..config import TrainConfig
 from .learner import Learner
 
 AUTO = "auto"
@@ -45,18 +46,32 @@ def settle_precision(learner: Learner) -> tuple[str, dict[str, float]]:
     le = learner.cfg.learner
     if le.precision != AUTO:
         return "", {}
-    if learner.device.type != "cpu":
-        le.precision = "fp32"
-        return (f"learner.precision=auto → fp32 (on {learner.device.type}: bf16 measured no faster"
-                f" on an H200, docs/results.md)"), {}
-    if learner.cfg.rollout.deterministic:
-        le.precision = "fp32"
-        return ("learner.precision=auto → fp32 (rollout.deterministic: a measured choice could differ"
-                " between runs)"), {}
+    fixed = unmeasured(learner.cfg, learner.device.type)
+    if fixed is not None:
+        le.precision = fixed[0]
+        return f"learner.precision=auto → {fixed[0]} ({fixed[1]})", {}
     rates = learner_rates(learner.net, learner.sparse_input())
     le.precision = "bf16" if rates["bf16"] > rates["fp32"] else "fp32"
     return (f"learner.precision=auto → {le.precision} (measured {rates['fp32']:,.0f} rows/s in fp32,"
             f" {rates['bf16']:,.0f} in bf16, forward+backward)"), rates
+
+
+def unmeasured(cfg: TrainConfig, device_type: str) -> tuple[str, str] | None:
+    """What ``auto`` is without measuring, and why: fp32 on CUDA and in a reproducible run; None on a CPU
+    learner that measures."""
+    if device_type != "cpu":
+        return "fp32", f"on {device_type}: bf16 measured no faster on an H200, docs/results.md"
+    if cfg.rollout.deterministic:
+        return "fp32", "rollout.deterministic: a measured choice could differ between runs"
+    return None
+
+
+def planned(cfg: TrainConfig, device_type: str) -> str:
+    """The precision a run on ``device_type`` will take, in words (for the dry run, which measures nothing)."""
+    if cfg.learner.precision != AUTO:
+        return cfg.learner.precision
+    fixed = unmeasured(cfg, device_type)
+    return fixed[0] if fixed else "auto: the faster of fp32 and bf16, measured at its start"
 
 
 def learner_rates(net: PolicyNetwork, sparse: bool, rows: int = ROWS,
