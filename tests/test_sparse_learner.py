@@ -181,7 +181,7 @@ def test_under_bf16_autocast_the_sparse_path_matches_the_dense_one(rules: str, p
         assert p.dtype == grad_s[k].dtype == torch.float32, k
         assert grad_d[k].abs().max() > 0, k
         err = float((grad_s[k] - grad_d[k]).norm() / grad_d[k].norm())
-        assert err < 0.03, (k, err)  # bfloat16 keeps 8 bits: ~0.4% per rounding, a few roundings deep
+        assert err < 0.05, (k, err)  # bf16 rounding: up to ~2% here, as far as the dense path is from fp32
 
 
 def test_the_learner_takes_sparse_rows_on_a_cpu_in_any_precision_and_not_on_a_gpu() -> None:
