@@ -61,7 +61,8 @@ bench() {  # NAME ARGS...: one bench, its JSON line to OUT_DIR/bench_NAME.json
 batch=()
 [ -n "$BENCH_BATCH" ] && batch=(--batch-decisions "$BENCH_BATCH")
 bench rollout --rollout --config standard --rollouts 3   # compiles the engine's kernels on a first run
-bench learner_standard --learner --config standard --device "$DEVICE" --updates "$BENCH_UPDATES" "${batch[@]}"
+bench learner_standard --learner --config standard --device "$DEVICE" --precision fp32 --updates "$BENCH_UPDATES" \
+  "${batch[@]}"
 bench learner_standard_bf16 --learner --config standard --device "$DEVICE" --precision bf16 \
   --updates "$BENCH_UPDATES" "${batch[@]}"
 big_batch=$((4 * BIG_MINIBATCH))   # room for four minibatches

@@ -155,7 +155,9 @@ def test_the_dry_run_says_what_auto_chose(monkeypatch: pytest.MonkeyPatch, capsy
     assert main(["--config", "quick", "--run-dir", str(tmp_path / "run"), "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     workers = line.split("→ ")[1].split(" ")[0]
-    assert f"  workers:     {workers} x 1 CPU on the embedded Ray ({cpus} CPUs); learner on {device} (fp32)" in out
+    precision = "fp32" if device == "cuda" else "auto: the faster of fp32 and bf16, measured at its start"
+    assert f"  workers:     {workers} x 1 CPU on the embedded Ray ({cpus} CPUs); learner on {device} ({precision})" \
+        in out
     assert f"  sizing:      {line}" in out
     evals = 2 if cpus == 64 else 1
     assert f"  sizing:      eval.num_workers=auto → {evals} (one per 16 of {cpus} CPUs, at least 1, at most one per" \

@@ -3,7 +3,8 @@
 On the observations, masks and hands of random games of every preset: the
 packed rollout read as nonzero cells is the dense batch bit for bit; the
 network's outputs, its losses and every parameter's gradient agree with the
-dense path to float rounding; a whole PPO update lands on the same weights.
+dense path to float rounding, and under bfloat16 autocast to bfloat16's; a
+whole PPO update lands on the same weights.
 And an epoch's minibatches learn every row exactly once.
 """
 
@@ -52,10 +53,13 @@ def batches(net: torch.nn.Module, rules: str, players: int, seed: int) -> tuple[
     return dense, sparse
 
 
-def loss_of(net: torch.nn.Module, data: dict, rows: torch.Tensor) -> torch.Tensor:
-    """PPO's terms (policy, value, critic, entropy, lesson) on ``rows``, as ppo_update combines them."""
+def loss_of(net: torch.nn.Module, data: dict, rows: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+    """PPO's terms (policy, value, critic, entropy, lesson) on ``rows``, as ppo_update combines them (``bf16``:
+    the network under bfloat16 autocast, the loss in float32, as ppo_update runs it)."""
     mask = data["mask"][rows]
-    logits, value, base = net.train_forward(data["obs"][rows], mask, data["hid"][rows])
+    with torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+        out = net.train_forward(data["obs"][rows], mask, data["hid"][rows])
+    logits, value, base = (t.float() for t in out)
     logp_all = torch.log_softmax(logits, -1)
     ratio = (logp_all.gather(1, data["act"][rows][:, None]).squeeze(-1) - data["logp"][rows]).exp()
     adv = data["adv"][rows]
@@ -126,7 +130,7 @@ def test_a_ppo_update_lands_on_the_same_weights(stale: bool) -> None:
     torch.manual_seed(0)
     net = build_net(128, 2, "full")
     dense, sparse = batches(net, "hoi_quan_bai", 4, seed=7)
-    lcfg = LearnerConfig()
+    lcfg = LearnerConfig(precision="fp32")
     cfg = PPOConfig(minibatch=1000, epochs=2, lr=1e-3, correct_from_lag=1)
     result = {}
     for name, data in (("dense", dense), ("sparse", sparse)):
@@ -149,10 +153,43 @@ def test_a_ppo_update_lands_on_the_same_weights(stale: bool) -> None:
         torch.testing.assert_close(ps[k], pd[k], rtol=0, atol=1e-3 * moved, msg=k)
 
 
-def test_the_learner_takes_sparse_rows_on_a_cpu_in_fp32_only() -> None:
-    cfg = load_config("quick", [])
-    assert Learner(cfg, 1e-3).sparse_input()
-    assert not Learner(load_config("quick", ["learner.precision=bf16"]), 1e-3).sparse_input()
+def _grads(net: torch.nn.Module, data: dict, rows: torch.Tensor, bf16: bool) -> tuple[torch.Tensor, dict]:
+    net.zero_grad()
+    loss = loss_of(net, data, rows, bf16)
+    loss.backward()
+    return loss.detach(), {k: p.grad.clone() for k, p in net.named_parameters()}
+
+
+@pytest.mark.parametrize("critic", ["full", "obs"])
+@pytest.mark.parametrize("rules,players", [("online", 4), ("hoi_quan_bai", 2)])
+def test_under_bf16_autocast_the_sparse_path_matches_the_dense_one(rules: str, players: int,
+                                                                   critic: str) -> None:
+    """The kernels run in float32 inside a bfloat16 region: the loss and every gradient (float32, for the
+    float32 weights) agree with the dense layers' under autocast to bfloat16's rounding, and autocast did
+    change both paths' numbers (so the comparison is not fp32 against fp32)."""
+    torch.manual_seed(players)
+    net = build_net(128, 3, critic).train()
+    dense, sparse = batches(net, rules, players, seed=20 + players)
+    rows = torch.randperm(len(dense["act"]))[:700]
+    loss_d, grad_d = _grads(net, dense, rows, bf16=True)
+    loss_s, grad_s = _grads(net, sparse, rows, bf16=True)
+    loss_f, grad_f = _grads(net, sparse, rows, bf16=False)
+    torch.testing.assert_close(loss_s, loss_d, rtol=1e-2, atol=1e-3)
+    assert not torch.equal(loss_s, loss_f)  # autocast reached the sparse path's later layers
+    assert grad_d.keys() == grad_s.keys()
+    for k, p in net.named_parameters():
+        assert p.dtype == grad_s[k].dtype == torch.float32, k
+        assert grad_d[k].abs().max() > 0, k
+        err = float((grad_s[k] - grad_d[k]).norm() / grad_d[k].norm())
+        assert err < 0.05, (k, err)  # bf16 rounding: up to ~2% here, as far as the dense path is from fp32
+
+
+def test_the_learner_takes_sparse_rows_on_a_cpu_in_any_precision_and_not_on_a_gpu() -> None:
+    for precision in ("auto", "fp32", "bf16"):
+        learner = Learner(load_config("quick", [f"learner.precision={precision}"]), 1e-3)
+        assert learner.sparse_input(), precision
+        learner.device = torch.device("cuda")  # what sparse_input reads (no GPU is needed to ask)
+        assert not learner.sparse_input(), precision
 
 
 @settings(max_examples=200, deadline=None)

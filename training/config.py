@@ -183,9 +183,11 @@ class LearnerConfig:
     device: str = "auto"
     """Torch device of the network, the optimizer and the update: auto (CUDA when present, else the CPU),
     cpu, cuda or cuda:N.  A CUDA learner asks Ray for a GPU on the node samloc train runs on."""
-    precision: str = "fp32"
-    """fp32, or bf16: forward and loss under bfloat16 autocast (weights, optimizer and gradients stay
-    float32; its effect on the loss is measured in docs/results.md)."""
+    precision: str = "auto"
+    """fp32; bf16: forward and loss under bfloat16 autocast (weights, optimizer and gradients stay float32;
+    its effect on the loss is measured in docs/results.md); or auto: on a CPU, the faster of the two for
+    this network, timed at the learner's start (training/run/precision.py; fp32 in a rollout.deterministic
+    run), on CUDA fp32.  A run says what auto chose and records it in its config.yaml, which a resume keeps."""
     max_policy_lag: int = 8
     """Updates a rollout may lag behind the weights that learn from it (updates made between its request
     and the update that takes it); older rollouts are dropped and counted (charts/dropped_rollouts), so

@@ -16,7 +16,11 @@ is there:
 
 The parameters are the dense layers' own, so the checkpoint, the export and
 the served forward never see the difference; the results agree with the dense
-layers' to float rounding (``tests/test_sparse_learner.py``).  The loops are
+layers' to float rounding (``tests/test_sparse_learner.py``).  Under bfloat16
+autocast (``learner.precision: bf16``) the kernels still run in float32 on the
+float32 weights: the first layer's output leaves as bfloat16, as a dense
+layer's would, and the masked logits as float32; their gradients come back
+float32 to the float32 weights.  The loops are
 numba kernels on one thread, as the learner runs; a GPU keeps the dense
 layers, whose matrix products it runs faster than any gather.
 """
@@ -91,12 +95,22 @@ def sparse_linear(x: SparseRows, weight: torch.Tensor, bias: torch.Tensor | None
     a parameter or a slice of one); ``relu``: and its ReLU, in the same pass."""
     if bias is None:
         bias = weight.new_zeros(())
-    return _SparseLinear.apply(x.cols, x.vals, weight.t().contiguous(), bias, relu)
+    return _autocast_out(_SparseLinear.apply(x.cols, x.vals, weight.t().contiguous(), bias, relu))
 
 
 def masked_linear(h: torch.Tensor, mask: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
-    """``where(mask > 0, layer(h), MASK_LOGIT)``, computing ``layer`` at the legal entries only."""
-    return _MaskedLinear.apply(h, mask.to(torch.int8).contiguous(), layer.weight, layer.bias)
+    """``where(mask > 0, layer(h), MASK_LOGIT)``, computing ``layer`` at the legal entries only (in float32,
+    whatever ``h``'s dtype: the logits leave as float32)."""
+    return _MaskedLinear.apply(h.float(), mask.to(torch.int8).contiguous(), layer.weight, layer.bias)
+
+
+def _autocast_out(out: torch.Tensor) -> torch.Tensor:
+    """A kernel's float32 output in the dtype a dense layer's would have: bfloat16 under CPU autocast
+    (``learner.precision: bf16``), so the layers after it run as on the dense path.  The kernels stay
+    float32 on float32 weights; the cast is an autograd op, so the gradient reaches them as float32."""
+    if out.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+        return out.to(torch.get_autocast_dtype("cpu"))
+    return out
 
 
 class _SparseLinear(torch.autograd.Function):

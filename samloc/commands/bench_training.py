@@ -32,7 +32,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--config", type=path,
                     help="training config (default standard, expert for --search; cluster: 512x4)")
     ap.add_argument("--device", type=nonempty, help="learner.device (default: the config's)")
-    ap.add_argument("--precision", choices=("fp32", "bf16"), help="learner.precision (default: the config's)")
+    ap.add_argument("--precision", choices=("auto", "fp32", "bf16"),
+                    help="learner.precision (default: the config's, auto unless it names one)")
     ap.add_argument("--batch-decisions", type=positive, help="ppo.batch_decisions (default: the config's)")
     ap.add_argument("--minibatch", type=positive, help="ppo.minibatch (default: the config's)")
     ap.add_argument("--updates", type=positive, default=3, help="timed updates after one warm-up (default 3)")
@@ -68,6 +69,8 @@ def main(argv: list[str]) -> int:
             return 2
         res = measured(lambda: bench_learner(cfg, device, args.updates, args.record))
         if not args.json:
+            if res.get("precision_line"):
+                print(res["precision_line"])
             print(f"learner on {res['device_name']} ({res['device']}), {cfg.name} model {res['model']},"
                   f" {res['precision']}: {res['decisions_per_s']:,} decisions learned/s,"
                   f" {res['seconds_per_update']:.3f} s per update of {res['decisions_per_update']:,}")

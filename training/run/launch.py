@@ -23,6 +23,7 @@ from ..config import ConfigError, TrainConfig, stop_reason, training_tables
 from ..config_load import load_config
 from ..errors import TrainError
 from .learner import DeviceError, resolve_device
+from .precision import planned
 from .runstate import Counters, new_run_dir
 from .sizing import AUTO, apply_sizing
 from .stages import StagePlan
@@ -272,7 +273,7 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              f"  name:        {cfg.name}; tables {tables}",
              f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)",
              f"  workers:     {rollout} on {where}; learner on {device}"
-             f" ({cfg.learner.precision})" + ("; deterministic (reproducible)" if ro.deterministic else "")]
+             f" ({planned(cfg, device.type)})" + ("; deterministic (reproducible)" if ro.deterministic else "")]
     lines += [f"  sizing:      {line}" for line in sized.splitlines()]
     lines += algo.dry_run_lines(cfg)
     lines += stage_lines(cfg)

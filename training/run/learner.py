@@ -103,9 +103,10 @@ class Learner:
         return data
 
     def sparse_input(self) -> bool:
-        """Whether updates may feed the network its inputs' nonzero cells (agents/nets/sparse.py): on a CPU in
-        fp32, where skipping the zeros beats the dense products; a GPU's dense products beat the gathers."""
-        return self.device.type == "cpu" and self.cfg.learner.precision == "fp32" and self.net.takes_sparse_rows
+        """Whether updates may feed the network its inputs' nonzero cells (agents/nets/sparse.py): on a CPU, in
+        fp32 or bf16 (the kernels run in float32 either way), where skipping the zeros beats the dense
+        products; a GPU's dense products beat the gathers."""
+        return self.device.type == "cpu" and self.net.takes_sparse_rows
 
     def weights(self) -> dict[str, np.ndarray]:
         """The network's weights as CPU numpy arrays (what the workers and the evaluation load)."""

@@ -45,6 +45,7 @@ from ..config import TrainConfig, stop_reason
 from ..errors import TrainError
 from .evaluation import EvalTarget, OpponentsEval, PeriodicEval
 from .learner import DeviceError, resolve_device, wants_cuda
+from .precision import settle_precision
 from .runlog import Board, Display, Rate, StopSignals
 from .runstate import Counters, RunState
 from .scheduler import make_scheduler
@@ -191,8 +192,10 @@ class RunLoop:
         short = self.plan.shortfall(self.workers.cpus(), device.type, embedded=not self.workers.ray_address)
         if short and not self.workers.ray_address:
             raise TrainError(short)
-        if sized:  # the figures chosen go into the run folder's config, which a resume reads
-            for line in sized.splitlines():
+        settled, _ = settle_precision(self.algo.learner)  # learner.precision: auto, measured here
+        chosen = [line for line in (settled, *sized.splitlines()) if line]
+        if chosen:  # the figures chosen go into the run folder's config, which a resume reads
+            for line in chosen:
                 self.log(line)
             self.state.write_config()
         self.board = Board(cfg, self.state, self.state.c.decisions_trained if self.state.resumed_from else -1)
@@ -318,6 +321,9 @@ class RunLoop:
         self.algo.learner.net.load_state_dict(old.learner.net.state_dict())
         self.algo.learner.opt.load_state_dict(old.learner.opt.state_dict())  # Adam's moments go on
         self.algo.learner.to(old.learner.device)
+        settled, _ = settle_precision(self.algo.learner)  # a stage's learner section may say auto again
+        if settled:
+            self.log(settled)
         self.algo.begin(None)
         st.stage_starts.append(stage_record(st.stage, self.plan.name(st.stage), why, c))
         st.write_config()

@@ -1,6 +1,6 @@
 """``samloc bench --learner`` / ``--rollout`` / ``--search``: the figures that size a training run.
 
-    samloc bench --learner [--config standard] [--device auto|cpu|cuda|cuda:N] [--precision fp32|bf16]
+    samloc bench --learner [--config standard] [--device auto|cpu|cuda|cuda:N] [--precision auto|fp32|bf16]
                            [--updates 3] [--batch-decisions N] [--minibatch N] [--json]
     samloc bench --rollout [--config standard] [--rollouts 3] [--json]
     samloc bench --search [--config expert] [--requests 2] [--json]
@@ -11,7 +11,10 @@ real games of the config (its tables and opponent mix, an untrained
 policy), with the config's model and PPO settings.  An update is timed from
 the packed rollouts on the host to the new weights back on the host: the
 copy to the device, the expansion, the PPO epochs.  The recorded decisions
-(at most ``--record``) are repeated up to the batch size.
+(at most ``--record``) are repeated up to the batch size.  ``--precision auto`` (the
+config's default) is resolved as a training run resolves it
+(:mod:`training.run.precision`): the JSON's ``precision`` is the one that ran,
+``precision_asked`` what was asked, ``precision_rows_per_s`` what auto measured.
 
 ``--rollout``: one worker on one core, as in training: decisions generated
 per second (every seat), learner decisions per second (the learner's seats,
@@ -37,6 +40,7 @@ from ..run import compact
 from ..config import TrainConfig
 from ..algorithms.ppo import ppo_engine, update as ppo_update
 from ..run.learner import Learner
+from ..run.precision import settle_precision
 
 
 def record(cfg: TrainConfig, decisions: int, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -68,6 +72,8 @@ def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) 
     torch.manual_seed(cfg.seed)
     learner = Learner(cfg, s.lr)
     learner.to(device)
+    asked = cfg.learner.precision
+    settled, rates = settle_precision(learner)
     gen = torch.Generator().manual_seed(0)
     times, losses = [], []
     for _ in range(updates + 1):  # the first warms up (allocations, kernels)
@@ -82,7 +88,9 @@ def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"bench": "learner", "config": cfg.name, "device": str(device), "device_name": name,
             "torch_threads": torch.get_num_threads(), "model": m.label(),
-            "precision": cfg.learner.precision, "decisions_per_update": n, "minibatch": min(s.minibatch, n),
+            "precision": cfg.learner.precision, "precision_asked": asked,
+            "precision_rows_per_s": {k: round(v) for k, v in rates.items()}, "precision_line": settled,
+            "sparse_input": learner.sparse_input(), "decisions_per_update": n, "minibatch": min(s.minibatch, n),
             "epochs": s.epochs, "recorded_decisions": len(data["act"]), "updates": updates,
             "seconds_per_update": round(secs, 4), "decisions_per_s": round(n / secs),
             "first_losses": {k: round(v, 6) for k, v in losses[0].items()},
