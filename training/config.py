@@ -31,6 +31,10 @@ from sam_env.obs import FULL_EXTRA, LA_SCALE, OBS_SIZE
 from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
 from sam_env.table import Table
 
+#: The value of a setting the run resolves when it starts, on the machine it has (rollout.num_workers,
+#: eval.num_workers: training/run/sizing.py; learner.precision: training/run/precision.py).
+AUTO = "auto"
+
 
 if typing.TYPE_CHECKING:
     from agents.nets.interface import PolicyNetwork

@@ -23,9 +23,8 @@ from omegaconf.errors import OmegaConfBaseException
 from agents.registry import make_agent, parse_spec
 
 from .algorithms import resolve, sections
-from .config import (CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_table, need,
+from .config import (AUTO, CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_table, need,
                      to_dict, training_tables)
-from .run.sizing import AUTO
 
 
 #: A layer of settings: what to call it (a file, or an override's key), its plain containers, and an

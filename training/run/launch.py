@@ -19,13 +19,13 @@ from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read
 from sam_env.atomic import UnsafeTarget, check_folder
 
 from ..algorithms import algorithm_class
-from ..config import ConfigError, TrainConfig, stop_reason, training_tables
+from ..config import AUTO, ConfigError, TrainConfig, stop_reason, training_tables
 from ..config_load import load_config
 from ..errors import TrainError
 from .learner import DeviceError, resolve_device
 from .precision import planned
 from .runstate import Counters, new_run_dir
-from .sizing import AUTO, apply_sizing
+from .sizing import apply_sizing
 from .stages import StagePlan
 from .workers import cpu_shortfall, embedded_cpus
 

@@ -27,10 +27,9 @@ from agents.nets.sparse import SparseRows
 from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import FULL_EXTRA, OBS_SIZE
 
-from ..config import TrainConfig
+from ..config import AUTO, TrainConfig
 from .learner import Learner
 
-AUTO = "auto"
 Rows = torch.Tensor | SparseRows
 #: The synthetic minibatch's rows and its nonzero cells per row, as in real play: about 130 of the
 #: observation's cells, 28 of the hidden hands', 3 legal moves (agents/nets/sparse.py).

@@ -22,11 +22,10 @@ import math
 from dataclasses import dataclass
 
 from ..algorithms import algorithm_class
-from ..config import TrainConfig
+from ..config import AUTO, TrainConfig
 from ..errors import TrainError
 
 #: The word that asks for sizing to the machine.
-AUTO = "auto"
 #: CPUs per evaluation process that ``eval.num_workers: auto`` gives: one up to 31 CPUs (the 16-core GPU
 #: machine keeps its 14 rollout workers), two from 32, three from 48 when there are three opponents.
 CPUS_PER_EVAL = 16

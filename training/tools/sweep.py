@@ -43,13 +43,13 @@ from agents.nets.format import list_checkpoints, read_json_file
 from sam_env.atomic import write_atomic, write_json_atomic, write_with
 
 from ..algorithms import algorithm_class
-from ..config import ConfigError, TrainConfig, eval_table
+from ..config import AUTO, ConfigError, TrainConfig, eval_table
 from ..errors import TrainError
 from ..run.evaluation import OpponentsEval
 from ..run.launch import new_run_folder, resolve_launch
 from ..run.loop import RunLoop
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
-from ..run.sizing import AUTO, size_workers
+from ..run.sizing import size_workers
 from .to_strength import (AFTER_TRAINING, OPPONENT, check_out, check_scoring, score_snapshots,
                           snapshot_point)
 from ..run.workers import WorkerPool, embedded_cpus
