@@ -17,6 +17,7 @@ from training.config import CONFIG_DIR, ConfigError
 from training.config_load import load_config, stage_config
 from training.tools import curve
 from training.tools.curve import plot_curve, stage_marks
+from training.tools.to_strength import run_stages, snapshot_point
 from training.errors import TrainError
 from training.run.loop import RunLoop
 from training.run.stages import StagePlan, plateaued
@@ -199,6 +200,11 @@ def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stop
     meta = ckfmt.verify(Path(first["checkpoint"]), trainer=True)
     assert meta.raw["stage"]["index"] == 2 and meta.raw["stage"]["name"] == "third"
     assert meta.raw["stage"]["starts"] == first["stages"]
+    # the time-to-strength report reads the same starts, at their minutes, and each snapshot's stage
+    ckpts = ckfmt.list_checkpoints(run)
+    assert [(s["stage"], s["name"], s["updates"], s["minutes"]) for s in run_stages(ckpts)] == [
+        (s["stage"], s["name"], s["updates"], round(s["wall_s"] / 60, 3)) for s in first["stages"]]
+    assert snapshot_point(ckpts[-1])["stage"] == "third"
     assert meta.raw["config"]["rollout"]["heuristic_share"] == 0.5  # the config it trains under
     assert yaml.safe_load((run / "config.yaml").read_text())["ppo"]["lr"] == 5e-5
     evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]

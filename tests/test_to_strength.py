@@ -196,3 +196,79 @@ def test_a_stopped_seed_ends_the_training_of_the_seeds(tmp_path: Path, monkeypat
 
 def test_quiet_is_the_load_before_training() -> None:
     assert to_strength.quiet([0.2, 1.0, 1.0]) and not to_strength.quiet([0.5, 0.1, 0.1])
+
+
+# ---- --combine: reports scored before, drawn as one -------------------------------------------------------
+def _point(minutes: float, la: float) -> dict[str, object]:
+    return {"minutes": minutes, "games": int(minutes * 1000), "decisions": int(minutes * 40_000),
+            "decisions_trained": int(minutes * 10_000), "updates": int(minutes * 10), "checkpoint": "x",
+            "la": la, "ci_low": la - 0.3, "ci_high": la + 0.3, "win_rate": 0.25, "deals": 1000, "eval_seed": 12345}
+
+
+def _report(path: Path, config: str, seeds: list[dict[str, object]], deals: int = 1000) -> Path:
+    doc = {"command": f"samloc bench ... {config}", "config": config, "overrides": [], "minutes": 120.0,
+           "opponent": "heuristic", "rules": "hoi_quan_bai", "players": 4, "deals": deals, "eval_seed": 12345,
+           "machine": {"cpus": 2, "load_before": [0.2, 0.3, 0.4], "quiet": True}, "seeds": seeds}
+    path.mkdir(parents=True)
+    (path / "to_strength.json").write_text(json.dumps(doc))
+    return path
+
+
+def test_combine_draws_reports_scored_on_the_same_deals_as_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    starts = [{"stage": 0, "name": "ppo", "minutes": 0.0, "updates": 0, "why": "the run starts"},
+              {"stage": 1, "name": "expert", "minutes": 60.0, "updates": 900, "why": "its share"}]
+    staged = _report(tmp_path / "strong", "strong",
+                     [{"seed": 0, "label": "seed 0", "group": "seed 0", "stages": starts,
+                       "points": [_point(0, -11.0), _point(60, 1.2), _point(120, 1.9)]}])
+    scored = _report(tmp_path / "cmp", to_strength.SCORED,
+                     [{"seed": 0, "label": "compare ppo seed 0", "group": "compare ppo",
+                       "points": [_point(0, -8.0), _point(120, 1.6)]},
+                      {"seed": 0, "label": "compare dmc seed 0", "group": "compare dmc",
+                       "points": [_point(0, -8.0), _point(120, -0.1)]}])
+    marked: list[list[float]] = []
+    real = to_strength.stage_marks
+    monkeypatch.setattr(to_strength, "stage_marks", lambda ax, st, label, **kw: marked.append(real(ax, st, label, **kw)))
+    out = tmp_path / "both"
+    assert bench.main(["--to-strength", "--combine", str(scored / "to_strength.json"), str(staged),
+                       "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-2] == ("verdict: NOT every run beats the heuristic at its last point (CI low > 0):"
+                         " compare ppo seed 0 +1.600 [+1.300, +1.900] at 120.0 min, compare dmc seed 0 -0.100"
+                         " [-0.400, +0.200] at 120.0 min, strong seed 0 +1.900 [+1.600, +2.200] at 120.0 min;"
+                         " load while training not recorded here (each report's own, in sources; "
+                         f"{os.cpu_count()} CPUs)")
+    doc = json.loads((out / "to_strength.json").read_text())
+    assert doc["config"] == to_strength.COMBINED and (doc["deals"], doc["eval_seed"]) == (1000, 12345)
+    assert [(r["label"], r["group"]) for r in doc["seeds"]] == [
+        ("compare ppo seed 0", "0: compare ppo"), ("compare dmc seed 0", "0: compare dmc"),
+        ("strong seed 0", "1: strong")]
+    assert [r["points"] for r in doc["seeds"]] == [
+        [_point(0, -8.0), _point(120, 1.6)], [_point(0, -8.0), _point(120, -0.1)],
+        [_point(0, -11.0), _point(60, 1.2), _point(120, 1.9)]]  # the scores as scored, none again
+    assert [s["machine"]["quiet"] for s in doc["sources"]] == [True, True] and not doc["all_beat_heuristic"]
+    assert marked == [[], [], [60.0]]  # the expert stage's start, at its minute, on the staged run alone
+    assert (out / "to_strength.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_combine_refuses_reports_of_other_deals_and_what_is_not_a_report(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    a = _report(tmp_path / "a", "quick", [])
+    b = _report(tmp_path / "b", "quick", [], deals=500)
+    (tmp_path / "junk.json").write_text('{"seeds": 3}')
+    out = str(tmp_path / "out")
+    for argv, message in [
+        ([str(a), str(b)], f"{b} was scored with deals 500, {a} with 1000: reports drawn together must share"
+                           " their deals"),
+        ([str(a), str(tmp_path / "junk.json")],
+         f"{tmp_path / 'junk.json'}: not a time-to-strength report (no seeds, config or scoring table)"),
+        ([str(a), str(tmp_path / "none")],
+         f"{tmp_path / 'none'}: no such report (a to_strength.json, or the folder holding one)"),
+        ([str(a), "--deals", "600"], "--combine draws reports scored before: --deals is for scoring"),
+        ([str(a), "--minutes", "3"], "--combine draws reports scored before: --minutes is for training"),
+        ([str(a), "--score"], "--score and --combine: give one (--combine scores nothing)"),
+        ([], "--combine needs the reports to draw (REPORT ...)"),
+    ]:
+        assert bench.main(["--to-strength", "--combine", *argv, "--out", out]) == 2
+        assert capsys.readouterr().err == f"samloc bench: {message}\n"
+    assert not (tmp_path / "out").exists()

@@ -3,6 +3,7 @@
 
     samloc bench --to-strength --config quick --minutes 10 --seeds 3 [--out DIR] [key=value ...]
     samloc bench --to-strength --score RUN [RUN ...] [--deals N] [--out DIR]
+    samloc bench --to-strength --combine REPORT [REPORT ...] [--out DIR]
 
 Exit 2 on a bad command line or config, 1 when training fails, 130 on a second Ctrl-C.
 """
@@ -23,9 +24,13 @@ from training.tools import to_strength
 from training.config import ConfigError
 from training.errors import TrainError
 from training.tools.pipeline import FINAL_EVAL_SEED
-from training.tools.to_strength import MIN_DEALS, Plan, run_benchmark, score_trained, table_lines
+from training.tools.to_strength import MIN_DEALS, Plan, combine_reports, run_benchmark, score_trained, table_lines
 
 from .args import Parser, count_arg, eval_seed, fail, minutes_arg, parse, path, positive
+
+
+#: the options of scoring, which --combine (scoring nothing) refuses
+SCORING_FLAGS = ("--deals", "--allow-few-deals", "--eval-seed", "--workers")
 
 
 def add_scoring_args(ap: argparse.ArgumentParser, what: str) -> None:
@@ -62,6 +67,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--score", action="store_true",
                     help="score the snapshots of the run folders given (RUN ...), trained before, instead of"
                          " training (samloc train's, in any number of sittings, or a benchmark's seed_S folders)")
+    ap.add_argument("--combine", action="store_true",
+                    help="draw reports scored before on the same deals (REPORT ...: to_strength.json files or"
+                         " their folders) as one report and plot, scoring nothing again")
     ap.add_argument("--config", type=path, help="training config, a name or a YAML file (default quick)")
     ap.add_argument("--minutes", type=minutes_arg,
                     help="training wall time per seed, Ray's start included (default 10)")
@@ -75,7 +83,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--out", type=path, help="the benchmark's folder, new or empty"
                                   " (default runs/to_strength__CONFIG__TIME)")
     ap.add_argument("overrides", nargs="*", metavar="key=value | RUN",
-                    help="config overrides, as samloc train takes them; with --score, the run folders")
+                    help="config overrides, as samloc train takes them; with --score, the run folders;"
+                         " with --combine, the reports")
     return ap.parse_intermixed_args(argv)
 
 
@@ -83,8 +92,12 @@ def main(argv: list[str]) -> int:
     args = parse(_parse, argv)
     if isinstance(args, int):
         return args
+    if args.score and args.combine:
+        return fail("samloc bench", "--score and --combine: give one (--combine scores nothing)")
     if args.score:
         return _score(args, argv)
+    if args.combine:
+        return _combine(args, argv)
     args.config, args.minutes, args.seeds = args.config or "quick", args.minutes or 10.0, args.seeds or 3
     name = Path(args.config).stem
     out = Path(args.out or f"runs/to_strength__{name}__{time.strftime('%Y%m%d-%H%M%S')}")
@@ -100,11 +113,16 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _score(args: argparse.Namespace, argv: list[str]) -> int:
-    """``--score RUN ...``: the runs' snapshots scored; nothing trained."""
+def _training_options(args: argparse.Namespace) -> list[str]:
+    """The training options and key=value overrides given, which --score and --combine refuse."""
     given = [flag for flag, v in (("--config", args.config), ("--minutes", args.minutes), ("--seeds", args.seeds),
                                   ("--every-minutes", args.every_minutes)) if v is not None]
-    given += [a for a in args.overrides if "=" in a and not Path(a).exists()]
+    return given + [a for a in args.overrides if "=" in a and not Path(a).exists()]
+
+
+def _score(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--score RUN ...``: the runs' snapshots scored; nothing trained."""
+    given = _training_options(args)
     if given:
         return fail("samloc bench", f"--score scores runs trained before: {given[0]} is for training")
     if not args.overrides:
@@ -117,6 +135,28 @@ def _score(args: argparse.Namespace, argv: list[str]) -> int:
     except ConfigError as exc:
         return fail("samloc bench", exc)
     except (CheckpointError, OSError) as exc:
+        print(f"samloc bench: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(table_lines(doc)))
+    print(f"report: {out / 'to_strength.json'}, plot: {out / 'to_strength.png'}")
+    return 0
+
+
+def _combine(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--combine REPORT ...``: reports scored before, drawn as one; nothing trained or scored."""
+    given = _training_options(args) + [a.split("=")[0] for a in argv if a.split("=")[0] in SCORING_FLAGS]
+    if given:
+        return fail("samloc bench", f"--combine draws reports scored before: {given[0]} is for"
+                                    f" {'scoring' if given[0] in SCORING_FLAGS else 'training'}")
+    if not args.overrides:
+        return fail("samloc bench", "--combine needs the reports to draw (REPORT ...)")
+    out = Path(args.out or f"runs/to_strength__combined__{time.strftime('%Y%m%d-%H%M%S')}")
+    command = "samloc bench " + " ".join(shlex.quote(a) for a in argv)
+    try:
+        doc = combine_reports([Path(a) for a in args.overrides], out, command)
+    except ConfigError as exc:
+        return fail("samloc bench", exc)
+    except OSError as exc:
         print(f"samloc bench: {exc}", file=sys.stderr)
         return 1
     print("\n".join(table_lines(doc)))

@@ -58,15 +58,18 @@ def plot_curve(history: list[dict[str, Any]], final: dict[str, Any] | None, path
     return path
 
 
-def stage_marks(ax: Any, stages: list[dict[str, Any]], label: bool) -> list[float]:
-    """A dashed vertical line where each stage begins (``label``: with its name at the top); their x."""
+def stage_marks(ax: Any, stages: list[dict[str, Any]], label: bool, x_of: str = "decisions_trained",
+                scale: float = 1e-6, color: str = "0.35") -> list[float]:
+    """A dashed vertical line where each stage begins (``label``: with its name at the top); their x, the
+    start's ``x_of`` × ``scale`` (millions of decisions trained in curve.png, minutes in the time-to-strength
+    plot)."""
     xs = []
     for st in stages:
-        x = st["decisions_trained"] / 1e6
-        ax.axvline(x, color="0.35", ls="--", lw=0.9)
+        x = st[x_of] * scale
+        ax.axvline(x, color=color, ls="--", lw=0.9)
         if label:
             ax.text(x, 0.97, f" {st['stage']}: {st['name']}", transform=ax.get_xaxis_transform(), fontsize=8,
-                    va="top", ha="left", color="0.25")
+                    va="top", ha="left", color=color)
         xs.append(x)
     return xs
 

@@ -10,6 +10,10 @@ sampled before, during and after training, and the report says whether the machi
 ``--score RUN ...`` scores runs trained before instead (``samloc train``, in any number of sittings, or a
 benchmark's seed folders) the same way, one line per run labelled by its config and algorithm: how runs
 too long for one sitting, and two algorithms, are put on one plot and one set of deals.
+
+``--combine REPORT ...`` draws reports already scored on the same deals (the same table, deals and seed) as
+one report and plot, scoring nothing again: a new run beside the curves of runs whose folders are gone.
+A staged run's plot marks where each stage began (a dashed line, the stage's name).
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from typing import Any, Callable
 import torch
 
 from agents.evaluation.evaluate import evaluate
-from agents.nets.format import list_checkpoints, read_metadata
+from agents.nets.format import CheckpointError, list_checkpoints, read_json_file, read_metadata
 from sam_env.atomic import UnsafeTarget, check_dir_target, write_json_atomic, write_with
 from sam_env.rules import RuleSet
 
 from ..config import ConfigError, TrainConfig, eval_table, to_dict
 from ..run.launch import new_run_folder, read_run_config, resolve_launch
+from .curve import stage_marks
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
 
 OPPONENT = "heuristic"
@@ -142,6 +147,7 @@ class SeedRun:
     points: list[dict[str, Any]] = field(default_factory=list)
     label: str = ""  # its line in the plot and the table (default: "seed S")
     group: str = ""  # runs of one group share a colour (default: the label)
+    stages: list[dict[str, Any]] = field(default_factory=list)  # a staged run's starts (run_stages)
 
     def __post_init__(self) -> None:
         self.label = self.label or f"seed {self.seed}"
@@ -177,10 +183,27 @@ def _score(ckpt: str, rules: RuleSet, players: int, deals: int, seed: int) -> di
 
 
 def snapshot_point(ckpt: Path) -> dict[str, Any]:
-    """What a snapshot's metadata says of when it was saved."""
+    """What a snapshot's metadata says of when it was saved (and, in a staged run, in which stage)."""
     m = read_metadata(ckpt)
-    return {"minutes": round(m.wall_time_s / 60, 3), "games": m.games, "decisions": m.decisions,
-            "decisions_trained": m.decisions_trained, "updates": m.updates, "checkpoint": str(ckpt)}
+    point = {"minutes": round(m.wall_time_s / 60, 3), "games": m.games, "decisions": m.decisions,
+             "decisions_trained": m.decisions_trained, "updates": m.updates, "checkpoint": str(ckpt)}
+    stage = m.raw.get("stage")
+    if isinstance(stage, dict) and stage.get("name"):
+        point["stage"] = str(stage["name"])
+    return point
+
+
+def run_stages(ckpts: list[Path]) -> list[dict[str, Any]]:
+    """Where each stage of a staged run began (name, minutes of wall time, update, why), as its last
+    checkpoint's metadata records them; [] for a run of one stage."""
+    if not ckpts:
+        return []
+    stage = read_metadata(ckpts[-1]).raw.get("stage")
+    starts = stage.get("starts") if isinstance(stage, dict) else None
+    if not isinstance(starts, list) or len(starts) < 2:
+        return []
+    return [{"stage": i, "name": str(s.get("name", "")), "minutes": round(float(s.get("wall_s", 0.0)) / 60, 3),
+             "updates": int(s.get("updates", 0)), "why": str(s.get("why", ""))} for i, s in enumerate(starts)]
 
 
 def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[[str], None]) -> None:
@@ -189,7 +212,9 @@ def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[
     table = eval_table(cfg)
     rules, players = table.rules, table.players
     for run in runs:
-        run.points = sorted((snapshot_point(p) for p in list_checkpoints(run.run_dir)), key=lambda p: p["minutes"])
+        ckpts = list_checkpoints(run.run_dir)
+        run.stages = run_stages(ckpts)
+        run.points = sorted((snapshot_point(p) for p in ckpts), key=lambda p: p["minutes"])
         if run.points and run.points[0]["updates"] == 0 and run.points[0]["minutes"] > 0:
             # no update before the end (a busy machine): the final checkpoint replaced minute 0's, whose
             # weights it holds
@@ -238,14 +263,16 @@ def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float
 
 def _run_doc(r: SeedRun) -> dict[str, Any]:
     return {"seed": r.seed, "label": r.label, "group": r.group, "run_dir": str(r.run_dir),
-            "stop_reason": r.stop_reason, "load": r.load, "seconds": r.seconds, "points": r.points}
+            "stop_reason": r.stop_reason, "load": r.load, "seconds": r.seconds, "stages": r.stages,
+            "points": r.points}
 
 
 def _machine(doc: dict[str, Any]) -> str:
     """The machine's state while the runs trained, in words."""
     m = doc["machine"]
     if m["quiet"] is None:
-        return f"load while training not recorded here (runs trained before; {m['cpus']} CPUs)"
+        why = "each report's own, in sources" if doc["config"] == COMBINED else "runs trained before"
+        return f"load while training not recorded here ({why}; {m['cpus']} CPUs)"
     return f"machine {'quiet' if m['quiet'] else 'busy'} (1-min load {m['load_before'][0]:.2f} before, {m['cpus']} CPUs)"
 
 
@@ -266,10 +293,12 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
                 ls=("-", "--", ":", "-.")[styles % 4], label=run.get("label") or f"seed {run['seed']}")
         ax.fill_between(xs, [p["ci_low"] for p in pts], [p["ci_high"] for p in pts], color=f"C{colour}",
                         alpha=0.15, lw=0)
+        stage_marks(ax, run.get("stages", [])[1:], True, x_of="minutes", scale=1.0, color=f"C{colour}")
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("training wall time (minutes, Ray's start included)")
     ax.set_ylabel(f"mean lá per game vs {OPPONENT} (95% CI)")
-    what = "runs trained before, scored" if doc["config"] == SCORED else " ".join([doc["config"], *doc["overrides"]])
+    what = {SCORED: "runs trained before, scored", COMBINED: "reports drawn together"}.get(
+        doc["config"], " ".join([doc["config"], *doc["overrides"]]))
     ax.set_title(f"{what[:90] + ('…' if len(what) > 90 else '')}: {doc['deals']} duplicate deals per point "
                  f"(seed {doc['eval_seed']});\n"
                  f"{_machine(doc)}", fontsize=9)
@@ -295,7 +324,7 @@ def table_lines(doc: dict[str, Any]) -> list[str]:
                          f"  {p['decisions']:>11,}  {_la(p):<24}  {100 * p['win_rate']:6.1f}%")
     lasts = ", ".join(f"{r.get('label') or 'seed ' + str(r['seed'])} {_la(r['points'][-1])}"
                       f" at {r['points'][-1]['minutes']:.1f} min" for r in doc["seeds"] if r["points"])
-    what = "seed" if doc["config"] != SCORED else "run"
+    what = "run" if doc["config"] in (SCORED, COMBINED) else "seed"
     verdict = f"every {what} beats" if doc["all_beat_heuristic"] else f"NOT every {what} beats"
     lines.append(f"verdict: {verdict} the {OPPONENT} at its last point (CI low > 0): {lasts}; {_machine(doc)}")
     return lines
@@ -316,6 +345,9 @@ def run_benchmark(plan: Plan, say: Callable[[str], None], few_deals_ok: bool = F
 
 
 SCORED = "(runs trained before)"
+COMBINED = "(reports drawn together)"
+#: what reports drawn together must share: the same deals against the same opponent at the same table
+SAME_DEALS = ("opponent", "rules", "players", "deals", "eval_seed")
 
 
 def run_config(run_dir: Path) -> TrainConfig:
@@ -351,6 +383,58 @@ def score_trained(dirs: list[Path], out: Path, deals: int, eval_seed: int, worke
     doc["resolved_config"] = None  # each run's own is in its folder
     doc["machine"] |= {"load_before": None, "quiet": None,
                        "quiet_rule": "not recorded: the runs were trained before (see each run's notes)"}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "to_strength.json", doc)
+    plot(doc, out / "to_strength.png")
+    return doc
+
+
+def _read_report(path: Path) -> dict[str, Any]:
+    """A ``to_strength.json`` (or the folder holding one); ConfigError, one line naming it, otherwise."""
+    file = path / "to_strength.json" if path.is_dir() else path
+    try:
+        doc = read_json_file(file)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such report (a to_strength.json, or the folder holding one)") from None
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("seeds"), list) or "config" not in doc \
+            or any(k not in doc for k in SAME_DEALS):
+        raise ConfigError(f"{file}: not a time-to-strength report (no seeds, config or scoring table)")
+    return doc
+
+
+def combine_reports(paths: list[Path], out: Path, command: str) -> dict[str, Any]:
+    """Reports scored before on the same deals, drawn as one (``to_strength.json`` and ``to_strength.png``
+    in ``out``), nothing scored again.  Each line keeps its label, prefixed with its report's config when it
+    came from a benchmark (whose labels are "seed S"); each report keeps its colour.  ConfigError, before
+    anything is written, for a report that is unreadable or was scored on other deals than the first."""
+    check_out(out)
+    docs = [_read_report(p) for p in paths]
+    first = {k: docs[0][k] for k in SAME_DEALS}
+    for p, doc in zip(paths, docs):
+        other = {k: doc[k] for k in SAME_DEALS}
+        if other != first:
+            key = next(k for k in SAME_DEALS if other[k] != first[k])
+            raise ConfigError(f"{p} was scored with {key} {other[key]}, {paths[0]} with {first[key]}:"
+                              " reports drawn together must share their deals")
+    seeds = []
+    for i, doc in enumerate(docs):
+        own = doc["config"] not in (SCORED, COMBINED)
+        for run in doc["seeds"]:
+            label = run.get("label") or f"seed {run['seed']}"
+            group = run.get("group") or label
+            seeds.append(run | {"label": f"{doc['config']} {label}" if own else label,
+                                "group": f"{i}: {doc['config'] if own else group}"})
+    lasts = [run["points"][-1] for run in seeds if run.get("points")]
+    doc = {"command": command, "config": COMBINED, "overrides": [], "resolved_config": None,
+           "minutes": max(float(d["minutes"]) for d in docs), "every_minutes": None, **first,
+           "machine": {"cpus": os.cpu_count(), "load_before": None, "quiet": None,
+                       "quiet_rule": "not recorded here: each report's own (sources) says"},
+           "sources": [{"report": str(p), "command": d.get("command"), "machine": d.get("machine")}
+                       for p, d in zip(paths, docs)],
+           "seeds": seeds,
+           "all_beat_heuristic": len(lasts) == len(seeds) and all(p["ci_low"] > 0 for p in lasts)}
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "to_strength.json", doc)
     plot(doc, out / "to_strength.png")
