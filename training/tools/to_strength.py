@@ -246,7 +246,6 @@ def quiet(load_before: list[float]) -> bool:
 
 def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float]) -> dict[str, Any]:
     """``to_strength.json``'s document."""
-    lasts = [run.points[-1] for run in runs if run.points]
     return {
         "command": plan.command, "config": plan.config, "overrides": plan.overrides,
         "resolved_config": to_dict(cfg) | {"seed": "per seed"},
@@ -257,8 +256,14 @@ def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float
                     "quiet": quiet(before),
                     "quiet_rule": f"1-minute load average before training < {QUIET_LOAD}"},
         "seeds": [_run_doc(r) for r in runs],
-        "all_beat_heuristic": len(lasts) == plan.seeds and all(p["ci_low"] > 0 for p in lasts),
+        "all_beat_heuristic": all_beat([run.points for run in runs], plan.seeds),
     }
+
+
+def all_beat(points: list[list[dict[str, Any]] | None], expected: int) -> bool:
+    """The verdict: each of the ``expected`` runs has points, and its last one beats the heuristic (CI low > 0)."""
+    lasts = [p[-1] for p in points if p]
+    return len(lasts) == expected and all(p["ci_low"] > 0 for p in lasts)
 
 
 def _run_doc(r: SeedRun) -> dict[str, Any]:
@@ -426,7 +431,6 @@ def combine_reports(paths: list[Path], out: Path, command: str) -> dict[str, Any
             group = run.get("group") or label
             seeds.append(run | {"label": f"{doc['config']} {label}" if own else label,
                                 "group": f"{i}: {doc['config'] if own else group}"})
-    lasts = [run["points"][-1] for run in seeds if run.get("points")]
     doc = {"command": command, "config": COMBINED, "overrides": [], "resolved_config": None,
            "minutes": max(float(d["minutes"]) for d in docs), "every_minutes": None, **first,
            "machine": {"cpus": os.cpu_count(), "load_before": None, "quiet": None,
@@ -434,7 +438,7 @@ def combine_reports(paths: list[Path], out: Path, command: str) -> dict[str, Any
            "sources": [{"report": str(p), "command": d.get("command"), "machine": d.get("machine")}
                        for p, d in zip(paths, docs)],
            "seeds": seeds,
-           "all_beat_heuristic": len(lasts) == len(seeds) and all(p["ci_low"] > 0 for p in lasts)}
+           "all_beat_heuristic": all_beat([run.get("points") for run in seeds], len(seeds))}
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "to_strength.json", doc)
     plot(doc, out / "to_strength.png")
