@@ -5,6 +5,7 @@ the search's targets on held-out decisions, with PPO and without, across rounds 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -288,6 +289,37 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
     assert "losses/policy" not in tags
     assert meta.raw["distill"]["round"] == 0 and meta.heuristic_share == cfg.section("distill").heuristic_share
     assert (Path(summary["checkpoint"]) / ckfmt.BELIEF_FILE).is_file()  # searchable as the stage searched
+
+
+def test_a_round_whose_start_would_not_end_inside_the_budget_is_not_begun(tmp_path: Path) -> None:
+    """A round's start (the belief, an evaluation) takes minutes on two cores: begun just before the budget's
+    end it would overrun it, so the round in play goes on instead, said once; with time left, or no budget,
+    the next round begins and how long its start took is kept."""
+    from types import SimpleNamespace
+    from training.run.runstate import RunState
+    cfg = load_config("quick", [*TINY, "distill.round_updates=4"])
+    logs: list[str] = []
+    algo = ExpertIteration(cfg, RunState(cfg, tmp_path, "x", logs.append), logs.append)
+    begun: list[int] = []
+    algo._search_charts = lambda run, step: None                      # type: ignore[method-assign]
+    algo._next_round = lambda run: begun.append(algo.state.c.updates)  # type: ignore[method-assign]
+    left = [math.inf]
+    run = SimpleNamespace(seconds_left=lambda: left[0])
+    algo.state.c.updates = 3
+    algo.after_update(run)
+    assert begun == []                                 # round 0 has 4 updates
+    algo.state.c.updates = 4
+    algo.after_update(run)
+    assert begun == [4] and algo.round_start_s >= 0   # no budget: it begins, its start timed
+    algo.round_start_s, left[0] = 70.0, 69.0
+    for updates in (5, 6):
+        algo.state.c.updates = updates
+        algo.after_update(run)
+    assert begun == [4] and logs == ["round 1 is not begun: its start (the belief and an evaluation, 70 s last"
+                                     " time) would not end in the 69 s left; round 0 goes on"]
+    left[0] = 71.0
+    algo.after_update(run)
+    assert begun == [4, 6] and len(logs) == 1
 
 
 def _stop_when(done: Any) -> Any:

@@ -137,6 +137,18 @@ def test_a_stage_ends_at_its_minutes_mark_its_updates_or_a_plateau_and_the_last_
     assert plan.ends(1, start, 6, 0, 100, history).startswith("its last 2 evaluations gained no more than 0.1 lá")
     assert plan.ends(1, start, 6, 0, 100, history[:-1]) == ""         # 0.55 is +0.05, but only 1 since +0.5
     assert plan.ends(2, start, 10**6, 10**6, 100, history) == ""
+    assert [plan.mark_minutes(i, 100) for i in range(3)] == [25, 50, None]  # the last runs to the run's end
+
+
+def test_the_seconds_left_are_to_the_stages_mark_or_the_runs_budget_whichever_is_first() -> None:
+    from types import SimpleNamespace
+    cfg = load_config("quick", ["max_minutes=100", "stages=[{name: a, share: 0.25}, {name: b, updates: 10},"
+                                " {name: c}]"])
+
+    def at(stage: int, cfg: Any = cfg) -> Any:  # a run 10 minutes in, in this stage
+        return SimpleNamespace(cfg=cfg, plan=StagePlan(cfg), state=SimpleNamespace(stage=stage), wall=lambda: 600.0)
+    assert [RunLoop.seconds_left(at(i)) for i in range(3)] == [900, 5400, 5400]
+    assert RunLoop.seconds_left(at(0, load_config("quick", ["max_minutes=0"]))) == float("inf")
 
 
 # ---- the curve's marks ------------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ class ExpertIteration(Algorithm):
         self.search_points: deque[tuple[float, int]] = deque(maxlen=20)
         self.marks = dataclasses.replace(self.d, rounds=[])  # the counters at the last charts written
         self.held_kl: dict[str, float] = {}  # the last measure on the held-out decisions
+        self.round_start_s = 0.0     # how long the last round's start took (this sitting's; 0: none yet)
+        self.round_skipped = False   # a round not begun for want of time, said once
 
     @classmethod
     def targets(cls, cfg: TrainConfig) -> RolloutTargets:
@@ -319,8 +321,19 @@ class ExpertIteration(Algorithm):
 
     def after_update(self, run: "RunLoop") -> None:
         self._search_charts(run, self.state.c.decisions_trained)
-        if self.state.c.updates - self.d.round_start >= self.settings.round_updates:
-            self._next_round(run)
+        if self.state.c.updates - self.d.round_start < self.settings.round_updates:
+            return
+        left = run.seconds_left()
+        if left < self.round_start_s:  # the round goes on to the budget's end instead
+            if not self.round_skipped:
+                self.round_skipped = True
+                self.log(f"round {self.d.round + 1} is not begun: its start (the belief and an evaluation,"
+                         f" {self.round_start_s:.0f} s last time) would not end in the {max(left, 0):.0f} s"
+                         f" left; round {self.d.round} goes on")
+            return
+        t0 = time.perf_counter()
+        self._next_round(run)
+        self.round_start_s = time.perf_counter() - t0
 
     # ---- what it shows and keeps --------------------------------------------------------------------
     def log_scalars(self, run: "RunLoop", step: int) -> None:

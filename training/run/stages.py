@@ -65,6 +65,12 @@ class StagePlan:
                 return f"stages[{i}] ({self.name(i)}): {short}"
         return ""
 
+    def mark_minutes(self, index: int, max_minutes: float) -> float | None:
+        """Where stage ``index`` ends in the run's wall time by its share (None: the last stage, or no share)."""
+        if index >= len(self.stages) - 1 or not self.stages[index].share:
+            return None
+        return sum(st.share for st in self.stages[:index + 1]) * max_minutes
+
     def ends(self, index: int, start: dict[str, Any], updates: int, wall_s: float, max_minutes: float,
              history: list[dict[str, Any]]) -> str:
         """Why stage ``index`` (begun at ``start``: its record) ends now ('' while it goes on; the last
@@ -72,8 +78,8 @@ class StagePlan:
         if index >= len(self.stages) - 1:
             return ""
         s = self.stages[index]
-        mark = sum(st.share for st in self.stages[:index + 1]) * max_minutes
-        if s.share and wall_s >= 60 * mark:
+        mark = self.mark_minutes(index, max_minutes)
+        if mark is not None and wall_s >= 60 * mark:
             return f"its share of max_minutes ({mark:g} minutes of the run's wall time) is spent"
         if s.updates and updates - start["updates"] >= s.updates:
             return f"its {s.updates:,} updates are made"
