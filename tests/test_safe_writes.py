@@ -407,7 +407,12 @@ def test_ctrl_c_during_the_final_evaluation_leaves_the_final_checkpoint(
 
     monkeypatch.setattr(pipeline, "evaluate_weights", interrupted)
     run = tmp_path / "run"
-    rc = samloc(["train", "--config", "quick", "--run-dir", str(run), *TINY, "eval.every_updates=0"])
+    # Ctrl-C's own handler, also when pytest was started in the background (SIGINT ignored there)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        rc = samloc(["train", "--config", "quick", "--run-dir", str(run), *TINY, "eval.every_updates=0"])
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert rc == 130, capsys.readouterr().err
     ckpts = ckfmt.list_checkpoints(run)
     assert ckpts and load_checkpoint(ckpts[-1])[1].decisions_trained >= 2000
