@@ -381,11 +381,9 @@ class RunLoop:
     def seconds_left(self) -> float:
         """Wall seconds until the run's ``max_minutes`` or the stage's share of it, whichever is first (inf
         without either): an algorithm does not begin what cannot end inside them."""
-        marks = [self.cfg.max_minutes] if self.cfg.max_minutes else []
         stage_mark = self.plan.mark_minutes(self.state.stage, self.cfg.max_minutes) if self.plan else None
-        if stage_mark is not None:
-            marks.append(stage_mark)
-        return 60 * min(marks) - self.wall() if marks else math.inf
+        mark = stage_mark or self.cfg.max_minutes  # the shares so far add up to at most max_minutes
+        return 60 * mark - self.wall() if mark else math.inf
 
     def _stop_reason(self) -> str:
         return stop_reason(self.cfg, self.state.c.decisions_trained, self.state.c.wall_s)
