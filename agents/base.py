@@ -114,4 +114,5 @@ class ObsPolicy(Agent):
     def act(self, game: Game, seat: int) -> int:
         check_seat(game, seat)
         mask = np.asarray(game.legal_mask(), dtype=np.int8)[None, :]
-        return int(self.act_batch(game.state[None, :], game.rules_array, encode(game, seat)[None, :], mask)[0])
+        return int(self.act_batch(game.state[None, :], game.rules_array, encode(game, seat)[None, :],
+                                  mask)[0])

@@ -20,7 +20,8 @@ from .players.random_agent import RandomAgent
 from .players.search_settings import parse_search_spec
 
 SPEC_HELP = ("random, random:uniform, heuristic, heuristic:" + "|".join(v for v in VARIANTS if v)
-             + ", a checkpoint directory (DIR+search for play-time search), a .onnx file, or http://host:port")
+             + ", a checkpoint directory (DIR+search for play-time search), a .onnx file,"
+               " or http://host:port")
 
 SpecKind = Literal["http", "onnx", "search", "random", "heuristic", "checkpoint"]
 

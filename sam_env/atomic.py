@@ -27,11 +27,12 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable
 
-__all__ = ["UnsafeTarget", "check_target", "check_folder", "check_dir_target", "write_atomic", "write_json_atomic",
-           "write_with", "temp_dir_for", "replace_dir"]
+__all__ = ["UnsafeTarget", "check_target", "check_folder", "check_dir_target", "write_atomic",
+           "write_json_atomic", "write_with", "temp_dir_for", "replace_dir"]
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISREG, "a file"))
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISLNK, "a symbolic link"), (stat.S_ISREG, "a file"))
 
 
 class UnsafeTarget(OSError, ValueError):
@@ -45,7 +46,8 @@ def _named(path: str | Path) -> Path:
     if str(path) == "":
         raise UnsafeTarget("refusing to write to an empty path")
     if os.path.basename(str(path).rstrip("/")) in ("", ".", ".."):
-        raise UnsafeTarget(f"refusing to write {str(path)!r}: it names no file or folder of its own (., .., /)")
+        raise UnsafeTarget(f"refusing to write {str(path)!r}: it names no file or folder of its own"
+                           " (., .., /)")
     return Path(path)
 
 

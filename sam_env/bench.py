@@ -60,7 +60,8 @@ def bench_env(rules: RuleSet, players: int, num_envs: int, steps: int, seed: int
 def _bench_single(rules: RuleSet, players: int, steps: int, seed: int) -> dict[str, Any]:
     import gymnasium  # optional: only this form needs it, and the rules core never imports it
 
-    # "module:id": gymnasium imports the module that registers SamLoc-v0; made as a user makes it, wrappers and all
+    # "module:id": gymnasium imports the module that registers SamLoc-v0; made as a user makes it,
+    # wrappers and all
     env = gymnasium.make("sam_env.gym_env:SamLoc-v0", rules=rules, players=players)
     obs, info = env.reset(seed=seed)
     rng = np.random.default_rng(seed)

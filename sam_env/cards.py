@@ -38,7 +38,8 @@ def parse_card(text: object) -> int:
         raise CardError(f"a card must be a string like 'Ts', not {text!r}")
     t = text.strip()
     if len(t) < 2 or t[-1].lower() not in _SUIT_ALIASES or t[:-1].upper() not in _RANK_ALIASES:
-        raise CardError(f"unknown card {text!r} (expected rank 3-9, T/10, J, Q, K, A, 2 then suit s, c, d, h)")
+        raise CardError(f"unknown card {text!r} (expected rank 3-9, T/10, J, Q, K, A, 2"
+                        " then suit s, c, d, h)")
     return _RANK_ALIASES[t[:-1].upper()] * 4 + _SUIT_ALIASES[t[-1].lower()]
 
 

@@ -162,8 +162,8 @@ class Game:
         for s, h in enumerate(hands):
             if not isinstance(h, (list, tuple)):
                 raise GameError(f"hand of seat {s} must be a list of cards")
-            cards = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < NUM_CARDS else parse_card(c)
-                     for c in h]
+            cards = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < NUM_CARDS
+                     else parse_card(c) for c in h]
             if len(cards) != HAND_SIZE:
                 raise GameError(f"seat {s} holds {len(cards)} cards; a hand has {HAND_SIZE}")
             for c in cards:
@@ -191,8 +191,8 @@ class Game:
         if not isinstance(hand, (list, tuple)):
             raise GameError("hand must be a list of cards")
         try:
-            now = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < NUM_CARDS else parse_card(c)
-                   for c in hand]
+            now = [c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < NUM_CARDS
+                   else parse_card(c) for c in hand]
         except CardError as exc:
             raise GameError(f"hand: {exc}") from None
         if len(set(now)) != len(now):
@@ -323,7 +323,8 @@ class Game:
                 a = parse_move(move)
             except ValueError as exc:
                 raise GameError(str(exc)) from None
-        elif isinstance(move, (int, np.integer)) and not isinstance(move, bool) and 0 <= int(move) < NUM_ACTIONS:
+        elif (isinstance(move, (int, np.integer)) and not isinstance(move, bool)
+                and 0 <= int(move) < NUM_ACTIONS):
             a = int(move)
         else:
             raise GameError(f"unknown move {move!r}")
@@ -334,7 +335,8 @@ class Game:
         if ACT_KIND[a] >= 3:
             held = self._cards[seat]
             if held is None:
-                raise GameError(f"the cards of seat {seat} are hidden: give the play as an event with its cards")
+                raise GameError(f"the cards of seat {seat} are hidden: give the play as an event"
+                                " with its cards")
             cards = cards_for(held, a)
         return self._do(seat, a, cards)
 

@@ -64,7 +64,8 @@ def render_text(st: np.ndarray, seat: int) -> str:
     hand = "".join(RANKS[r] * int(st[core.O_HAND + seat * core.NR + r]) for r in range(core.NR))
     top = int(st[core.O_TOP])
     lines = [f"phase {core.PHASE_NAMES[int(st[core.O_PHASE])]}, seat {seat} (you) holds {hand or '-'}"]
-    sizes = ", ".join(f"{s}:{int(st[core.O_SIZE + s])}{' passed' if st[core.O_PASSED + s] else ''}" for s in range(n))
+    sizes = ", ".join(f"{s}:{int(st[core.O_SIZE + s])}{' passed' if st[core.O_PASSED + s] else ''}"
+                      for s in range(n))
     lines.append(f"cards left {sizes}")
     if top >= 0:
         lines.append(f"top {ACTION_NAMES[top]} by seat {int(st[core.O_LAST])}")
@@ -181,7 +182,8 @@ class SamLocVectorEnv(VectorEnv):
                  render_mode: str | None = None):
         if render_mode is not None:
             raise ValueError("the vector env has no render modes")
-        self.games = OpponentGames(RuleSet.parse(rules), players, num_envs, opponents, learner_seat, illegal_action)
+        self.games = OpponentGames(RuleSet.parse(rules), players, num_envs, opponents, learner_seat,
+                                   illegal_action)
         self.rules = self.games.rules
         self.players = self.games.players
         self.num_envs = num_envs
@@ -220,7 +222,8 @@ class SamLocVectorEnv(VectorEnv):
                 final[i] = {"observation": g.final_obs[i].copy(), "action_mask": zero.copy()}
             scores = np.where(term[:, None], g.final_scores[:, :self.players], 0)
             info["final_obs"], info["_final_obs"] = final, term
-            info["final_info"] = {"scores": scores, "_scores": term.copy(), "seat": seats, "_seat": term.copy()}
+            info["final_info"] = {"scores": scores, "_scores": term.copy(), "seat": seats,
+                                  "_seat": term.copy()}
             info["_final_info"] = term.copy()
         return obs, rewards, term, np.zeros(self.num_envs, dtype=np.bool_), info
 

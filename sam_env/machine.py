@@ -19,11 +19,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10).stdout.strip()
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
+                          timeout=10).stdout.strip()
 
 
 def git_commit() -> str:
-    """The checkout's commit (``-dirty`` when tracked files changed), else ``samloc <version>``, else unknown."""
+    """The checkout's commit (``-dirty`` when tracked files changed), else ``samloc <version>``, else
+    unknown."""
     try:
         if Path(_git("rev-parse", "--show-toplevel") or "/nonexistent").resolve() == REPO:
             dirty = _git("status", "--porcelain", "--untracked-files=no")

@@ -47,10 +47,10 @@ from .rule_params import AMOUNT, BIT, CONST, DEFINED, EQUALS, FLAG
 if __doc__:  # None under python -OO
     __doc__ = __doc__.replace("{LAYOUT}", layout_table()).replace("{OBS_SIZE}", str(OBS_SIZE))
 
-__all__ = ["AMOUNT_CLIP", "FULL_EXTRA", "FULL_SIZE", "HIST_ENTRY", "LA_SCALE", "OBS_SIZE", "OBS_VERSION", "OFFSETS",
-           "RULE_FEATURES", "SECTIONS", "describe", "describe_rules", "encode", "encode_batch", "encode_full",
-           "encode_full_batch", "encode_full_row", "encode_hidden_batch", "encode_mask_batch", "encode_row",
-           "encode_to_act", "obs_bounds", "rule_offset", "rule_spec", "view", "write_rules"]
+__all__ = ["AMOUNT_CLIP", "FULL_EXTRA", "FULL_SIZE", "HIST_ENTRY", "LA_SCALE", "OBS_SIZE", "OBS_VERSION",
+           "OFFSETS", "RULE_FEATURES", "SECTIONS", "describe", "describe_rules", "encode", "encode_batch",
+           "encode_full", "encode_full_batch", "encode_full_row", "encode_hidden_batch", "encode_mask_batch",
+           "encode_row", "encode_to_act", "obs_bounds", "rule_offset", "rule_spec", "view", "write_rules"]
 
 OBS_VERSION = 1
 FULL_EXTRA = MAX_PLAYERS * NR * 4
@@ -106,7 +106,8 @@ def write_rules(ru, slot, kind, arg, out, at):
 
 # Tables for the encoder: a thermometer per count, and each action's history entry (present, kind
 # one-hot, rank counts / 4; the seat cells are left zero), whose counts are also the top's cards.
-THERM = np.array([1.0 if c > k else 0.0 for c in range(5) for k in range(4)], dtype=np.float32)  # count c at 4c
+THERM = np.array([1.0 if c > k else 0.0 for c in range(5) for k in range(4)],
+                 dtype=np.float32)  # count c at 4c
 _KIND_AT, _CARDS_AT = 6, 15  # where a history entry's kind one-hot and rank counts start
 HIST_ROW = np.zeros((NUM_ACTIONS, HIST_ENTRY), dtype=np.float32)
 HIST_ROW[:, 0] = 1.0
@@ -127,12 +128,14 @@ def _rel(s, seat, n):
 def _copy_cells(typingctx, dst, at, src, start, count):
     """``dst[at:at + count] = src[start:start + count]`` as one ``memcpy`` of float32 cells, unchecked: a
     constant ``count`` becomes a few vector moves where a loop of cells compiles to one store each."""
-    if not all(isinstance(a, types.Array) and a.layout == "C" and a.dtype == types.float32 for a in (dst, src)):
+    if not all(isinstance(a, types.Array) and a.layout == "C" and a.dtype == types.float32
+               for a in (dst, src)):
         return None  # a memcpy of cells needs two C-contiguous float32 arrays
     def codegen(context, builder, sig, args):
         d = context.make_array(sig.args[0])(context, builder, args[0])
         s = context.make_array(sig.args[2])(context, builder, args[2])
-        cgutils.raw_memcpy(builder, builder.gep(d.data, [args[1]]), builder.gep(s.data, [args[3]]), args[4], 4)
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [args[1]]), builder.gep(s.data, [args[3]]),
+                           args[4], 4)
         return context.get_dummy_value()
     return types.void(dst, at, src, start, count), codegen
 

@@ -128,18 +128,21 @@ def sections(params: Sequence[Param] = PARAMS) -> tuple[Section, ...]:
         Section("opener", (_P,), ONE_HOT, "one-hot R of the opener"),
         Section("phase", (3,), ONE_HOT, "one-hot sam, play, over"),
         Section("declarer", (1 + _P,), ONE_HOT, "[0] nobody declared Sâm, [1+r] relative declarer"),
-        Section("top_kind", (7,), ONE_HOT, "none (a lead is due), single, pair, triple, quad, straight, double quad"),
+        Section("top_kind", (7,), ONE_HOT,
+                "none (a lead is due), single, pair, triple, quad, straight, double quad"),
         Section("top_rank", (15,), ONE_HOT, "one-hot ACT_RANK of the top (straights: top position 1…14)"),
         Section("top_cards", (NR,), QUARTER, "rank counts of the top / 4"),
         Section("top_by", (_P,), ONE_HOT, "one-hot R of the seat that played the top"),
         Section("top_chop", (1,), BITS, "the top was played as a chop"),
         Section("chain", (2 + 2 * _P,), None, "open chop chain: [0] value, [1] open, [2:7] one-hot R chopped,"
                 " [7:12] one-hot R chopper",
-                (("value", AMOUNT_LA, 1), ("open", BITS, 1), ("chopped", ONE_HOT, _P), ("chopper", ONE_HOT, _P))),
+                (("value", AMOUNT_LA, 1), ("open", BITS, 1), ("chopped", ONE_HOT, _P),
+                 ("chopper", ONE_HOT, _P))),
         Section("scores", (_P,), SIGNED_LA, "net lá so far per relative seat (chops settled)"),
         Section("progress", (1,), PROGRESS, "decisions taken / 100, clipped to 1"),
-        Section("history", (HIST, HIST_ENTRY), None, "last 16 decisions, most recent first, 28 each: [0] present,"
-                " [1:6] one-hot R, [6:15] kind (pass, sam, no_sam, single … double quad), [15:28] rank counts / 4",
+        Section("history", (HIST, HIST_ENTRY), None, "last 16 decisions, most recent first, 28 each:"
+                " [0] present, [1:6] one-hot R, [6:15] kind (pass, sam, no_sam, single … double quad),"
+                " [15:28] rank counts / 4",
                 (("present", BITS, 1), ("by", ONE_HOT, _P), ("kind", ONE_HOT, 9), ("cards", QUARTER, NR))),
         rules_section(params),
         Section("players", (_P - MIN_PLAYERS + 1,), ONE_HOT, f"one-hot player count {MIN_PLAYERS}…{_P}"),
@@ -164,9 +167,11 @@ OFFSETS = offsets()
 OBS_SIZE = OFFSETS["_end"]
 RULE_FEATURES = tuple(label for label, _, _ in SECTION["rules"].parts)
 
-F_HAND, F_UNSEEN, F_PLAYED, F_LEFT = OFFSETS["hand"], OFFSETS["unseen"], OFFSETS["played"], OFFSETS["cards_left"]
+F_HAND, F_UNSEEN, F_PLAYED, F_LEFT = (OFFSETS["hand"], OFFSETS["unseen"], OFFSETS["played"],
+                                      OFFSETS["cards_left"])
 F_BAO, F_PRESENT, F_PASSED = OFFSETS["bao_1"], OFFSETS["present"], OFFSETS["passed"]
-F_TO_ACT, F_OPENER, F_PHASE, F_DECL = OFFSETS["to_act"], OFFSETS["opener"], OFFSETS["phase"], OFFSETS["declarer"]
+F_TO_ACT, F_OPENER, F_PHASE, F_DECL = (OFFSETS["to_act"], OFFSETS["opener"], OFFSETS["phase"],
+                                       OFFSETS["declarer"])
 F_TOP_KIND, F_TOP_RANK, F_TOP_CARDS = OFFSETS["top_kind"], OFFSETS["top_rank"], OFFSETS["top_cards"]
 F_TOP_BY, F_TOP_CHOP, F_CHAIN = OFFSETS["top_by"], OFFSETS["top_chop"], OFFSETS["chain"]
 F_SCORES, F_PROGRESS, F_HIST = OFFSETS["scores"], OFFSETS["progress"], OFFSETS["history"]

@@ -2,7 +2,8 @@
 
 Each row gives a parameter's name, its type (which says the allowed values,
 how a value is checked and how it becomes the kernel's int), its default (the
-default preset's value: a preset file lists only the parameters that differ), its slot in the int array the compiled engine reads, and the cells it fills
+default preset's value: a preset file lists only the parameters that differ),
+its slot in the int array the compiled engine reads, and the cells it fills
 in the observation's rules block.  Everything else is derived from the table
 by functions that take a table, so a test can derive from a copy with an
 extra row: the ``RuleSet`` fields and their checks (:mod:`sam_env.rules`),
@@ -170,10 +171,12 @@ PARAMS: tuple[Param, ...] = (
           "who leads the first round: random | lowest_card"),
     Param("ace_low_straights", Flag(), True, 1, 0, _flag("ace_low_straights"),
           "A-2-3 … runs with a low 2 allowed"),
-    Param("quad_chops_single_two", Flag(), True, 2, 1, _flag("quad_chops_single_two"), "a quad chops a single 2"),
+    Param("quad_chops_single_two", Flag(), True, 2, 1, _flag("quad_chops_single_two"),
+          "a quad chops a single 2"),
     Param("double_quad_chops_pair_two", Flag(), False, 3, 2, _flag("double_quad_chops_pair_two"),
           "two consecutive quads chop a pair of 2s"),
-    Param("passed_can_chop", Flag(), True, 4, 3, _flag("passed_can_chop"), "chop right of seats that passed (§6)"),
+    Param("passed_can_chop", Flag(), True, 4, 3, _flag("passed_can_chop"),
+          "chop right of seats that passed (§6)"),
     Param("finish_with_two", _FINISH, "allowed", 5, 4, (Cell("finish_with_two=forbidden", EQUALS, 1),),
           "allowed | forbidden"),
     Param("bao_mot", _BAO, "penalty", 6, 5, (Cell("bao_mot=enforce", EQUALS, 1),),
@@ -193,13 +196,16 @@ PARAMS: tuple[Param, ...] = (
     Param("sam_fail_to_blocker", Flag(), False, 16, 15, _flag("sam_fail_to_blocker"),
           "the blocker takes a failed Sâm's whole payment"),
     Param("sam_success_den", Flag(), False, 17, 16, _flag("sam_success_den"), "đền trắng"),
-    Param("instant_win", Amount(none=0), 20, 18, 17, _amount("instant_win"), "each opponent pays an instant win"),
-    Param("instant_win_adds_penalties", Flag(optional=True), False, 19, 18, _flag("instant_win_adds_penalties"),
-          "an instant win also collects the losers' hand penalties"),
+    Param("instant_win", Amount(none=0), 20, 18, 17, _amount("instant_win"),
+          "each opponent pays an instant win"),
+    Param("instant_win_adds_penalties", Flag(optional=True), False, 19, 18,
+          _flag("instant_win_adds_penalties"), "an instant win also collects the losers' hand penalties"),
 )
 
 #: The observation's rules block ends with cells no parameter fills.
-CONST_CELLS = (Cell(f"hand size/{HAND_SIZE}", CONST, 1),)  # HAND cards dealt / HAND: room for other deal sizes
+CONST_CELLS = (
+    Cell(f"hand size/{HAND_SIZE}", CONST, 1),  # HAND cards dealt / HAND: room for other deal sizes
+)
 
 
 def slots(params: Sequence[Param]) -> dict[str, int]:

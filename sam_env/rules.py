@@ -108,7 +108,8 @@ class RuleSetBase:
     def overrides(self) -> dict[str, Any]:
         """Parameters that differ from the preset this rule set is based on."""
         base = self.preset(self.preset_name)
-        return {p.name: getattr(self, p.name) for p in self.PARAMS if getattr(self, p.name) != getattr(base, p.name)}
+        return {p.name: getattr(self, p.name) for p in self.PARAMS
+                if getattr(self, p.name) != getattr(base, p.name)}
 
     def to_record(self) -> "str | dict[str, Any]":
         """What a ``samloc/1`` record's ``rules`` field holds for this rule set."""

@@ -89,7 +89,8 @@ def selfplay_step(states, ru, actions, rng, n, hands, rewards, done, seats, obs,
 
 @njit(cache=True)
 def _advance_random(st, ru, learner, rng, x, buf, sam_ok):
-    """Random opponents play until the learner is to act; ``sam_ok[k]``: relative seat k+1 may declare Sâm."""
+    """Random opponents play until the learner is to act; ``sam_ok[k]``: relative seat k+1 may declare
+    Sâm."""
     n = st[O_N]
     while st[O_PHASE] != PH_OVER and st[O_TO_ACT] != learner:
         slot = (st[O_TO_ACT] - learner + n) % n - 1
@@ -387,8 +388,8 @@ class OpponentGames:
         self.replace_illegal = illegal_action == "random"
         self.opponents = resolve_opponents(opponents, self.players)
         self.all_random = all(o.kind == "random" for o in self.opponents)
-        self.sam_ok = np.array([o.sam_ok for o in self.opponents] + [False] * (core.MAX_PLAYERS - self.players),
-                               dtype=np.bool_)
+        self.sam_ok = np.array([o.sam_ok for o in self.opponents]
+                               + [False] * (core.MAX_PLAYERS - self.players), dtype=np.bool_)
         self.ru = self.rules.to_array()
         self.states = core.new_states(N)
         self.hands = np.zeros((N, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
@@ -443,7 +444,8 @@ class OpponentGames:
         The compiled all-random path logs no decisions: there read ``states[g]``.
         """
         if self.all_random:
-            raise ValueError("with only random opponents the decisions are not logged; read states[g] instead")
+            raise ValueError("with only random opponents the decisions are not logged;"
+                             " read states[g] instead")
         return self._mirror(g)
 
     # -- the general path: opponents called from Python, one decision per game per round ----
@@ -500,8 +502,8 @@ class OpponentGames:
         j = apply_actions(self.states, self.ru, games, acts)
         if j >= 0:
             g = int(games[j])
-            raise IllegalActionError(f"game {g}: {who} chose action {int(acts[j])}, which is not legal for seat"
-                                     f" {int(self.states[g, O_TO_ACT])}")
+            raise IllegalActionError(f"game {g}: {who} chose action {int(acts[j])}, which is not legal"
+                                     f" for seat {int(self.states[g, O_TO_ACT])}")
         for g, a in zip(games.tolist(), acts.tolist()):
             self._logs[g].append(a)
 
@@ -539,7 +541,8 @@ class OpponentGames:
         if opp.kind == "batch":
             got = np.asarray(opp.spec.act_batch(self.states[games], self.ru, obs, masks)).reshape(-1)
             if got.shape != (len(games),):
-                raise ValueError(f"opponent {opp!r}: act_batch returned {got.shape[0]} actions for {len(games)} games")
+                raise ValueError(f"opponent {opp!r}: act_batch returned {got.shape[0]} actions"
+                                 f" for {len(games)} games")
             out[:] = got
             return out
         for j in range(len(games)):

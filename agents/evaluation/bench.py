@@ -16,5 +16,5 @@ def bench_agent(spec: str, rules: RuleSet, players: int, deals: int, seed: int) 
     t0, c0 = time.perf_counter(), time.process_time()
     r = evaluate(spec, spec, rules, players, deals, seed=seed)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"agent": spec, "games": r["games"], "seconds": round(dt, 4), "games_per_s": round(r["games"] / dt),
-            "games_per_cpu_s": round(r["games"] / cpu)}
+    return {"agent": spec, "games": r["games"], "seconds": round(dt, 4),
+            "games_per_s": round(r["games"] / dt), "games_per_cpu_s": round(r["games"] / cpu)}

@@ -23,7 +23,8 @@ def _markdown(res: dict[str, Any]) -> str:
     for name, r in res["by_table"].items():
         off = " (out of training distribution)" if r.get("out_of_distribution") else ""
         lines.append(
-            f"| {name}{off} | {r['games']} | {r['mean_score']:+.3f} | [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}] "
+            f"| {name}{off} | {r['games']} | {r['mean_score']:+.3f} "
+            f"| [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}] "
             f"| {r['win_rate']:.3f} ({r['equal_play_win_rate']:.3f}) "
             f"| {r['sam_declared']} ({r['sam_success_rate']:.0%}) "
             f"| {r['chops_made']} / {r['chops_suffered']} ({r['chops_made_la']} / {r['chops_suffered_la']}) "

@@ -111,8 +111,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
     side_by_side = apart and len(todo) > 1
     logging = save_games is not None
     if side_by_side:
-        processes = _play_apart(played, todo, pool, (agent, opponents, seed), workers, rules, n, hands, openers,
-                                logging)
+        processes = _play_apart(played, todo, pool, (agent, opponents, seed), workers, rules, n, hands,
+                                openers, logging)
     else:
         for lo, hi in todo:
             t0 = time.perf_counter()
@@ -121,12 +121,14 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
             played.finished(lo, hi, part, recs, time.perf_counter() - t0)
     wall = time.perf_counter() - t_wall
     out = _result(a, b, rules, n, seed, deals, played, skipped)
-    if side_by_side:  # ``seconds`` sums the chunks' times (games_per_s: one process's rate); this is the run's
+    # ``seconds`` sums the chunks' times (games_per_s: one process's rate); this is the run's
+    if side_by_side:
         out["workers"], out["wall_seconds"] = processes, round(wall, 3)
     if played.resumed:
         out["resumed_chunks"] = played.resumed
     if deal_scores:
-        out["deal_scores"] = np.concatenate([p["score"] for p in played.in_order()]).reshape(deals, n).mean(1).tolist()
+        out["deal_scores"] = (np.concatenate([p["score"] for p in played.in_order()])
+                              .reshape(deals, n).mean(1).tolist())
     if a.settings:  # e.g. a search's: the name alone does not say how it played
         out["agent_settings"] = a.settings
     if save_games is not None:
@@ -170,9 +172,9 @@ def _take_kept(played: _Played, deals: int, chunk: int) -> list[tuple[int, int]]
     return todo
 
 
-def _play_apart(played: _Played, todo: list[tuple[int, int]], pool: EvalPool | None, key: tuple[Any, Any, int],
-                workers: int, rules: RuleSet, n: int, hands: np.ndarray, openers: np.ndarray,
-                logging: bool) -> int:
+def _play_apart(played: _Played, todo: list[tuple[int, int]], pool: EvalPool | None,
+                key: tuple[Any, Any, int], workers: int, rules: RuleSet, n: int, hands: np.ndarray,
+                openers: np.ndarray, logging: bool) -> int:
     """Play the chunks ``todo`` side by side in ``pool`` (else a pool of their own); its process count."""
     run_in = EvalPool(*key, min(workers, len(todo))) if pool is None else pool
     futures = [run_in.submit(rules, n, lo, hi, hands[lo:hi], openers[lo:hi], logging) for lo, hi in todo]
@@ -226,7 +228,8 @@ def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequ
                 save = save_games if len(tables) == 1 else str(Path(save_games).with_suffix(
                     "." + name.replace("/", "_").replace("+", "_") + ".jsonl"))
             by[name] = evaluate(agent, opponents, table.rules, table.players, deals, seed, save_games=save,
-                                progress=None if progress is None else (lambda d, t, k=name: progress(k, d, t)),
+                                progress=None if progress is None
+                                else (lambda d, t, k=name: progress(k, d, t)),
                                 store=None if store is None else Path(store) / safe_name(name), pool=pool)
     finally:
         if pool is not None:

@@ -102,9 +102,9 @@ def play(entries: Sequence[Entry], rules: RuleSet, players: int, deals: int, see
 def rate_league(entries: Sequence[Entry], rules: RuleSet, players: int, deals: int, seed: int, *, pin: str,
                 reps: int = 1000, progress: Callable[[int, str], None] | None = None
                 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """Every pair played (:func:`play`) and one rating per agent fitted (:func:`agents.evaluation.ratings.rate`,
-    ``pin`` rated 0, ``reps`` bootstrap resamples): the fit, and each pair's result by ``A vs B``
-    (without its score histogram)."""
+    """Every pair played (:func:`play`) and one rating per agent fitted
+    (:func:`agents.evaluation.ratings.rate`, ``pin`` rated 0, ``reps`` bootstrap resamples): the fit, and
+    each pair's result by ``A vs B`` (without its score histogram)."""
     names = [e.name for e in entries]
     pairs, results = play(entries, rules, players, deals, seed, progress)
     deal_scores = np.array([r.pop("deal_scores") for r in results])
@@ -128,7 +128,8 @@ def _markdown(res: dict[str, Any]) -> str:
              f"Command: `{res['command']}`", "",
              f"Every ordered pair (A, B) played the same {res['deals']} duplicate deals, A in one seat and B "
              f"in the other {p - 1} (A's seat rotated); score(A vs B) is A's mean lá per game.  Model: "
-             "score(A vs B) ≈ r_A − r_B for both directions, so r_A − r_B is the mean of what one A wins "
+             "score(A vs B) ≈ r_A − r_B for both directions, "
+             "so r_A − r_B is the mean of what one A wins "
              f"at a table of {p - 1} × B and what one B loses at a table of {p - 1} × A; fitted to those "
              f"means by least squares weighted by their variances, `{res['pin']}` pinned at 0; 95% intervals "
              f"from {res['bootstrap']['reps']} bootstrap resamples of the deals.", "",

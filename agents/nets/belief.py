@@ -42,7 +42,8 @@ class BeliefNet(nn.Module):
     def __init__(self, obs_size: int = obs_mod.OBS_SIZE, hidden: int = 512):
         super().__init__()
         self.obs_size, self.hidden = obs_size, hidden
-        self.body = nn.Sequential(nn.Linear(obs_size, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.body = nn.Sequential(nn.Linear(obs_size, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                                  nn.ReLU())
         self.out = nn.Linear(hidden, PLACES * NR)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -77,7 +78,8 @@ def load_belief(ckpt_dir: str | Path) -> BeliefNet | None:
         if not isinstance(meta, dict) or meta.get("format") != BELIEF_FORMAT:
             raise ValueError(f"{BELIEF_META} is not {BELIEF_FORMAT}")
         if file_sha256(wfile) != meta.get("sha256"):
-            raise ValueError(f"{BELIEF_FILE} does not match the checksum in {BELIEF_META} (truncated or changed)")
+            raise ValueError(f"{BELIEF_FILE} does not match the checksum in {BELIEF_META}"
+                             " (truncated or changed)")
     except (OSError, ValueError) as exc:  # I/O, a file not regular or too big, JSON, checksum
         raise ValueError(f"{d}: unreadable belief ({str(exc).splitlines()[0]})") from None
     if "obs_version" not in meta or "obs_size" not in meta:

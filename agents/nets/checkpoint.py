@@ -32,7 +32,8 @@ from .factory import build_network, network_shapes
 from .interface import PolicyNetwork
 from .outputs import Infer, check_known_positions
 
-__all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", "check_bot_folder", "copy_checkpoint"]
+__all__ = ["save_checkpoint", "load_checkpoint", "load_trainer_state", "prune", "check_bot_folder",
+           "copy_checkpoint"]
 
 
 def save_checkpoint(ckpt_dir: str | Path, net: PolicyNetwork, metadata: dict[str, Any],
@@ -60,11 +61,13 @@ def save_checkpoint(ckpt_dir: str | Path, net: PolicyNetwork, metadata: dict[str
         meta = sealed(meta)  # with the hash of itself
         CheckpointMeta.from_json(meta, str(ckpt_dir))  # what is written must read back
         write_atomic(tmp / META_FILE, json.dumps(meta, indent=2))
-    except BaseException:  # a full disk, say: free what was written; the previous checkpoints stay as they were
+    except BaseException:  # a full disk, say: free what was written; the previous checkpoints stay
+        # as they were
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     name = str(meta.get("name") or "")
-    return replace_dir(tmp, ckpt_dir, lambda p: is_checkpoint_of(p, name), f"a checkpoint of the run {name!r}")
+    return replace_dir(tmp, ckpt_dir, lambda p: is_checkpoint_of(p, name),
+                       f"a checkpoint of the run {name!r}")
 
 
 def _safetensors(tensors: dict[str, torch.Tensor]) -> bytes:
@@ -129,10 +132,12 @@ def check_bot_folder(dest: str | Path, name: str) -> Path:
     """``dest`` as a Path, when a bot of the run called ``name`` may be put there
     (:func:`copy_checkpoint`): a new or empty folder, or one that holds a bot of that run and nothing
     else.  UnsafeTarget (one line) otherwise: nothing else is ever deleted or renamed."""
-    return check_dir_target(dest, lambda p: is_checkpoint_of(p, name, BOT_FILES), f"a bot of the run {name!r}")
+    return check_dir_target(dest, lambda p: is_checkpoint_of(p, name, BOT_FILES),
+                            f"a bot of the run {name!r}")
 
 
-def copy_checkpoint(ckpt_dir: str | Path, dest: str | Path, extra_files: dict[str, Any] | None = None) -> Path:
+def copy_checkpoint(ckpt_dir: str | Path, dest: str | Path,
+                    extra_files: dict[str, Any] | None = None) -> Path:
     """Copy a checkpoint's weights, metadata, belief and ONNX export (not the trainer state) to ``dest``,
     atomically: what a bot folder serves.  ``dest`` is checked first (:func:`check_bot_folder`)."""
     name = read_metadata(ckpt_dir).name
@@ -147,4 +152,5 @@ def copy_checkpoint(ckpt_dir: str | Path, dest: str | Path, extra_files: dict[st
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return replace_dir(tmp, dest, lambda p: is_checkpoint_of(p, name, BOT_FILES), f"a bot of the run {name!r}")
+    return replace_dir(tmp, dest, lambda p: is_checkpoint_of(p, name, BOT_FILES),
+                       f"a bot of the run {name!r}")

@@ -285,7 +285,8 @@ class CheckpointMeta:
         try:  # written by the trainer since the typed record; older checkpoints: from their config
             scale = float(raw.get("reward_scale", env.get("reward_scale", LA_SCALE)))
             share = float(raw.get("heuristic_share",
-                                  float(roll.get("opponent_fraction", 0.0)) * float(roll.get("heuristic_share", 0.0))))
+                                  float(roll.get("opponent_fraction", 0.0))
+                                  * float(roll.get("heuristic_share", 0.0))))
             counts = {k: int(raw.get(k) or 0) for k in ("updates", "games", "decisions", "decisions_trained")}
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: unreadable metadata ({exc})") from None
@@ -294,8 +295,8 @@ class CheckpointMeta:
                    reward_scale=scale, heuristic_share=share, obs_version=raw.get("obs_version"),
                    action_table_version=raw.get("action_table_version"), **counts,
                    command=str(raw.get("command") or ""), resumes=tuple(raw.get("resumes") or ()),
-                   wall_time_s=float(raw.get("wall_time_s") or 0.0), git_commit=str(raw.get("git_commit") or ""),
-                   raw=raw)
+                   wall_time_s=float(raw.get("wall_time_s") or 0.0),
+                   git_commit=str(raw.get("git_commit") or ""), raw=raw)
 
 
 def read_metadata(ckpt_dir: str | Path) -> CheckpointMeta:
@@ -360,7 +361,8 @@ def _verify_onnx(ckpt_dir: Path, weights_sha256: str) -> None:
     except FileNotFoundError:
         raise CheckpointError(f"{ckpt_dir}: {ONNX_FILE} has no {ONNX_META} beside it") from None
     if not isinstance(side, dict) or side.get("onnx_sha256") != file_sha256(ckpt_dir / ONNX_FILE):
-        raise CheckpointError(f"{ckpt_dir}: {ONNX_FILE} is truncated or corrupt (hash mismatch with {ONNX_META})")
+        raise CheckpointError(f"{ckpt_dir}: {ONNX_FILE} is truncated or corrupt"
+                              f" (hash mismatch with {ONNX_META})")
     if side.get("checkpoint_sha256") not in (None, weights_sha256):
         raise CheckpointError(f"{ckpt_dir}: {ONNX_FILE} was not exported from these weights")
 

@@ -41,6 +41,6 @@ def check_blind_policy(net: PolicyNetwork) -> None:
         net.train(training)
     if not torch.allclose(first, second, rtol=1e-5, atol=1e-5):
         moved = (first - second).abs().max().item()
-        raise NetworkError(f"model.kind={hp['kind']}: its acting logits change with the hidden hands (by up to"
-                           f" {moved:.3g}); only the critic may read them: train_forward must give forward's"
-                           " policy, with the hands in the critic's value alone")
+        raise NetworkError(f"model.kind={hp['kind']}: its acting logits change with the hidden hands"
+                           f" (by up to {moved:.3g}); only the critic may read them: train_forward must give"
+                           " forward's policy, with the hands in the critic's value alone")

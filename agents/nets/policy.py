@@ -84,7 +84,8 @@ class PolicyNet(PolicyNetwork):
     def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
         return self.pi(self.trunk(obs))  # without the value head and the masked copy
 
-    def _heads(self, h: torch.Tensor, mask: torch.Tensor, sparse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def _heads(self, h: torch.Tensor, mask: torch.Tensor,
+               sparse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         if sparse:  # the logits at the legal moves alone
             masked = masked_linear(h, mask, self.pi)
         else:
@@ -92,8 +93,8 @@ class PolicyNet(PolicyNetwork):
             masked = torch.where(mask > 0, logits, torch.full_like(logits, MASK_LOGIT))
         return masked, self.v(h).squeeze(-1)
 
-    def train_forward(self, obs: Obs, mask: torch.Tensor,
-                      hidden_hands: torch.Tensor | SparseRows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def train_forward(self, obs: Obs, mask: torch.Tensor, hidden_hands: torch.Tensor | SparseRows
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         h = self.trunk(obs)
         masked, value = self._heads(h, mask, sparse=not torch.is_tensor(obs))
         return masked, value, value if self.critic is None else self._critic(h, hidden_hands)

@@ -58,8 +58,8 @@ class SparseRows:
     @classmethod
     def from_bits(cls, bits: np.ndarray, keep: np.ndarray, width: int, extra_cols: np.ndarray | None = None,
                   extra_vals: np.ndarray | None = None) -> SparseRows:
-        """Rows given packed: ``bits`` (``np.packbits`` of each row, uint8 ``[n, ceil(width / 8)]``) whose bits
-        in ``keep`` (packed the same way) are cells worth 1, and the other cells' values ``extra_vals``
+        """Rows given packed: ``bits`` (``np.packbits`` of each row, uint8 ``[n, ceil(width / 8)]``) whose
+        bits in ``keep`` (packed the same way) are cells worth 1, and the other cells' values ``extra_vals``
         (float32 ``[n, m]``) at columns ``extra_cols``.  The bit cells come first, then the others."""
         if extra_cols is None:
             extra_cols, extra_vals = np.zeros(0, np.int32), np.zeros((len(bits), 0), np.float32)
@@ -91,8 +91,8 @@ class SparseRows:
 
 def sparse_linear(x: SparseRows, weight: torch.Tensor, bias: torch.Tensor | None = None,
                   relu: bool = False) -> torch.Tensor:
-    """``F.linear(x.dense(), weight, bias)``, touching only ``x``'s nonzero cells (``weight``: ``[out, width]``,
-    a parameter or a slice of one); ``relu``: and its ReLU, in the same pass."""
+    """``F.linear(x.dense(), weight, bias)``, touching only ``x``'s nonzero cells (``weight``:
+    ``[out, width]``, a parameter or a slice of one); ``relu``: and its ReLU, in the same pass."""
     if bias is None:
         bias = weight.new_zeros(())
     return _autocast_out(_SparseLinear.apply(x.cols, x.vals, weight.t().contiguous(), bias, relu))

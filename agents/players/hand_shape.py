@@ -70,7 +70,8 @@ def strengths(u, ru, out, run):
 # ---- splitting a hand into combinations ------------------------------------------------
 @njit(cache=True)
 def _record_split(d, acc, stack, best_stack, best, collect, out, lens, nout):
-    """A complete split, ``stack[:d]`` worth ``acc``: added to ``out`` (``collect``), else kept if the best."""
+    """A complete split, ``stack[:d]`` worth ``acc``: added to ``out`` (``collect``), else kept if the
+    best."""
     if collect:
         i = nout[0]
         if i < out.shape[0]:
@@ -87,7 +88,8 @@ def _record_split(d, acc, stack, best_stack, best, collect, out, lens, nout):
 
 @njit(cache=True)
 def _give_back(h, r, a, c):
-    """Undo combination ``a`` taken at rank ``r`` from rank counts ``h`` (a set took all ``c`` cards there)."""
+    """Undo combination ``a`` taken at rank ``r`` from rank counts ``h`` (a set took all ``c`` cards
+    there)."""
     if ACT_KIND[a] == K_STRAIGHT:
         for q in range(r, r + ACT_LEN[a]):
             h[q] += 1

@@ -139,8 +139,8 @@ class _DeadlineBackend(httpcore.SyncBackend):
     def __init__(self) -> None:
         self.deadline = _Deadline()
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> httpcore.NetworkStream:
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None, socket_options: Any = None) -> httpcore.NetworkStream:
         stream = super().connect_tcp(host, port, self.deadline.left(timeout), local_address, socket_options)
         return _DeadlineStream(stream, self.deadline)
 

@@ -41,7 +41,8 @@ class PolicyAgent(Agent):
         self.temperature = float(temperature)
         self.name = name
         self.gen = torch.Generator(device=device).manual_seed(seed)
-        self.meta: CheckpointMeta | None = None  # what its checkpoint says of itself (set by load_policy_agent)
+        # what its checkpoint says of itself (set by load_policy_agent)
+        self.meta: CheckpointMeta | None = None
 
     @property
     def trained_tables(self) -> tuple[Table, ...] | None:

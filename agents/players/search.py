@@ -323,8 +323,8 @@ class SearchAgent(Agent):
                  critic: int = DEFAULTS["critic"], *, belief: BeliefNet | None = None,
                  reward_scale: float = obs_mod.LA_SCALE, seed: int = 0, chunk: int = 8192,
                  bf16: bool | None = None, deadline_ms: int = 0) -> None:
-        check_search_settings({"candidates": candidates, "worlds": worlds, "horizon": horizon, "critic": critic,
-                               "deadline_ms": deadline_ms})
+        check_search_settings({"candidates": candidates, "worlds": worlds, "horizon": horizon,
+                               "critic": critic, "deadline_ms": deadline_ms})
         if not reward_scale > 0:
             raise ValueError(f"reward_scale must be positive, not {reward_scale!r}")
         super().__init__(seed)
@@ -336,7 +336,8 @@ class SearchAgent(Agent):
         self.chunk = int(chunk)
         if horizon >= 0 and critic > 0 and not policy.net.has_critic:
             raise ValueError(f"{policy.name} has no critic (trained without model.critic: full): "
-                             "search it with critic=0 (its own value at the leaf) or horizon=-1 (rollouts to the end)")
+                             "search it with critic=0 (its own value at the leaf) or horizon=-1"
+                             " (rollouts to the end)")
         # Rollouts only rank moves, so they run in bfloat16 (greedy choices agree with float32 ~99% of
         # the time) wherever oneDNN takes it: ~3x faster with AMX / AVX512-BF16, emulated and ~1.5x slower
         # on plain AVX512, but reproducible there, which float32 GEMM on several threads is not.
@@ -500,7 +501,8 @@ class SearchAgent(Agent):
             c = cands[lo:lo + step]
             sim = np.zeros((r.size * per, core.STATE_SIZE), dtype=np.int32)
             seats = np.zeros(r.size * per, dtype=np.int64)
-            share = self.belief.shares(obs[r]) if self.belief is not None else np.zeros((0, core.MAX_PLAYERS, NR))
+            share = (self.belief.shares(obs[r]) if self.belief is not None
+                     else np.zeros((0, core.MAX_PLAYERS, NR)))
             _expand(states, ru, r.astype(np.int64), c, k, self.worlds, self.seed, sim, seats, share)
             score = self._scores(sim, ru, seats, r.size, deadline)
             if score is None:

@@ -1,6 +1,7 @@
 """A play-time search's settings (``DIR+search:worlds=64,...``): their defaults, their bounds, and
 the spec text that gives them.  Torch-free, so a spec is checked before anything is loaded
-(:func:`agents.registry.parse_spec`) as well as where the search is built (:class:`agents.players.search.SearchAgent`).
+(:func:`agents.registry.parse_spec`) as well as where the search is built
+(:class:`agents.players.search.SearchAgent`).
 
 Each setting is bounded by what it would take: the rollout positions a decision holds at once
 (``worlds`` × ``candidates``, :data:`ROW_BYTES` each) by :data:`MAX_SEARCH_BYTES`, as a network is
@@ -40,14 +41,17 @@ def check_search_settings(settings: dict[str, Any]) -> None:
     candidates that would hold more than :data:`MAX_SEARCH_BYTES` at once."""
     for key, val in settings.items():
         low, high = BOUNDS[key]
-        if isinstance(val, bool) or not isinstance(val, int) or val < low or (high is not None and val > high):
+        if (isinstance(val, bool) or not isinstance(val, int) or val < low
+                or (high is not None and val > high)):
             raise ValueError(f"search setting {key} must be {_range(key)}, not {_shown(val)}")
-    worlds, cands = settings.get("worlds", DEFAULTS["worlds"]), settings.get("candidates", DEFAULTS["candidates"])
+    worlds, cands = (settings.get("worlds", DEFAULTS["worlds"]),
+                     settings.get("candidates", DEFAULTS["candidates"]))
     if worlds * cands * ROW_BYTES > MAX_SEARCH_BYTES:
         gib = worlds * cands * ROW_BYTES / (1 << 30)
-        raise ValueError(f"search worlds={worlds:,} with candidates={cands} would hold {worlds * cands:,} rollout"
-                         f" positions at once ({gib:,.1f} GiB), more than {MAX_SEARCH_BYTES >> 30} GiB:"
-                         f" at most worlds={MAX_SEARCH_BYTES // (cands * ROW_BYTES):,} with candidates={cands}")
+        raise ValueError(f"search worlds={worlds:,} with candidates={cands} would hold {worlds * cands:,}"
+                         f" rollout positions at once ({gib:,.1f} GiB), more than"
+                         f" {MAX_SEARCH_BYTES >> 30} GiB: at most"
+                         f" worlds={MAX_SEARCH_BYTES // (cands * ROW_BYTES):,} with candidates={cands}")
 
 
 def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:
@@ -70,7 +74,8 @@ def parse_search_spec(text: str, defaults: bool = True) -> dict[str, int]:
         try:
             out[key] = int(val)
         except ValueError:  # not a number, or one of more than 4,300 digits
-            raise ValueError(f"search setting {key} must be {_range(key)}, not {_shown(val.strip())}") from None
+            raise ValueError(f"search setting {key} must be {_range(key)},"
+                             f" not {_shown(val.strip())}") from None
     check_search_settings(out)
     return out
 

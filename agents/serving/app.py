@@ -111,7 +111,8 @@ def _add_protocol_routes(app: FastAPI) -> None:
         hops = read_hops(request)
         req = await read_body(request, ActRequest)
         view, b = build_view(req, request.app.state.bots)
-        event, info = await b.run(decide_event, b, view, req.seat, t0, hops)  # a search's deadline counts from t0
+        # a search's deadline counts from t0
+        event, info = await b.run(decide_event, b, view, req.seat, t0, hops)
         out: dict[str, Any] = {"event": event}
         if info:
             out["info"] = info
@@ -175,8 +176,8 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
             raise RequestError(str(exc)) from None
         if not 0 <= body.seat < body.players:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
-        s = await b.run(PlaySession, b, rules, body.players, body.seat, deal_seed(body.seed, allow_client_seed),
-                        stand_in)
+        s = await b.run(PlaySession, b, rules, body.players, body.seat,
+                        deal_seed(body.seed, allow_client_seed), stand_in)
         request.app.state.sessions.add(s.id, request.client.host if request.client else "", s.to_json())
         return s.state()
 

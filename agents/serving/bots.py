@@ -32,9 +32,11 @@ from sam_env.table import Table, preset_tables
 from .protocol import FORMAT, RequestError
 from .shipped import shipped_models
 
-#: A rule set a bot plays, as the protocol shows it (a preset's name or the rules record), and its player counts.
+#: A rule set a bot plays, as the protocol shows it (a preset's name or the rules record), and its
+#: player counts.
 Supported = tuple[RuleSet, Any, list[int]]
-DEADLINE_MS = 200             # a searched decision's time bound (agents.players.search: the best move found by then)
+DEADLINE_MS = 200             # a searched decision's time bound (agents.players.search: the best move
+                              # found by then)
 UPSTREAM_TIMEOUT_S = 5.0      # an http:// bot's whole answer (connecting, head, body); then 503
 UPSTREAM_CALLS = 8            # calls in flight to one http:// bot; more wait their turn
 T = TypeVar("T")
@@ -158,7 +160,8 @@ class Bot:
                 self.checkpoint = str(self.onnx.path)
                 return
             if not self.note:
-                self.note = f"no ONNX file in {spec.target}: serving it with PyTorch (samloc export {spec.target})"
+                self.note = (f"no ONNX file in {spec.target}: serving it with PyTorch"
+                             f" (samloc export {spec.target})")
         if spec.kind == "onnx":
             self.onnx = make_agent(spec, seed=self.seed, temperature=t)
             self.checkpoint = str(Path(spec.target))
@@ -272,8 +275,8 @@ class Bots:
         bot = self.route(table)
         if bot is None:
             plays = "; ".join(f"{rs.name} with {', '.join(map(str, ps))}" for rs, _, ps in self.supported())
-            raise RequestError(f"no bot here plays {table.rules.name} with {table.players} players; this server"
-                               f" plays {plays}")
+            raise RequestError(f"no bot here plays {table.rules.name} with {table.players} players;"
+                               f" this server plays {plays}")
         return bot
 
     def supported(self) -> list[Supported]:

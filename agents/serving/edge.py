@@ -28,7 +28,8 @@ MAX_BODY = 64 * 1024          # a whole game's events are a few KiB
 HEADER_TIMEOUT_S = 10.0       # a request's headers must be in this long after the connection or last answer
 BODY_TIMEOUT_S = 10.0         # and its body this long after that
 KEEP_ALIVE_S = 5              # an idle keep-alive connection is closed after this
-MAX_HEADER_BYTES = 16 * 1024  # a request line and headers larger than this are refused (431, or 400 while incomplete)
+MAX_HEADER_BYTES = 16 * 1024  # a request line and headers larger than this are refused (431, or 400 while
+                              # incomplete)
 MAX_IN_FLIGHT = 256           # requests in progress per process (health aside); more are answered 503
 #: Open connections per process: past it, the oldest still waiting for its headers is closed to make
 #: room (idle sockets cannot lock anyone out), and a newcomer only when none waits.  Below the
@@ -223,7 +224,8 @@ class H11(H11Protocol):
             self.transport.write_eof() if before_request else self.transport.close()
 
     def _make_room(self) -> None:
-        waiting = [c for c in self.connections if c is not self and getattr(c, "_header_timer", None) is not None]
+        waiting = [c for c in self.connections
+                   if c is not self and getattr(c, "_header_timer", None) is not None]
         if waiting:
             min(waiting, key=lambda c: c._waiting_since).transport.close()
         else:
@@ -291,5 +293,6 @@ def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
 def wrap(app: FastAPI) -> FastAPI:
     """Put :class:`Edge` outside everything else (FastAPI would turn its refusals into 400s)."""
     inner = app.build_middleware_stack()
-    app.middleware_stack = Edge(inner, MAX_BODY, BODY_TIMEOUT_S, MAX_IN_FLIGHT)  # what Starlette calls; built once
+    # what Starlette calls; built once
+    app.middleware_stack = Edge(inner, MAX_BODY, BODY_TIMEOUT_S, MAX_IN_FLIGHT)
     return app

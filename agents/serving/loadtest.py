@@ -54,7 +54,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(agent: str | None, port: int, workers: int = 1, extra: list[str] | None = None) -> subprocess.Popen:
+def start_server(agent: str | None, port: int, workers: int = 1,
+                 extra: list[str] | None = None) -> subprocess.Popen:
     """``samloc serve`` on ``port`` (its output kept for the error where it ends early)."""
     cmd = [sys.executable, "-m", "samloc", "serve", "--port", str(port), "--host", "127.0.0.1",
            "--workers", str(workers), *(extra or [])]

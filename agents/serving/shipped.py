@@ -32,10 +32,10 @@ def checkpoints_dir() -> Path:
         return here.resolve()
     if own.is_dir() and (_CHECKOUT / "pyproject.toml").is_file():
         return own
-    raise NoCheckpoints(f"no shipped checkpoints here (a wheel holds none): they are the checkpoints/ folder of"
-                        f" the samloc repository; clone it and run from the clone, or set {ENV_VAR} to that folder"
-                        " (standard/, all_tables/, expert/); or name a bot with --agent (heuristic, a .onnx"
-                        " file, a checkpoint folder)")
+    raise NoCheckpoints(f"no shipped checkpoints here (a wheel holds none): they are the checkpoints/"
+                        f" folder of the samloc repository; clone it and run from the clone, or set {ENV_VAR}"
+                        " to that folder (standard/, all_tables/, expert/); or name a bot with --agent"
+                        " (heuristic, a .onnx file, a checkpoint folder)")
 
 
 def shipped_models(folder: Path | None = None) -> list[Path]:
