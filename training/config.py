@@ -2,9 +2,9 @@
 
 This module is the schema of the run's own sections (env, model, rollout, learner, eval, checkpoint,
 belief), the :class:`Section` that an algorithm or a stage declares in its own module for its settings
-(``ppo`` in training/algorithms/ppo.py, ``warm_start`` in training/algorithms/warm_start.py, an outside algorithm's
-beside its code), and what is derived from a config (its tables, the evaluation's table, its flat and
-YAML forms, the budgets).  A config is built from the dataclass defaults, then the YAML file, then the
+(``ppo`` in training/algorithms/ppo.py, ``warm_start`` in training/algorithms/warm_start.py, an outside
+algorithm's beside its code), and what is derived from a config (its tables, the evaluation's table, its flat
+and YAML forms, the budgets).  A config is built from the dataclass defaults, then the YAML file, then the
 command-line overrides (OmegaConf structured configs, so a wrong type or an unknown key is refused
 before anything starts), then validated: :mod:`training.config_load`.  Every mistake is reported as one
 :class:`ConfigError` line.
@@ -90,7 +90,8 @@ class ModelConfig:
     layers: int = 2
     """Hidden layers; each after the first is a residual block."""
     critic: str = "full"
-    """Baseline for the advantages: "full" (a critic MLP that also sees every hand; training only) or "obs"."""
+    """Baseline for the advantages: "full" (a critic MLP that also sees every hand; training only) or
+    "obs"."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """A user's model.kind: its keyword arguments besides obs_size, num_actions and critic_size
     (numbers or strings)."""
@@ -191,7 +192,8 @@ class LearnerConfig:
     """fp32; bf16: forward and loss under bfloat16 autocast (weights, optimizer and gradients stay float32;
     its effect on the loss is measured in docs/results.md); or auto: on a CPU, the faster of the two for
     this network, timed at the learner's start (training/run/precision.py; fp32 in a rollout.deterministic
-    run), on CUDA fp32.  A run says what auto chose and records it in its config.yaml, which a resume keeps."""
+    run), on CUDA fp32.  A run says what auto chose and records it in its config.yaml, which a resume
+    keeps."""
     max_policy_lag: int = 8
     """Updates a rollout may lag behind the weights that learn from it (updates made between its request
     and the update that takes it); older rollouts are dropped and counted (charts/dropped_rollouts), so
@@ -225,7 +227,8 @@ class EvalConfig:
     """Processes an evaluation plays its opponents in, side by side (one opponent each; the same figures as
     in one process): the periodic evaluation's count against the CPUs beside training, and the final one's.
     auto (the shipped configs but cluster): one per 16 CPUs Ray has, at least 1, at most one per opponent
-    (training/run/sizing.py); a run says what it chose at its start and records the figure in its config.yaml."""
+    (training/run/sizing.py); a run says what it chose at its start and records the figure in its
+    config.yaml."""
 
 
 @dataclass

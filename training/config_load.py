@@ -65,7 +65,8 @@ def _as_lists(node: Any, cls: type, where: str = "") -> Any:
 def _check_value(name: str, hint: Any, value: Any) -> None:
     """A value whose shape or type its field cannot take, refused naming the key: a mapping or a list where
     neither goes, lists or mappings inside a list of values, a boolean that is not true or false (OmegaConf
-    takes 2 and -1 as true), true or false for a number, an integer past 64 bits.  ``${...}`` is OmegaConf's."""
+    takes 2 and -1 as true), true or false for a number, an integer past 64 bits.  ``${...}`` is
+    OmegaConf's."""
     if value is None or hint is None or hint is Any or isinstance(value, str) and value.startswith("${"):
         return
     origin = typing.get_origin(hint)
@@ -82,7 +83,8 @@ def _check_value(name: str, hint: Any, value: Any) -> None:
     if hint in (int, float) and isinstance(value, bool):
         raise ConfigError(f"{name} takes a number, not {_shown(value)}")
     if hint is int and isinstance(value, int) and not -2**63 <= value < 2**63:
-        raise ConfigError(f"{name} takes a 64-bit integer (at most 2**63 - 1 either way), not {_shown(value)}")
+        raise ConfigError(f"{name} takes a 64-bit integer (at most 2**63 - 1 either way),"
+                          f" not {_shown(value)}")
 
 
 def _hint(key: str, cls: type) -> Any:
@@ -119,7 +121,8 @@ def schema(algorithm: str) -> type:
     section (:func:`training.algorithms.sections`), each a dataclass of defaults."""
     hints = typing.get_type_hints(TrainConfig)
     own = [(f.name, hints[f.name], dataclasses.field(default=f.default)
-            if f.default_factory is dataclasses.MISSING else dataclasses.field(default_factory=f.default_factory))
+            if f.default_factory is dataclasses.MISSING
+            else dataclasses.field(default_factory=f.default_factory))
            for f in core_fields(TrainConfig)]
     secs = [(name, cls, dataclasses.field(default_factory=cls)) for name, cls in sections(algorithm).items()]
     return dataclasses.make_dataclass("TrainConfig", own + secs)
@@ -192,7 +195,8 @@ def _merge(layers: list[Layer]) -> TrainConfig:
     merged = _defaults(algorithm)
     for where, layer, text in layers:
         if text is not None and _hint(where, cls) is bool and text.strip().lower() not in ("true", "false"):
-            raise ConfigError(f"{where} takes true or false, not {_shown(text)[1:-1]}")  # YAML reads yes as true
+            # YAML reads yes as true
+            raise ConfigError(f"{where} takes true or false, not {_shown(text)[1:-1]}")
         try:
             merged = OmegaConf.merge(merged, OmegaConf.create(_as_lists(layer, cls)))
         except ConfigError:
@@ -290,7 +294,8 @@ def _check_settings(cfg: TrainConfig) -> None:
     ro = cfg.rollout
     auto = ro.num_workers == AUTO
     need(auto or (isinstance(ro.num_workers, int) and 1 <= ro.num_workers <= MAX_WORKERS),
-         f"rollout.num_workers must be {AUTO} or a whole number from 1 to {MAX_WORKERS:,}, not {ro.num_workers!r}")
+         f"rollout.num_workers must be {AUTO} or a whole number from 1 to {MAX_WORKERS:,},"
+         f" not {ro.num_workers!r}")
     need(ro.envs_per_worker >= len(tabs),
          "rollout.envs_per_worker must give every (rules, players) pair at least one game")
     need(ro.steps_per_rollout >= 1, "rollout.steps_per_rollout must be at least 1")
@@ -315,7 +320,8 @@ def _check_settings(cfg: TrainConfig) -> None:
          "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
     ev = cfg.eval
     need(ev.num_workers == AUTO or (isinstance(ev.num_workers, int) and 1 <= ev.num_workers <= MAX_WORKERS),
-         f"eval.num_workers must be {AUTO} or a whole number from 1 to {MAX_WORKERS:,}, not {ev.num_workers!r}")
+         f"eval.num_workers must be {AUTO} or a whole number from 1 to {MAX_WORKERS:,},"
+         f" not {ev.num_workers!r}")
     need(ev.every_updates >= 0 and ev.every_minutes >= 0 and ev.deals >= 1 and ev.final_deals >= 0,
          "eval.every_updates and every_minutes >= 0, eval.deals >= 1 and eval.final_deals >= 0 please")
     for o in ev.opponents:
@@ -323,7 +329,8 @@ def _check_settings(cfg: TrainConfig) -> None:
              f"eval.opponents: unknown opponent {o!r} (random, heuristic, snapshot or a checkpoint folder)")
     eval_table(cfg)
     ck = cfg.checkpoint
-    need(ck.every_updates >= 1 and ck.keep >= 0, "checkpoint.every_updates must be >= 1, checkpoint.keep >= 0")
+    need(ck.every_updates >= 1 and ck.keep >= 0,
+         "checkpoint.every_updates must be >= 1, checkpoint.keep >= 0")
     need(ck.every_minutes >= 0, "checkpoint.every_minutes must be >= 0")
     be = cfg.belief
     need(be.deals >= 0 and be.epochs >= 1 and be.hidden >= 1,
@@ -335,8 +342,8 @@ def _check_settings(cfg: TrainConfig) -> None:
 
 #: The keys a stage may not change: the network, the tables, the budgets, the seed, where the run writes,
 #: what it does after training, and the warm start (it runs once, before the first update).
-RUN_KEYS = ("name", "seed", "total_decisions", "max_minutes", "out_dir", "display", "log_every_s", "init_from",
-            "env", "model", "checkpoint", "belief", "stages", "warm_start")
+RUN_KEYS = ("name", "seed", "total_decisions", "max_minutes", "out_dir", "display", "log_every_s",
+            "init_from", "env", "model", "checkpoint", "belief", "stages", "warm_start")
 
 
 def _nested(settings: dict[str, Any]) -> dict[str, Any]:
@@ -364,7 +371,8 @@ def stage_config(cfg: TrainConfig, index: int) -> TrainConfig:
         need("device" not in (settings.get("learner") or {}),
              f"stages[{k}].settings.learner.device: the learner stays on its device for the whole run")
         need("pool_size" not in (settings.get("rollout") or {}),
-             f"stages[{k}].settings.rollout.pool_size: the pool of past selves is the run's, whatever the stage")
+             f"stages[{k}].settings.rollout.pool_size: the pool of past selves is the run's,"
+             " whatever the stage")
         layers.append((f"stages[{k}].settings", settings, None))
     out = _merge(layers)
     try:
@@ -389,12 +397,14 @@ def _check_stages(cfg: TrainConfig) -> None:
         need(names.count(s.name) == 1, f"{where}.name: {s.name!r} names two stages")
         need(0 <= s.share <= 1, f"{where}.share must be from 0 to 1 (of max_minutes), not {s.share:g}")
         total += s.share
-        need(total <= 1 + 1e-9, f"{where}.share: the shares so far add up to {total:g}, more than the whole of max_minutes (1)")
-        need(not s.share or cfg.max_minutes > 0, f"{where}.share is a share of max_minutes: give max_minutes > 0")
+        need(total <= 1 + 1e-9, f"{where}.share: the shares so far add up to {total:g},"
+             " more than the whole of max_minutes (1)")
+        need(not s.share or cfg.max_minutes > 0,
+             f"{where}.share is a share of max_minutes: give max_minutes > 0")
         need(s.updates >= 0 and s.plateau_evals >= 0 and s.plateau_gain >= 0,
              f"{where}.updates, plateau_evals and plateau_gain must be >= 0")
-        need(last or bool(s.share or s.updates or s.plateau_evals), f"{where} ({s.name}): nothing ends it; give"
-             " share, updates or plateau_evals (only the last stage runs until the run stops)")
+        need(last or bool(s.share or s.updates or s.plateau_evals), f"{where} ({s.name}): nothing ends it;"
+             " give share, updates or plateau_evals (only the last stage runs until the run stops)")
         need(not last or not (s.updates or s.plateau_evals), f"{where} ({s.name}): the last stage runs until"
              " the run stops; give it no updates or plateau_evals")
         staged = stage_config(cfg, i)
@@ -402,8 +412,8 @@ def _check_stages(cfg: TrainConfig) -> None:
             ev = staged.eval
             need(bool(ev.every_updates or ev.every_minutes), f"{where}.plateau_evals reads the periodic"
                  " evaluation: give eval.every_updates or eval.every_minutes")
-            need(s.plateau_opponent in ev.opponents, f"{where}.plateau_opponent: {s.plateau_opponent!r} is not"
-                 f" one of eval.opponents ({', '.join(ev.opponents)})")
+            need(s.plateau_opponent in ev.opponents, f"{where}.plateau_opponent: {s.plateau_opponent!r}"
+                 f" is not one of eval.opponents ({', '.join(ev.opponents)})")
 
 
 def _check_opponent(spec: str, temperature: float) -> None:
@@ -426,7 +436,8 @@ def check_agents(cfg: TrainConfig) -> None:
     for key, spec in named + [("rollout.opponent", cfg.rollout.opponent)]:
         try:
             make_agent(spec).close()
-        except Exception as exc:  # torch's, safetensors' and onnxruntime's own errors for what is not a network
+        except Exception as exc:  # torch's, safetensors' and onnxruntime's own errors for what is not a
+            # network
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ConfigError(f"{key}: {spec} is not an agent that can be loaded ({first})") from None
 

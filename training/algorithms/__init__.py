@@ -42,7 +42,8 @@ def resolve(spec: str) -> type[Algorithm]:
     """The class a name of :data:`ALGORITHMS` or an import path ``package.module:Class`` names."""
     path = ALGORITHMS.get(spec, spec)
     if ":" not in path:
-        raise ConfigError(f"algorithm={spec}: not one of {', '.join(ALGORITHMS)} nor a package.module:Class path")
+        raise ConfigError(f"algorithm={spec}: not one of {', '.join(ALGORITHMS)}"
+                          " nor a package.module:Class path")
     cls = _import(path, spec)
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise ConfigError(f"algorithm={spec}: {path} is not a training.algorithms.base.Algorithm subclass")

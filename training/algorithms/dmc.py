@@ -175,13 +175,15 @@ class MonteCarloEngine(RolloutEngine):
         for i, tr in enumerate(st.extra for st in self.streams):
             missing = [k for k in (f"{i}.cum", *(f"{i}.carry.{k}" for k in tr.carry)) if k not in state]
             if missing or np.shape(state[f"{i}.cum"]) != tr.cum.shape:
-                raise ValueError(f"rollout state: {(missing or [f'{i}.cum'])[0]} does not fit this DMC engine")
+                raise ValueError(f"rollout state: {(missing or [f'{i}.cum'])[0]}"
+                                 " does not fit this DMC engine")
             tr.cum[:] = state[f"{i}.cum"]
             tr.carry = {k: np.asarray(state[f"{i}.carry.{k}"]).copy() for k in tr.carry}
 
 
 def q_update(net: torch.nn.Module, step: Step, data: dict[str, torch.Tensor], cfg: DMCConfig,
-             gen: torch.Generator, bf16: bool, between_steps: Callable[[], None] | None = None) -> dict[str, float]:
+             gen: torch.Generator, bf16: bool,
+             between_steps: Callable[[], None] | None = None) -> dict[str, float]:
     """``cfg.epochs`` passes of minibatch regression of Q(s, a) (and the value head, and the critic) on the
     returns ``data["ret"]``, each minibatch one ``step`` (the learner's); returns the mean losses and
     figures of the batch."""
@@ -200,7 +202,8 @@ def q_update(net: torch.nn.Module, step: Step, data: dict[str, torch.Tensor], cf
             q_loss = (q - ret).pow(2).mean()
             v_loss = value_regression(net, value, base, ret)
             grad_norm = step(q_loss + cfg.value_coef * v_loss)
-            sums += torch.stack([q_loss.detach(), v_loss.detach(), q.detach().mean(), grad_norm.float()]).cpu()
+            sums += torch.stack([q_loss.detach(), v_loss.detach(), q.detach().mean(),
+                                 grad_norm.float()]).cpu()
             steps += 1
             if between_steps is not None:
                 between_steps()

@@ -2,9 +2,9 @@
 
 The stage itself (rounds, search workers, the buffer, seeds, resume) is described in
 :mod:`training.algorithms.expert_search`, which holds its pieces; this part runs them in the loop: it
-starts the search workers, takes their results into the buffer, learns (PPO's update with a distillation minibatch on each
-step, or distillation steps alone without ``distill.ppo``), ends a round after ``distill.round_updates``
-updates, and keeps its state in every checkpoint.
+starts the search workers, takes their results into the buffer, learns (PPO's update with a distillation
+minibatch on each step, or distillation steps alone without ``distill.ppo``), ends a round after
+``distill.round_updates`` updates, and keeps its state in every checkpoint.
 """
 
 from __future__ import annotations
@@ -390,12 +390,14 @@ class ExpertIteration(Algorithm):
     def _restore(self, restored: Restored) -> None:
         tensors, saved = restored.tensors, restored.state.get("distill")
         if not saved:
-            self.log(f"{restored.path} holds no expert-iteration stage: it starts at round 0 from this network")
+            self.log(f"{restored.path} holds no expert-iteration stage:"
+                     " it starts at round 0 from this network")
             return
         known = {f.name for f in dataclasses.fields(DistillCounters)}
         self.d = DistillCounters(**{k: v for k, v in saved["counters"].items() if k in known})
         self.precision = {int(w): p for w, p in saved.get("precision", {}).items()}  # until workers report
-        self.round_weights = {k[len("round."):]: v.numpy() for k, v in tensors.items() if k.startswith("round.")}
+        self.round_weights = {k[len("round."):]: v.numpy() for k, v in tensors.items()
+                              if k.startswith("round.")}
         b = saved.get("belief")
         if b:
             weights = {k[len("belief."):]: v.numpy() for k, v in tensors.items() if k.startswith("belief.")}

@@ -130,13 +130,13 @@ class DistillConfig(Section):
     the policy's KL to targets it never learned from (losses/distill_kl_heldout; 0: none)."""
     precision: str = "auto"
     """The search workers' rollouts: bf16, fp32, or auto: the faster of the two on the worker's own core,
-    measured once when it starts (agents.players.search.rollout_rates; bf16 is 3x faster with AMX and slower on
-    some CPUs with AVX512-BF16 alone, docs/results.md).  The leaves' values are float32 either way."""
+    measured once when it starts (agents.players.search.rollout_rates; bf16 is 3x faster with AMX and slower
+    on some CPUs with AVX512-BF16 alone, docs/results.md).  The leaves' values are float32 either way."""
     belief_deals: int = 0
     """Duplicate deals the new network plays at each round's start to learn the search's hand belief
-    again (training/tools/belief.py, belief.hidden and belief.epochs), kept only where it beats the round's belief
-    so far on the same held-out decisions; 0: the belief of init_from throughout (uniform worlds when it has
-    none)."""
+    again (training/tools/belief.py, belief.hidden and belief.epochs), kept only where it beats the round's
+    belief so far on the same held-out decisions; 0: the belief of init_from throughout (uniform worlds when
+    it has none)."""
 
     def check(self, cfg: TrainConfig, name: str) -> None:
         """Ranges, what the search needs of the network and of the trainer, and the algorithm it goes with."""
@@ -154,10 +154,11 @@ class DistillConfig(Section):
              "envs_per_worker must give every (rules, players) pair at least one game")
         want(self.decisions_per_request >= 1, "decisions_per_request must be at least 1")
         try:  # the bounds a served search has: each setting's range, worlds x candidates by their memory
-            check_search_settings({"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon,
-                                   "critic": self.critic})
+            check_search_settings({"candidates": self.candidates, "worlds": self.worlds,
+                                   "horizon": self.horizon, "critic": self.critic})
         except ValueError as exc:  # its words name the setting; here it is a key of this section
-            raise ConfigError(str(exc).replace("search setting ", f"{name}.").replace("search worlds", f"{name}.worlds")) from None
+            raise ConfigError(str(exc).replace("search setting ", f"{name}.")
+                              .replace("search worlds", f"{name}.worlds")) from None
         want(0 <= self.heuristic_share <= 1, "heuristic_share must be in [0, 1]")
         want(self.minibatch >= 1 and self.batch_decisions >= 1,
              "minibatch and batch_decisions must be positive")

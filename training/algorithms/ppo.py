@@ -82,7 +82,8 @@ class PPOConfig(OnPolicySettings):
 @torch.no_grad()
 def proximal_logp(net: PolicyNetwork, data: dict[str, torch.Tensor], stale: torch.Tensor, chunk: int,
                   bf16: bool) -> torch.Tensor:
-    """Log-probabilities of the taken actions: the current policy's on ``stale`` rows, the behaviour's elsewhere."""
+    """Log-probabilities of the taken actions: the current policy's on ``stale`` rows, the behaviour's
+    elsewhere."""
     prox = data["logp"].clone()
     rows = stale.nonzero().squeeze(-1)
     for start in range(0, len(rows), chunk):
@@ -132,12 +133,14 @@ def ppo_update(net: PolicyNetwork, step: Step, data: dict[str, torch.Tensor], cf
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             log_ratio = logp - prox[i]
             ratio = log_ratio.exp()
-            pg = -(is_weight[i] * torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)).mean()
+            pg = -(is_weight[i] * torch.min(ratio * adv,
+                                            ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)).mean()
             ret = data["ret"][i]
             v_loss = 0.5 * (value - ret).pow(2).mean()
             if net.has_critic:
                 v_loss = v_loss + 0.5 * (baseline - ret).pow(2).mean()
-            probs = torch.softmax(logits.float(), dim=-1)  # torch's exp on a CPU is ~10x slower than softmax's
+            # torch's exp on a CPU is ~10x slower than softmax's
+            probs = torch.softmax(logits.float(), dim=-1)
             # illegal actions have probability 0; their (huge negative) log-prob must not enter
             entropy = -(probs * logp_all.masked_fill(mask <= 0, 0.0)).sum(-1).mean()
             loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
@@ -178,8 +181,8 @@ def update(learner: Learner, settings: PPOConfig, batches: list[dict[str, np.nda
     """One PPO update of ``learner`` on packed rollouts; ``lags[k]``: updates between the weights that made
     ``batches[k]`` and these (``samloc bench --learner`` times this)."""
     return ppo_update(learner.net, lambda loss: learner.step(loss, settings.max_grad_norm),
-                      learner.batch(batches, lags, sparse=learner.sparse_input()), settings, learner.cfg.learner,
-                      gen, between_steps, distill, distill_coef)
+                      learner.batch(batches, lags, sparse=learner.sparse_input()), settings,
+                      learner.cfg.learner, gen, between_steps, distill, distill_coef)
 
 
 class PPO(Algorithm):

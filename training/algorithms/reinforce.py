@@ -3,9 +3,9 @@
 The example of docs/training.md, "Writing an algorithm": one gradient step per batch on
 ``-log π(a|s) · (G - b(s))`` (b: the critic, or the value head without one) plus the value loss of
 both (the workers bootstrap unfinished games from the critic) and an entropy bonus, with the
-``reinforce`` section's ``lr``, ``vf_coef``, ``ent_coef`` and ``max_grad_norm``.  It reuses the rollout workers and their batches
-as they are (the return ``ret`` they computed with its ``gamma`` and ``gae_lambda``), so it is only this
-file and its name in the registry.
+``reinforce`` section's ``lr``, ``vf_coef``, ``ent_coef`` and ``max_grad_norm``.  It reuses the rollout
+workers and their batches as they are (the return ``ret`` they computed with its ``gamma`` and
+``gae_lambda``), so it is only this file and its name in the registry.
 """
 
 from __future__ import annotations

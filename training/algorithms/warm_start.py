@@ -76,7 +76,8 @@ def games_config(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, rollout=ro)
 
 
-def heuristic_batches(cfg: TrainConfig, weights: dict[str, np.ndarray], remote: bool) -> Iterator[dict[str, Any]]:
+def heuristic_batches(cfg: TrainConfig, weights: dict[str, np.ndarray],
+                      remote: bool) -> Iterator[dict[str, Any]]:
     """The warm start's packed batches, one per rollout of :class:`HeuristicEngine` (``remote``: played
     by a Ray actor one batch ahead of the caller)."""
     seed, games = mix(cfg.seed, 0x5EED), games_config(cfg)

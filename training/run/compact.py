@@ -40,7 +40,8 @@ from sam_env.obs_layout import QUARTER, cell_kinds
 
 #: The observation layout described here; another one must be described again.
 PACKED_OBS_VERSION = 1
-_PACKED = ("mask", "hid", "act")  # besides the obs_* arrays; every other array is a per-row figure, shipped as is
+# besides the obs_* arrays; every other array is a per-row figure, shipped as is
+_PACKED = ("mask", "hid", "act")
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,8 @@ def _coded(name: str, cols: list[int], kinds: list) -> Coded:
 def pack(obs: np.ndarray, mask: np.ndarray, hid: np.ndarray, act: np.ndarray,
          plain: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The learner decisions a worker ships: ``obs`` float32 ``[n, OBS_SIZE]``, ``mask`` ``[n, NUM_ACTIONS]``
-    and ``hid`` ``[n, FULL_EXTRA or 0]`` (0/1), ``act`` ``[n]``, and ``plain``, the algorithm's per-row figures
-    (PPO's logp, val, adv, ret, teach; DMC's ret), as they are."""
+    and ``hid`` ``[n, FULL_EXTRA or 0]`` (0/1), ``act`` ``[n]``, and ``plain``, the algorithm's per-row
+    figures (PPO's logp, val, adv, ret, teach; DMC's ret), as they are."""
     out = pack_obs(obs, mask)
     out["hid"] = np.packbits(hid != 0, axis=-1)
     out["act"] = act.astype(np.uint8)
@@ -137,7 +138,8 @@ def to_device(packed: dict[str, np.ndarray], device: torch.device) -> dict[str, 
     """The packed arrays on ``device``: through pinned memory with asynchronous copies on CUDA."""
     out = {}
     for k, v in packed.items():
-        t = torch.from_numpy(np.ascontiguousarray(v) if v.flags.writeable else np.array(v))  # Ray's are read-only
+        # Ray's are read-only
+        t = torch.from_numpy(np.ascontiguousarray(v) if v.flags.writeable else np.array(v))
         if device.type == "cuda":
             t = t.pin_memory().to(device, non_blocking=True)
         out[k] = t
@@ -155,7 +157,8 @@ def _on(device: torch.device) -> tuple[torch.Tensor, tuple[tuple[torch.Tensor, t
     """The layout's index arrays and value tables on ``device``."""
     lay = layout()
     return (torch.from_numpy(lay.quarters).to(device),
-            tuple((torch.from_numpy(c.cols).to(device), torch.from_numpy(c.table()).to(device)) for c in lay.coded))
+            tuple((torch.from_numpy(c.cols).to(device), torch.from_numpy(c.table()).to(device))
+                  for c in lay.coded))
 
 
 def expand(packed: dict[str, torch.Tensor], sparse: bool = False) -> dict[str, torch.Tensor | SparseRows]:
@@ -195,7 +198,8 @@ def _sparse_tables() -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     lay = layout()
     binary = np.ones(OBS_SIZE, bool)
     binary[lay.other] = False
-    return np.packbits(binary), tuple(np.searchsorted(lay.other, c) for c in (lay.quarters, *(c.cols for c in lay.coded)))
+    return np.packbits(binary), tuple(np.searchsorted(lay.other, c)
+                                      for c in (lay.quarters, *(c.cols for c in lay.coded)))
 
 
 def expand_obs_sparse(packed: dict[str, torch.Tensor]) -> tuple[SparseRows, torch.Tensor]:
@@ -207,7 +211,8 @@ def expand_obs_sparse(packed: dict[str, torch.Tensor]) -> tuple[SparseRows, torc
     q = np.unpackbits(bits, axis=1)[:, lay.quarters]
     high = np.unpackbits(packed["obs_quarters"].numpy(), axis=-1, count=len(q[0]))
     other = np.empty((len(bits), len(lay.other)), np.float32)
-    other[:, qplace] = (q | (high[:, 0] << 1) | (high[:, 1] << 2)).astype(np.float32) * np.float32(0.25)  # exact
+    other[:, qplace] = ((q | (high[:, 0] << 1) | (high[:, 1] << 2)).astype(np.float32)
+                        * np.float32(0.25))  # exact
     for c, place in zip(lay.coded, cplace):
         other[:, place] = c.table()[packed[f"obs_{c.name}"].numpy().astype(np.int64) - c.lo]
     rows = SparseRows.from_bits(bits, keep, OBS_SIZE, lay.other, other)

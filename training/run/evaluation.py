@@ -41,16 +41,18 @@ def _opponent(spec: str, snap: dict[str, np.ndarray] | None, hp: dict[str, int],
 
 def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponent: Any, rules: RuleSet,
                      players: int, deals: int, seed: int) -> dict[str, Any]:
-    """``agents.evaluation.evaluate`` of the greedy policy of ``weights`` against one opponent (a spec or an Agent the
-    caller made, e.g. with a temperature), on the duplicate deals of ``seed``; without the score histogram."""
+    """``agents.evaluation.evaluate`` of the greedy policy of ``weights`` against one opponent (a spec or an
+    Agent the caller made, e.g. with a temperature), on the duplicate deals of ``seed``; without the score
+    histogram."""
     torch.set_num_threads(1)
     agent = PolicyAgent(_net(weights, hp), seed=seed, name="learner")
     res = evaluate(agent, opponent, rules=rules, players=players, deals=deals, seed=seed)
     return {k: v for k, v in res.items() if k != "score_hist"}
 
 
-def _against(weights: dict[str, np.ndarray], hp: dict[str, int], spec: str, snap: dict[str, np.ndarray] | None,
-             rules: RuleSet, players: int, deals: int, seed: int, i: int) -> dict[str, Any] | None:
+def _against(weights: dict[str, np.ndarray], hp: dict[str, int], spec: str,
+             snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int, seed: int,
+             i: int) -> dict[str, Any] | None:
     """The greedy policy against the ``i``-th opponent, ``spec`` (None: a snapshot, and none yet)."""
     opp = _opponent(spec, snap, hp, seed + 1 + i)
     return None if opp is None else evaluate_against(weights, hp, opp, rules, players, deals, seed)
@@ -109,8 +111,8 @@ class OpponentsEval:
               "wall_s": round(c.wall_s, 1), "snapshot": pool[0][0] if pool else None}
         seed = mix(cfg.seed, 7, c.updates) if self.deals_seed is None else self.deals_seed
         table = eval_table(cfg)
-        ref = _evaluate_remote.remote(weights, hp, self.opponents, snap, table.rules, table.players, deals, seed,
-                                      eval_processes(cfg))
+        ref = _evaluate_remote.remote(weights, hp, self.opponents, snap, table.rules, table.players, deals,
+                                      seed, eval_processes(cfg))
         return ref, at
 
 

@@ -171,9 +171,11 @@ def check_memory(cfg: TrainConfig, embedded: bool) -> None:
     copies = 4 + (workers if embedded else 0)
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if nbytes * copies > have:
-        raise TrainError(f"model: the network has {nbytes // 4:,} parameters ({nbytes / 2**30:,.1f} GiB in fp32);"
-                         f" {copies} copies of it (learner and workers) need {nbytes * copies / 2**30:,.1f} GiB,"
-                         f" this machine has {have / 2**30:,.1f} GiB (make model.hidden or model.layers smaller)")
+        raise TrainError(f"model: the network has {nbytes // 4:,} parameters"
+                         f" ({nbytes / 2**30:,.1f} GiB in fp32); {copies} copies of it"
+                         f" (learner and workers) need {nbytes * copies / 2**30:,.1f} GiB,"
+                         f" this machine has {have / 2**30:,.1f} GiB"
+                         " (make model.hidden or model.layers smaller)")
 
 
 def check_write_targets(cfg: TrainConfig, run_dir: Path) -> None:
@@ -264,8 +266,10 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
     where = (f"the Ray cluster at {ray_address} (not contacted)" if ray_address
              else f"the embedded Ray ({embedded_cpus()} CPUs)")
     minutes = f"max_minutes {cfg.max_minutes:g}" if cfg.max_minutes else "no max_minutes"
-    count = ro.num_workers if ro.num_workers != AUTO else "auto (sized to the cluster's CPUs when it is joined)"
-    rollout = f"{count} x {ro.cpus_per_worker:g} CPU" if algo.learns_from_rollouts(cfg) else "no rollout workers"
+    count = (ro.num_workers if ro.num_workers != AUTO
+             else "auto (sized to the cluster's CPUs when it is joined)")
+    rollout = (f"{count} x {ro.cpus_per_worker:g} CPU" if algo.learns_from_rollouts(cfg)
+               else "no rollout workers")
     lines = ["samloc train --dry-run: everything checks out; nothing was started",
              f"  run folder:  {folder}" + (f" (resume from {ckpt.name}: update {counters['updates']},"
                                            f" {counters['decisions_trained']:,} decisions,"
@@ -273,7 +277,8 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              f"  name:        {cfg.name}; tables {tables}",
              f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)",
              f"  workers:     {rollout} on {where}; learner on {device}"
-             f" ({planned(cfg, device.type)})" + ("; deterministic (reproducible)" if ro.deterministic else "")]
+             f" ({planned(cfg, device.type)})"
+             + ("; deterministic (reproducible)" if ro.deterministic else "")]
     lines += [f"  sizing:      {line}" for line in sized.splitlines()]
     lines += algo.dry_run_lines(cfg)
     lines += stage_lines(cfg)

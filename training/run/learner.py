@@ -44,7 +44,8 @@ def resolve_device(spec: str) -> torch.device:
     dev = torch.device(spec)
     count = torch.cuda.device_count()
     if dev.index is not None and dev.index >= count:
-        raise DeviceError(f"learner.device={spec}: this machine has {count} CUDA device(s) (cuda:0 … cuda:{count - 1})")
+        raise DeviceError(f"learner.device={spec}: this machine has {count} CUDA device(s)"
+                          f" (cuda:0 … cuda:{count - 1})")
     return dev
 
 
@@ -95,7 +96,8 @@ class Learner:
               sparse: bool = False) -> dict[str, torch.Tensor]:
         """Packed rollouts as one batch of tensors on the device (:func:`training.run.compact.expand`); with
         ``lags`` (updates between the weights that made ``batches[k]`` and these), each row's ``lag``; with
-        ``sparse``, the inputs as their nonzero cells (:meth:`sparse_input` says when a loss may take them)."""
+        ``sparse``, the inputs as their nonzero cells (:meth:`sparse_input` says when a loss may take
+        them)."""
         data = compact.expand(compact.to_device(compact.concat(batches), self.device), sparse=sparse)
         if lags is not None:
             sizes = torch.tensor([len(b["act"]) for b in batches])
@@ -103,8 +105,8 @@ class Learner:
         return data
 
     def sparse_input(self) -> bool:
-        """Whether updates may feed the network its inputs' nonzero cells (agents/nets/sparse.py): on a CPU, in
-        fp32 or bf16 (the kernels run in float32 either way), where skipping the zeros beats the dense
+        """Whether updates may feed the network its inputs' nonzero cells (agents/nets/sparse.py): on a CPU,
+        in fp32 or bf16 (the kernels run in float32 either way), where skipping the zeros beats the dense
         products; a GPU's dense products beat the gathers."""
         return self.device.type == "cpu" and self.net.takes_sparse_rows
 

@@ -112,7 +112,8 @@ class RunLoop:
             restored = self.state.restore(self.algo.learner)
             if cfg.rollout.deterministic:
                 known = {self.state.c.updates: self.algo.learner.weights()} | dict(self.state.pool)
-                arrays = {k: v.numpy() for k, v in restored.tensors.items() if k.startswith(("lane.", "bank."))}
+                arrays = {k: v.numpy() for k, v in restored.tensors.items()
+                          if k.startswith(("lane.", "bank."))}
                 self.scheduler.restore(str(restored.path), arrays, restored.state.get("lanes"), known)
         elif cfg.init_from:
             self.state.init_from(self.algo.learner, Path(cfg.init_from))
@@ -122,7 +123,8 @@ class RunLoop:
         self.algo.begin(restored)
         if restored is not None:
             c = self.state.c
-            self.log(f"resumed from {restored.path} (update {c.updates}, {c.decisions_trained:,} decisions trained)")
+            self.log(f"resumed from {restored.path} (update {c.updates},"
+                     f" {c.decisions_trained:,} decisions trained)")
         self.was_deterministic = torch.are_deterministic_algorithms_enabled()
 
     @property
@@ -217,7 +219,8 @@ class RunLoop:
         self.last_log = time.perf_counter()
         self.scheduler.start(actors, self.algo.learner.weights())
         self.algo.start(self)
-        if (cfg.eval.every_updates or cfg.eval.every_minutes) and self.eval_at_start and self.state.c.updates == 0 \
+        if (cfg.eval.every_updates or cfg.eval.every_minutes) and self.eval_at_start \
+                and self.state.c.updates == 0 \
                 and self.evaluator.in_flight is None:  # (an algorithm may have launched its own)
             self.evaluate()  # the curve's first point, at step 0: the network before any update
 
@@ -355,10 +358,12 @@ class RunLoop:
         self.scheduler.snapshot(self.state.c.updates, w)
 
     def evaluate(self, if_idle: bool = False) -> None:
-        """Launch the periodic evaluation of the learner's weights now (``if_idle``: unless one is in flight)."""
+        """Launch the periodic evaluation of the learner's weights now (``if_idle``: unless one is in
+        flight)."""
         if if_idle and self.evaluator.in_flight is not None:
             return
-        self.state.c.wall_s = self.wall()  # the point's time (the step-0 one comes after Ray and a warm start)
+        # the point's time (the step-0 one comes after Ray and a warm start)
+        self.state.c.wall_s = self.wall()
         self.evaluator.launch(self.algo.learner.weights(), self.net.hparams(), self.cfg.eval.deals)
 
     def log_progress(self) -> None:
@@ -400,7 +405,8 @@ class RunLoop:
         tensors = {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}  # Ray's are read-only
         state: dict[str, Any] = {"lanes": lanes} if lanes is not None else {}
         extra_tensors, extra_state = self.algo.to_checkpoint()
-        path = self.state.save(self.algo.learner, self.metadata(), tensors | extra_tensors, state | extra_state)
+        path = self.state.save(self.algo.learner, self.metadata(), tensors | extra_tensors,
+                               state | extra_state)
         self.algo.saved(path)
         return path
 

@@ -66,7 +66,8 @@ def unmeasured(cfg: TrainConfig, device_type: str) -> tuple[str, str] | None:
 
 
 def planned(cfg: TrainConfig, device_type: str) -> str:
-    """The precision a run on ``device_type`` will take, in words (for the dry run, which measures nothing)."""
+    """The precision a run on ``device_type`` will take, in words (for the dry run, which measures
+    nothing)."""
     if cfg.learner.precision != AUTO:
         return cfg.learner.precision
     fixed = unmeasured(cfg, device_type)

@@ -325,7 +325,8 @@ class RolloutEngine:
 
     @torch.no_grad()
     def rollout(self) -> dict[str, Any]:
-        """``{"batch": packed learner decisions (training.run.compact), "stats": counts, "version": weights}``."""
+        """``{"batch": packed learner decisions (training.run.compact), "stats": counts,
+        "version": weights}``."""
         t0 = time.perf_counter()
         parts: list[dict[str, np.ndarray]] = []
         stats = {"games": 0, "decisions": 0, "learner_decisions": 0, "sam_declared": 0, "return_sum": 0.0,
@@ -371,7 +372,8 @@ class RolloutEngine:
             st.b_valid[t] = learner
             stats["sam_declared"] += int(np.count_nonzero((act == SAM) & learner))
             st.seat, st.obs, st.mask, rewards, done = st.env.step(act)
-            record_step(t, seat, learner, rewards, done, np.float32(cfg.env.reward_scale), pend, nxt, term, rew)
+            record_step(t, seat, learner, rewards, done, np.float32(cfg.env.reward_scale),
+                        pend, nxt, term, rew)
             self.stepped(st, t, seat, rewards, done)
             st.score += rewards[rows, st.lseat]
             if done.any():
@@ -411,7 +413,8 @@ class RolloutEngine:
 
     def stepped(self, st: RolloutStream, t: int, seat: np.ndarray, rewards: np.ndarray,
                 done: np.ndarray) -> None:
-        """After step ``t`` of the games (``seat`` acted, ``rewards`` in lá for every seat, ``done`` ended)."""
+        """After step ``t`` of the games (``seat`` acted, ``rewards`` in lá for every seat, ``done``
+        ended)."""
 
     def targets(self, st: RolloutStream, pend: np.ndarray, nxt: np.ndarray, term: np.ndarray,
                 rew: np.ndarray) -> dict[str, np.ndarray]:
@@ -436,8 +439,8 @@ class RolloutEngine:
         v = st.b_valid
         # the batch the learner trains on: one row per learner decision, packed (compact.expand unpacks it)
         return compact.pack(st.b_obs[v], st.b_mask[v], st.b_hid[v], st.b_act[v],
-                            {"logp": st.b_logp[v], "val": st.b_val[v], "adv": adv[v], "ret": adv[v] + st.b_val[v],
-                             "teach": st.b_teach[v]})
+                            {"logp": st.b_logp[v], "val": st.b_val[v], "adv": adv[v],
+                             "ret": adv[v] + st.b_val[v], "teach": st.b_teach[v]})
 
     def _opponents_act(self, st: RolloutStream, act: np.ndarray, rows: np.ndarray) -> None:
         opp = st.opp

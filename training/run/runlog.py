@@ -126,7 +126,8 @@ class Board:
         step = start["decisions_trained"]
         self.writer.add_scalar("charts/stage", start["stage"], step)
         self.writer.add_text("stages", f"stage {start['stage']} ({start['name']}) begins at update"
-                             f" {start['updates']:,}, {start['wall_s'] / 60:.1f} minutes: {start['why']}", step)
+                             f" {start['updates']:,}, {start['wall_s'] / 60:.1f} minutes:"
+                             f" {start['why']}", step)
         self.writer.flush()
 
     def evaluation(self, res: dict[str, Any], step: int, prefix: str = "") -> None:
@@ -246,7 +247,8 @@ class Display:
         pct = 100 * c.decisions_trained / self.cfg.total_decisions
         t.add_row("games", f"{c.games:,}")
         t.add_row("decisions trained", f"{c.decisions_trained:,} ({pct:.1f}%)")
-        t.add_row("decisions/s", f"{r.get('trained_per_s', 0):,.0f} trained, {r.get('generated_per_s', 0):,.0f} generated")
+        t.add_row("decisions/s", f"{r.get('trained_per_s', 0):,.0f} trained,"
+                  f" {r.get('generated_per_s', 0):,.0f} generated")
         t.add_row("updates", f"{c.updates:,} ({r.get('updates_per_s', 0):.2f}/s)")
         t.add_row("ETA", self._eta(r))
         for label, text in self.rows()[0]:

@@ -145,7 +145,8 @@ class RunState:
             "wall_time_s": round(c.wall_s, 1), "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
             "lineage": self.lineage,
             "last_eval": self.last_eval,
-            **({"stage": {"index": self.stage, "name": self.stage_starts[-1]["name"], "starts": self.stage_starts}}
+            **({"stage": {"index": self.stage, "name": self.stage_starts[-1]["name"],
+                          "starts": self.stage_starts}}
                if self.stage_starts else {}),
         }
 
@@ -171,15 +172,17 @@ class RunState:
         name = f"ckpt_{self.c.updates:08d}"
         if not all(bool(torch.isfinite(p).all()) for p in learner.net.parameters()):
             good = list_checkpoints(self.run_dir)
-            raise TrainError(f"update {self.c.updates:,}: the network's weights are no longer finite (training"
-                             f" diverged); checkpoint {name} not written, the last good one stays:"
-                             f" {good[-1] if good else 'none yet'} (resume from it with a lower learning rate)")
+            raise TrainError(f"update {self.c.updates:,}: the network's weights are no longer finite"
+                             f" (training diverged); checkpoint {name} not written, the last good one stays:"
+                             f" {good[-1] if good else 'none yet'}"
+                             " (resume from it with a lower learning rate)")
         try:
-            path = ckpt.save_checkpoint(self.run_dir / "checkpoints" / name, learner.net, meta, tensors, state)
+            path = ckpt.save_checkpoint(self.run_dir / "checkpoints" / name, learner.net, meta,
+                                        tensors, state)
         except OSError as exc:
             good = list_checkpoints(self.run_dir)
-            raise TrainError(f"checkpoint {name} not written ({exc.strerror or exc}); the last good one stays: "
-                             f"{good[-1] if good else 'none yet'}") from None
+            raise TrainError(f"checkpoint {name} not written ({exc.strerror or exc});"
+                             f" the last good one stays: {good[-1] if good else 'none yet'}") from None
         ckpt.prune(self.run_dir, self.cfg.checkpoint.keep)
         return path
 
@@ -222,7 +225,8 @@ class RunState:
         learner.opt.load_state_dict(opt_state)  # on the CPU; the loop's start moves it to learner.device
         for sid in c.get("snapshot_ids", []):
             prefix = f"pool.{sid}."
-            self.pool.append((sid, {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}))
+            self.pool.append((sid, {k[len(prefix):]: v.numpy() for k, v in tensors.items()
+                                    if k.startswith(prefix)}))
         torch.set_rng_state(tensors["rng.torch"])
         self.gen.set_state(tensors["rng.gen"])
         self.eval_history = self._evals_on_record(list(state.get("eval_history", [])))

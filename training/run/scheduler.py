@@ -173,7 +173,8 @@ class Scheduler(ABC):
 
     def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None], batch_decisions: int):
         self.cfg, self.state, self.log = cfg, state, log
-        self.batch_decisions = batch_decisions  # an update's size, the algorithm's (Algorithm.batch_decisions)
+        # an update's size, the algorithm's (Algorithm.batch_decisions)
+        self.batch_decisions = batch_decisions
         self.actors: list[Any] = []
         self.queue = RolloutQueue(cfg.learner.max_policy_lag)
         self.consumed: set[int] = set()

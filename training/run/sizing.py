@@ -43,8 +43,8 @@ def size_eval(cfg: TrainConfig, cpus: float) -> tuple[int, str]:
     """The evaluation processes :data:`AUTO` stands for on ``cpus`` CPUs, and the line that says why."""
     opponents = max(1, len(cfg.eval.opponents))
     workers = max(1, min(opponents, math.floor(cpus / CPUS_PER_EVAL + 1e-9)))
-    return workers, (f"eval.num_workers=auto → {workers} (one per {CPUS_PER_EVAL} of {cpus:g} CPUs, at least 1,"
-                     f" at most one per opponent: {opponents})")
+    return workers, (f"eval.num_workers=auto → {workers} (one per {CPUS_PER_EVAL} of {cpus:g} CPUs,"
+                     f" at least 1, at most one per opponent: {opponents})")
 
 
 def eval_workers(cfg: TrainConfig, cpus: float) -> int:

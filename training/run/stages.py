@@ -20,7 +20,8 @@ from ..config_load import stage_config
 from .sizing import apply_sizing
 from .workers import cpu_shortfall
 
-#: The run's keys a stage may change, besides the algorithms' sections (training.config_load.RUN_KEYS: the rest).
+#: The run's keys a stage may change, besides the algorithms' sections (training.config_load.RUN_KEYS: the
+#: rest).
 STAGE_KEYS = ("algorithm", "rollout", "learner", "eval")
 
 
@@ -66,7 +67,8 @@ class StagePlan:
         return ""
 
     def mark_minutes(self, index: int, max_minutes: float) -> float | None:
-        """Where stage ``index`` ends in the run's wall time by its share (None: the last stage, or no share)."""
+        """Where stage ``index`` ends in the run's wall time by its share (None: the last stage, or no
+        share)."""
         if index >= len(self.stages) - 1 or not self.stages[index].share:
             return None
         return sum(st.share for st in self.stages[:index + 1]) * max_minutes
@@ -87,7 +89,8 @@ class StagePlan:
                   if e.get("stage") == index and "mean_score" in e["results"].get(s.plateau_opponent, {})]
         if plateaued(scores, s.plateau_evals, s.plateau_gain):
             return (f"its last {s.plateau_evals} evaluations gained no more than {s.plateau_gain:g} lá vs"
-                    f" {s.plateau_opponent} over its best before them ({max(scores[:-s.plateau_evals]):+.2f})")
+                    f" {s.plateau_opponent} over its best before them"
+                    f" ({max(scores[:-s.plateau_evals]):+.2f})")
         return ""
 
 

@@ -172,8 +172,8 @@ def _ask_gcs(address: str) -> Exception | None:
     return None
 
 
-TOKEN_HELP = ("copy the head's ~/.ray/auth_token to this machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH)"
-              " to the cluster's token")
+TOKEN_HELP = ("copy the head's ~/.ray/auth_token to this machine, or set RAY_AUTH_TOKEN"
+              " (or RAY_AUTH_TOKEN_PATH) to the cluster's token")
 
 
 def join_ray(address: str) -> None:
@@ -202,7 +202,8 @@ def join_ray(address: str) -> None:
             raise TrainError(f"--ray-address {address}: the Ray cluster there asks for its authentication"
                              f" token and this machine has {have}: {TOKEN_HELP}") from None
         if err is not None:
-            raise TrainError(f"--ray-address {address}: no Ray cluster answers there ({str(err).splitlines()[0]});"
+            raise TrainError(f"--ray-address {address}: no Ray cluster answers there"
+                             f" ({str(err).splitlines()[0]});"
                              " is `ray start --head` running there, and its port open to this machine?")
         ray.init(address=address, runtime_env=WORKER_ENV, log_to_driver=False, logging_level="error")
 
@@ -247,10 +248,10 @@ class WorkerPool:
         ip = node["NodeManagerAddress"]
         if node["Resources"].get("GPU", 0) < 1:
             total = ray.cluster_resources().get("GPU", 0)
-            where = (f"the cluster's {total:g} GPU(s) are on other nodes: run samloc train on a GPU node" if total
-                     else "the Ray cluster has no GPU")
-            raise TrainError(f"learner.device={spec}: Ray has no GPU for the learner on this node ({ip}); {where}"
-                             f" (or use learner.device=cpu)")
+            where = (f"the cluster's {total:g} GPU(s) are on other nodes: run samloc train on a GPU node"
+                     if total else "the Ray cluster has no GPU")
+            raise TrainError(f"learner.device={spec}: Ray has no GPU for the learner on this node ({ip});"
+                             f" {where} (or use learner.device=cpu)")
         pg = placement_group([{"GPU": 1, f"node:{ip}": 0.001}])
         if not ray.wait([pg.ready()], timeout=10)[0]:
             remove_placement_group(pg)
@@ -270,7 +271,8 @@ class WorkerPool:
         if msg:
             self.log(msg + "; waiting for more nodes to join (rollout.place_timeout_s)")
 
-    def place(self, actor_class: Any, count: int, what: str, cpus: float) -> tuple[list[Any], list[dict[str, Any]]]:
+    def place(self, actor_class: Any, count: int, what: str,
+              cpus: float) -> tuple[list[Any], list[dict[str, Any]]]:
         """``count`` actors of ``actor_class`` (each a ``what`` asking for ``cpus``) made from the config,
         spread over the cluster: (actors, their placement once every process started)."""
         actors = [actor_class.options(num_cpus=cpus, max_restarts=self.cfg.rollout.max_restarts,

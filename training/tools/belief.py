@@ -39,7 +39,8 @@ from sam_env.table import Table
 
 
 def targets(states: np.ndarray) -> np.ndarray:
-    """The labels: for each row's seat to act, its unseen cards per place and rank (int8 ``[B, PLACES, 13]``)."""
+    """The labels: for each row's seat to act, its unseen cards per place and rank
+    (int8 ``[B, PLACES, 13]``)."""
     n = states[:, core.O_N].astype(np.int64)
     seat = states[:, core.O_TO_ACT].astype(np.int64)
     hands = states[:, core.O_HAND:core.O_HAND + PLACES * NR].reshape(-1, PLACES, NR).astype(np.int64)
@@ -104,7 +105,8 @@ def collect(policy: Any, heuristic_share: float, deals: int, tables: list[Table]
             if count > 0:
                 evaluate(Recorder(), opp, rules, players, count, seed * 1_000_003 + s)
                 if progress:
-                    progress(f"{rules.name}, {players} players: {sum(len(p) for p in obs_parts):,} decisions recorded")
+                    progress(f"{rules.name}, {players} players:"
+                             f" {sum(len(p) for p in obs_parts):,} decisions recorded")
     count = sum(len(p) for p in obs_parts)
     obs = np.empty((count, obs_mod.OBS_SIZE), dtype=np.float16)
     tgt = np.empty((count, PLACES, NR), dtype=np.int8)
@@ -163,7 +165,8 @@ def fit(obs: np.ndarray, tgt: np.ndarray, hidden: int = 512, epochs: int = 4, ba
 def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int = 512, seed: int = 0,
                  command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Play, learn and save the belief of the checkpoint in ``ckpt_dir``; returns what ``belief.json`` says
-    (with ``incumbent_nll``, the replaced belief's held-out loss on the same decisions, when there was one)."""
+    (with ``incumbent_nll``, the replaced belief's held-out loss on the same decisions, when there was
+    one)."""
 
     t0 = time.time()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -178,7 +181,8 @@ def train_belief(ckpt_dir: str | Path, deals: int, epochs: int = 4, hidden: int 
     tables = list(policy.meta.tables)
     obs, tgt = collect(policy, share, deals, tables, seed, progress)
     t_play = time.time() - t0
-    net, losses = fit(obs, tgt, hidden=hidden, epochs=epochs, seed=seed, incumbent=incumbent, progress=progress)
+    net, losses = fit(obs, tgt, hidden=hidden, epochs=epochs, seed=seed, incumbent=incumbent,
+                      progress=progress)
     info = {"command": command, "deals": deals, "heuristic_share": round(share, 6),
             "tables": [t.to_record() for t in tables],
             "epochs": epochs, "seed": seed, "decisions": int(len(tgt)), **losses,

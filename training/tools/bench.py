@@ -90,7 +90,8 @@ def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) 
             "torch_threads": torch.get_num_threads(), "model": m.label(),
             "precision": cfg.learner.precision, "precision_asked": asked,
             "precision_rows_per_s": {k: round(v) for k, v in rates.items()}, "precision_line": settled,
-            "sparse_input": learner.sparse_input(), "decisions_per_update": n, "minibatch": min(s.minibatch, n),
+            "sparse_input": learner.sparse_input(), "decisions_per_update": n,
+            "minibatch": min(s.minibatch, n),
             "epochs": s.epochs, "recorded_decisions": len(data["act"]), "updates": updates,
             "seconds_per_update": round(secs, 4), "decisions_per_s": round(n / secs),
             "first_losses": {k: round(v, 6) for k, v in losses[0].items()},
@@ -111,10 +112,12 @@ def bench_rollout(cfg: TrainConfig, rollouts: int) -> dict[str, Any]:
         shipped += compact.nbytes(out["batch"])
     secs = time.perf_counter() - t0
     n = stats["learner_decisions"]
-    last = compact.expand(compact.to_device(out["batch"], torch.device("cpu")))  # the float32 batch it replaces
+    # the float32 batch it replaces
+    last = compact.expand(compact.to_device(out["batch"], torch.device("cpu")))
     expanded = sum(v.nbytes for v in last.values()) / len(out["batch"]["act"])
     return {"bench": "rollout", "config": cfg.name, "envs_per_worker": cfg.rollout.envs_per_worker,
-            "steps_per_rollout": cfg.rollout.steps_per_rollout, "rollouts": rollouts, "seconds": round(secs, 2),
+            "steps_per_rollout": cfg.rollout.steps_per_rollout, "rollouts": rollouts,
+            "seconds": round(secs, 2),
             "decisions_per_s": round(stats["decisions"] / secs), "learner_decisions_per_s": round(n / secs),
             "games_per_s": round(stats["games"] / secs, 1), "learner_share": round(n / stats["decisions"], 4),
             "bytes_per_decision": round(shipped / n, 1), "float32_bytes_per_decision": round(expanded, 1)}

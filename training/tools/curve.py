@@ -74,7 +74,8 @@ def stage_marks(ax: Any, stages: list[dict[str, Any]], label: bool, x_of: str = 
     return xs
 
 
-def _panel(ax: Any, history: list[dict[str, Any]], final: dict[str, Any] | None, opp: str, color: str) -> None:
+def _panel(ax: Any, history: list[dict[str, Any]], final: dict[str, Any] | None, opp: str,
+           color: str) -> None:
     """One opponent's evaluations on its own axis: the periodic ones as a line with its band, the final one as
     a point with its interval, and break-even (0 lá)."""
     xs, mean, lo, hi = _points(history, opp)

@@ -80,7 +80,8 @@ def final_lines(cfg: TrainConfig, report: dict[str, Any]) -> list[str]:
         verdict = ("beats the heuristic" if lo > 0 else "loses to the heuristic" if hi < 0
                    else "is level with the heuristic within the evaluation's CI" if h["mean_score"] <= 0
                    else "is ahead of the heuristic, but not beyond the evaluation's CI")
-        lines.append(f"verdict: the policy {verdict} ({h['mean_score']:+.2f} lá/game, 95% CI {lo:+.2f} … {hi:+.2f})")
+        lines.append(f"verdict: the policy {verdict} ({h['mean_score']:+.2f} lá/game,"
+                     f" 95% CI {lo:+.2f} … {hi:+.2f})")
     return lines
 
 
@@ -105,7 +106,8 @@ def _export_step(ckpt_dir: Path, res: TrainResult) -> None:
     try:
         res.paths["onnx"] = res.summary["onnx"] = str(Path(export(ckpt_dir)["path"]))
     except (ValueError, OSError) as exc:
-        res.errors.append(f"the ONNX export failed ({exc}); the checkpoint is kept (retry: samloc export {ckpt_dir})")
+        res.errors.append(f"the ONNX export failed ({exc}); the checkpoint is kept"
+                          f" (retry: samloc export {ckpt_dir})")
 
 
 def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, say: Callable[[str], None],
@@ -114,7 +116,8 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
                  evaluation: EvalTarget | None = None) -> TrainResult:
     """Train (a new run in ``run_dir``, or a resume of it), then the steps after training (see the module
     docstring); ``on_update`` and ``evaluation`` are the run loop's (``samloc sweep`` reports each periodic
-    evaluation to Ray Tune).  Raises TrainError, CheckpointError, ConfigError or OSError when training fails."""
+    evaluation to Ray Tune).  Raises TrainError, CheckpointError, ConfigError or OSError when training
+    fails."""
     t0 = time.time()
     torch.set_num_threads(1)
     check_memory(cfg, embedded=not ray_address)

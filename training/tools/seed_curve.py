@@ -37,12 +37,14 @@ def load_run(run: Path) -> Run:
     """(periodic evaluations, final report or None, wall seconds of the run) of a run folder."""
     hist = run / "eval.jsonl"
     if not hist.is_file() and (run / "config.yaml").is_file():
-        raise ValueError(f"{run}: a run with no evaluation yet: it stopped before its first (eval.every_updates);"
-                         " train it longer (samloc train --resume RUN --more-minutes N) or leave it out")
+        raise ValueError(f"{run}: a run with no evaluation yet: it stopped before its first"
+                         " (eval.every_updates); train it longer (samloc train --resume RUN --more-minutes N)"
+                         " or leave it out")
     if not hist.is_file():
         raise ValueError(f"{run}: not a run folder (no config.yaml, no eval.jsonl)")
     evals = [json.loads(line) for line in hist.read_text().splitlines() if line.strip()]
-    final = json.loads((run / "eval_report.json").read_text()) if (run / "eval_report.json").is_file() else None
+    final = (json.loads((run / "eval_report.json").read_text()) if (run / "eval_report.json").is_file()
+             else None)
     summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}
     return evals, final, float(summary.get("wall_s", evals[-1]["wall_s"] if evals else 0.0))
 
@@ -80,7 +82,8 @@ def _groups(runs: list[Run], by: str) -> list[dict[int, dict[str, Any]]]:
 
 
 def _figures(e: dict[str, Any], opponents: list[str]) -> list[float]:
-    return [e["updates"], e["wall_s"], e["decisions_trained"], *(e["results"][o]["mean_score"] for o in opponents)]
+    return [e["updates"], e["wall_s"], e["decisions_trained"],
+            *(e["results"][o]["mean_score"] for o in opponents)]
 
 
 def align(runs: list[Run], opponents: list[str], by: str = "minutes") -> list[tuple[list[list[float]], int]]:
@@ -113,13 +116,15 @@ def table(runs: list[Run], opponents: list[str], by: str = "minutes") -> str:
         mean = np.mean(np.array(figs), axis=0)
         seeds = f"{len(figs)}" + (f" ({interpolated} interpolated)" if interpolated else "")
         cells = [_spread([f[3 + k] for f in figs]) for k in range(len(opponents))]
-        lines.append(f"| {mean[0]:.0f} | {mean[1] / 60:.1f} | {mean[2] / 1e6:.2f} M | {seeds} | " + " | ".join(cells) + " |")
+        lines.append(f"| {mean[0]:.0f} | {mean[1] / 60:.1f} | {mean[2] / 1e6:.2f} M | {seeds} | "
+                     + " | ".join(cells) + " |")
     finals = [(f, wall) for _, f, wall in runs if f is not None]
     if len(finals) == len(runs):
         cells = [_spread([f["results"][o]["mean_score"] for f, _ in finals]) for o in opponents]
         deals = finals[0][0].get("deals", "?")
         lines.append(f"| final ({deals} deals) | {sum(w for _, w in finals) / len(finals) / 60:.1f} | "
-                     f"{sum(f['decisions_trained'] for f, _ in finals) / len(finals) / 1e6:.2f} M | {len(finals)} | "
+                     f"{sum(f['decisions_trained'] for f, _ in finals) / len(finals) / 1e6:.2f} M"
+                     f" | {len(finals)} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,8 +1,8 @@
 """A sweep (``samloc sweep``): a grid and random draws of config values, over seeds, each trial a
 ``samloc train`` run, compared on one set of duplicate deals.
 
-Every trial is the training pipeline ``samloc train`` runs (:func:`training.tools.pipeline.run_pipeline`) on the
-config with the trial's ``key=value`` settings, its seed and the sweep's budget (``--minutes`` or
+Every trial is the training pipeline ``samloc train`` runs (:func:`training.tools.pipeline.run_pipeline`) on
+the config with the trial's ``key=value`` settings, its seed and the sweep's budget (``--minutes`` or
 ``--decisions``), in ``<out>/trials/tNN``.  Ray Tune runs the trials as actors of the one Ray the sweep
 starts (or joins): each trial's run places its rollout workers on that Ray.  A trial asks Tune for one CPU
 (its learner: ``samloc train``'s runs outside Ray, so an embedded Ray is given one more per trial at a
@@ -55,9 +55,11 @@ from .to_strength import (AFTER_TRAINING, OPPONENT, check_out, check_scoring, sc
 from ..run.workers import WorkerPool, embedded_cpus
 
 #: keys the sweep sets itself, and the option that sets each
-OWN_KEYS = {"seed": "--seeds", "max_minutes": "--minutes", "total_decisions": "--decisions", "out_dir": "--out"}
+OWN_KEYS = {"seed": "--seeds", "max_minutes": "--minutes", "total_decisions": "--decisions",
+            "out_dir": "--out"}
 ASHA_KEYS = {"eval.every_minutes": "--every-minutes", "checkpoint.every_minutes": "--every-minutes",
-             "eval.every_updates": "(ASHA evaluates by minutes)", "eval.opponents": "(ASHA ranks by the heuristic)"}
+             "eval.every_updates": "(ASHA evaluates by minutes)",
+             "eval.opponents": "(ASHA ranks by the heuristic)"}
 REDUCTION = 2  # ASHA keeps the better half at each rung
 
 
@@ -71,7 +73,8 @@ def parse_grid(text: str) -> tuple[str, list[str]]:
 
 
 def parse_random(text: str) -> tuple[str, str, str, bool]:
-    """``KEY=LO:HI`` (uniform) or ``KEY=LO:HI:log`` as (key, low, high, log); ConfigError when it is not one."""
+    """``KEY=LO:HI`` (uniform) or ``KEY=LO:HI:log`` as (key, low, high, log); ConfigError when it is not
+    one."""
     key, eq, spec = text.partition("=")
     parts = spec.split(":")
     log = len(parts) == 3 and parts[2] == "log"
@@ -80,7 +83,8 @@ def parse_random(text: str) -> tuple[str, str, str, bool]:
     except (ValueError, IndexError):
         lo = hi = math.nan
     if not eq or not key.strip() or len(parts) != 2 + log or not lo < hi or (log and lo <= 0):
-        raise ConfigError(f"--random {text!r}: give KEY=LO:HI or KEY=LO:HI:log (numbers, LO < HI, positive for log)")
+        raise ConfigError(f"--random {text!r}: give KEY=LO:HI or KEY=LO:HI:log"
+                          " (numbers, LO < HI, positive for log)")
     return key.strip(), parts[0].strip(), parts[1].strip(), log
 
 
@@ -154,7 +158,8 @@ def _budget(plan: SweepPlan) -> list[str]:
 
 
 def trial_overrides(plan: SweepPlan, settings: list[str], seed: int, run_dir: Path) -> list[str]:
-    """What a trial's ``samloc train`` is given: the config's overrides, the trial's settings, the sweep's own."""
+    """What a trial's ``samloc train`` is given: the config's overrides, the trial's settings, the sweep's
+    own."""
     own = [f"seed={seed}", *_budget(plan), f"out_dir={run_dir.parent}"]
     if plan.asha:
         own += [f"eval.every_minutes={plan.interval}", f"checkpoint.every_minutes={plan.interval}",
@@ -191,19 +196,21 @@ def check_plan(plan: SweepPlan, few_deals_ok: bool = False) -> list[Trial]:
     _check_keys(plan)
     check_scoring(plan.deals, few_deals_ok)
     check_out(plan.out)
-    resolve_launch(plan.config, None, [*plan.overrides, *_budget(plan)], None, None)  # the config's own problems
+    # the config's own problems
+    resolve_launch(plan.config, None, [*plan.overrides, *_budget(plan)], None, None)
     trials = []
     for settings, seed in itertools.product(trial_settings(plan), plan.seeds):
         name = f"t{len(trials):02d}"
         run_dir = plan.out.resolve() / "trials" / name
         try:
-            cfg = resolve_launch(plan.config, None, trial_overrides(plan, settings, seed, run_dir), None, None).cfg
+            cfg = resolve_launch(plan.config, None, trial_overrides(plan, settings, seed, run_dir),
+                                 None, None).cfg
         except ConfigError as exc:  # the trial's settings: say which
             raise ConfigError(f"{' '.join(settings)}: {exc}") from None
         trials.append(Trial(name, settings, seed, run_dir, cfg))
     if any(t.cfg.learner.device.startswith("cuda") for t in trials):
-        raise ConfigError("learner.device=cuda: a sweep's trials train their learners on the CPU (their Tune actors"
-                          " hold no GPU); use learner.device=cpu")
+        raise ConfigError("learner.device=cuda: a sweep's trials train their learners on the CPU"
+                          " (their Tune actors hold no GPU); use learner.device=cpu")
     tables = {eval_table(t.cfg).name for t in trials}
     if len(tables) > 1:
         raise ConfigError(f"the trials are evaluated at {len(tables)} tables ({', '.join(sorted(tables))}):"
@@ -221,7 +228,8 @@ def _metrics(point: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Reporter:
-    """A trial's periodic evaluations, each told to ``tune.report`` once as it is recorded (ASHA ranks by them)."""
+    """A trial's periodic evaluations, each told to ``tune.report`` once as it is recorded (ASHA ranks by
+    them)."""
 
     def __init__(self) -> None:
         self.loop: RunLoop | None = None
@@ -319,7 +327,8 @@ def _trial_doc(plan: SweepPlan, t: Trial, result: Any) -> dict[str, Any]:
     elif error is not None:
         status, why = "failed", (str(error).strip().splitlines() or [type(error).__name__])[-1]
     else:
-        status, why = ("stopped by ASHA" if plan.asha else "stopped"), "trailing at a rung" if plan.asha else ""
+        status, why = (("stopped by ASHA" if plan.asha else "stopped"),
+                       "trailing at a rung" if plan.asha else "")
     doc: dict[str, Any] = {"name": t.name, "settings": t.settings, "seed": t.seed, "label": t.label,
                            "run_dir": str(t.run_dir), "status": status, "stop_reason": why}
     if ckpts:
@@ -364,8 +373,9 @@ def table_rows(doc: dict[str, Any]) -> list[list[str]]:
     for t in doc["trials"]:
         used, s = t.get("budget_used"), t.get("score")
         end = t["status"] + (f": {t['stop_reason']}" if t["stop_reason"] else "")
-        rows.append([str(t["rank"] or "-"), t["name"], " ".join(t["settings"]) or "(the config)", str(t["seed"]),
-                     f"{used['minutes']:.2f}" if used else "-", f"{used['decisions_trained']:,}" if used else "-",
+        rows.append([str(t["rank"] or "-"), t["name"], " ".join(t["settings"]) or "(the config)",
+                     str(t["seed"]), f"{used['minutes']:.2f}" if used else "-",
+                     f"{used['decisions_trained']:,}" if used else "-",
                      _la(s) if s else "-", f"{100 * s['win_rate']:.1f}%" if s else "-", end])
     return rows
 
@@ -373,9 +383,9 @@ def table_rows(doc: dict[str, Any]) -> list[list[str]]:
 def markdown(doc: dict[str, Any]) -> str:
     """``sweep.md``: what was compared, then the table."""
     budget = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v:g}" for k, v in doc["budget"].items())
-    head = (f"# {doc['command'] or 'samloc sweep'}\n\n{len(doc['trials'])} trials ({budget} each), scored against"
-            f" the {doc['opponent']} on the same {doc['deals']} duplicate deals (seed {doc['eval_seed']}),"
-            f" {doc['players']} players.\n\n")
+    head = (f"# {doc['command'] or 'samloc sweep'}\n\n{len(doc['trials'])} trials ({budget} each),"
+            f" scored against the {doc['opponent']} on the same {doc['deals']} duplicate deals"
+            f" (seed {doc['eval_seed']}), {doc['players']} players.\n\n")
     lines = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
     lines += ["| " + " | ".join(r) + " |" for r in table_rows(doc)]
     return head + "\n".join(lines) + "\n"
@@ -422,9 +432,11 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None], few_deals_ok: bool = 
     docs = [_trial_doc(plan, t, results.get(t.name)) for t in trials]
     todo = [d for d in docs if "checkpoint" in d]
     if not todo:
-        raise TrainError(f"no trial left a checkpoint; {docs[0]['name']}: {docs[0]['status']} {docs[0]['stop_reason']}")
+        raise TrainError(f"no trial left a checkpoint; {docs[0]['name']}: {docs[0]['status']}"
+                         f" {docs[0]['stop_reason']}")
     cfg = trials[0].cfg
-    say(f"scoring {len(todo)} trials against the {OPPONENT}, {plan.deals} duplicate deals each (seed {plan.eval_seed})")
+    say(f"scoring {len(todo)} trials against the {OPPONENT}, {plan.deals} duplicate deals each"
+        f" (seed {plan.eval_seed})")
     table = eval_table(cfg)
     scores = score_snapshots([d["checkpoint"] for d in todo], table.rules, table.players, plan.deals,
                              plan.eval_seed, plan.workers)

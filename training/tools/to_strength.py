@@ -1,11 +1,12 @@
 """Time to strength (``samloc bench --to-strength``): how strong a config gets per minute of wall time.
 
-Each seed trains from scratch through :func:`training.tools.pipeline.run_pipeline` (what ``samloc train`` runs),
-``max_minutes`` of training wall time with Ray's start counted, a checkpoint every ``every_minutes`` and at
-minute 0 (``checkpoint.every_minutes``), none pruned.  Only after every seed has trained is each
-checkpoint scored against the heuristic, on one set of duplicate deals for all (``agents.evaluation.evaluate``, its
-95% CI), so the scoring takes no time from the training it measures.  The machine's load average is
-sampled before, during and after training, and the report says whether the machine was quiet.
+Each seed trains from scratch through :func:`training.tools.pipeline.run_pipeline` (what ``samloc train``
+runs), ``max_minutes`` of training wall time with Ray's start counted, a checkpoint every ``every_minutes``
+and at minute 0 (``checkpoint.every_minutes``), none pruned.  Only after every seed has trained is each
+checkpoint scored against the heuristic, on one set of duplicate deals for all
+(``agents.evaluation.evaluate``, its 95% CI), so the scoring takes no time from the training it measures.  The
+machine's load average is sampled before, during and after training, and the report says whether the machine
+was quiet.
 
 ``--score RUN ...`` scores runs trained before instead (``samloc train``, in any number of sittings, or a
 benchmark's seed folders) the same way, one line per run labelled by its config and algorithm: how runs
@@ -202,7 +203,8 @@ def run_stages(ckpts: list[Path]) -> list[dict[str, Any]]:
     starts = stage.get("starts") if isinstance(stage, dict) else None
     if not isinstance(starts, list) or len(starts) < 2:
         return []
-    return [{"stage": i, "name": str(s.get("name", "")), "minutes": round(float(s.get("wall_s", 0.0)) / 60, 3),
+    return [{"stage": i, "name": str(s.get("name", "")),
+             "minutes": round(float(s.get("wall_s", 0.0)) / 60, 3),
              "updates": int(s.get("updates", 0)), "why": str(s.get("why", ""))} for i, s in enumerate(starts)]
 
 
@@ -261,7 +263,8 @@ def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float
 
 
 def all_beat(points: list[list[dict[str, Any]] | None], expected: int) -> bool:
-    """The verdict: each of the ``expected`` runs has points, and its last one beats the heuristic (CI low > 0)."""
+    """The verdict: each of the ``expected`` runs has points, and its last one beats the heuristic
+    (CI low > 0)."""
     lasts = [p[-1] for p in points if p]
     return len(lasts) == expected and all(p["ci_low"] > 0 for p in lasts)
 
@@ -278,7 +281,8 @@ def _machine(doc: dict[str, Any]) -> str:
     if m["quiet"] is None:
         why = "each report's own, in sources" if doc["config"] == COMBINED else "runs trained before"
         return f"load while training not recorded here ({why}; {m['cpus']} CPUs)"
-    return f"machine {'quiet' if m['quiet'] else 'busy'} (1-min load {m['load_before'][0]:.2f} before, {m['cpus']} CPUs)"
+    return (f"machine {'quiet' if m['quiet'] else 'busy'} (1-min load {m['load_before'][0]:.2f} before,"
+            f" {m['cpus']} CPUs)")
 
 
 def plot(doc: dict[str, Any], path: Path) -> Path:
@@ -331,7 +335,8 @@ def table_lines(doc: dict[str, Any]) -> list[str]:
                       f" at {r['points'][-1]['minutes']:.1f} min" for r in doc["seeds"] if r["points"])
     what = "run" if doc["config"] in (SCORED, COMBINED) else "seed"
     verdict = f"every {what} beats" if doc["all_beat_heuristic"] else f"NOT every {what} beats"
-    lines.append(f"verdict: {verdict} the {OPPONENT} at its last point (CI low > 0): {lasts}; {_machine(doc)}")
+    lines.append(f"verdict: {verdict} the {OPPONENT} at its last point (CI low > 0): {lasts};"
+                 f" {_machine(doc)}")
     return lines
 
 
