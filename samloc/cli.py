@@ -30,10 +30,10 @@ SUBCOMMANDS: dict[str, str] = {
 
 #: The extra of pyproject.toml that installs each optional module a command imports (safetensors, in both
 #: train and serve, is :func:`missing_extra`'s to choose).
-EXTRA_OF = {"torch": "train", "ray": "train", "omegaconf": "train", "tensorboard": "train", "matplotlib": "train",
-            "fastapi": "serve", "uvicorn": "serve", "pydantic": "serve", "h11": "serve", "onnx": "serve",
-            "onnxruntime": "serve", "httpx": "serve", "gymnasium": "rl", "pettingzoo": "rl",
-            "stable_baselines3": "sb3", "sb3_contrib": "sb3"}
+EXTRA_OF = {"torch": "train", "ray": "train", "omegaconf": "train", "tensorboard": "train",
+            "matplotlib": "train", "fastapi": "serve", "uvicorn": "serve", "pydantic": "serve",
+            "h11": "serve", "onnx": "serve", "onnxruntime": "serve", "httpx": "serve", "gymnasium": "rl",
+            "pettingzoo": "rl", "stable_baselines3": "sb3", "sb3_contrib": "sb3"}
 #: One thread per process unless the user says otherwise: several torch/numba processes on few cores
 #: starve each other otherwise.  Set here, once, before any command imports torch or numba; child
 #: processes (Ray workers, evaluation pools) inherit it.

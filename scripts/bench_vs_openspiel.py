@@ -65,10 +65,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="OpenSpiel / samloc pairs, alternated")
     ap.add_argument("--seconds", type=float, default=5.0, help="OpenSpiel's timed play per round")
-    ap.add_argument("--sample", type=int, default=1000, help="games played from Python to count decisions per game")
+    ap.add_argument("--sample", type=int, default=1000,
+                    help="games played from Python to count decisions per game")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--samloc", default=str(ROOT / ".venv/bin/samloc"), help="the samloc command to measure")
-    ap.add_argument("--openspiel-only", action="store_true", help="measure OpenSpiel once here; print its JSON")
+    ap.add_argument("--openspiel-only", action="store_true",
+                    help="measure OpenSpiel once here; print its JSON")
     args = ap.parse_args()
     if args.openspiel_only:
         print(json.dumps(openspiel_rate(args.seconds, args.sample, args.seed)))
@@ -89,9 +91,10 @@ def main() -> int:
               f" ratio {ratio:.3f}", flush=True)
     median = statistics.median(r["ratio"] for r in rounds)
     load_after = Path("/proc/loadavg").read_text().split()[0]
-    print(f"median ratio samloc / OpenSpiel: {median:.3f} (1-minute load {load_before} before, {load_after} after)")
-    print(json.dumps({"ratio_median": median, "load_before": float(load_before), "load_after": float(load_after),
-                      "rounds": rounds}))
+    print(f"median ratio samloc / OpenSpiel: {median:.3f}"
+          f" (1-minute load {load_before} before, {load_after} after)")
+    print(json.dumps({"ratio_median": median, "load_before": float(load_before),
+                      "load_after": float(load_after), "rounds": rounds}))
     return 0
 
 

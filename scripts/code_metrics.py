@@ -4,8 +4,8 @@
 
 What the architecture page (docs/architecture.md) promises and ``tests/test_layers.py``
 checks: no library module over 600 lines (``sam_env/core.py``'s kernels excepted), no
-function over 80 lines, an import inside a function only for an optional dependency or with a comment saying why,
-and argparse only in the command layer (``samloc/``).
+function over 80 lines, an import inside a function only for an optional dependency or with a comment saying
+why, and argparse only in the command layer (``samloc/``).
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"imports inside functions: {m['function_level_imports']}, "
           f"of them not an optional dependency: {len(m['function_level_imports_not_optional'])}"
           f" ({len(m['function_level_imports_unexplained'])} without a comment saying why)")
-    print(f"argparse parsers outside samloc/: {len(m['parsers_outside_commands'])} {m['parsers_outside_commands']}")
+    print(f"argparse parsers outside samloc/: {len(m['parsers_outside_commands'])}"
+          f" {m['parsers_outside_commands']}")
     return 0
 
 

@@ -82,7 +82,8 @@ def positive_list(text: str) -> list[int]:
     except argparse.ArgumentTypeError:
         values = []
     if not values:
-        raise argparse.ArgumentTypeError(f"must be integers of 1 or more, separated by commas, not {_shown(text)}")
+        raise argparse.ArgumentTypeError("must be integers of 1 or more, separated by commas,"
+                                         f" not {_shown(text)}")
     return values
 
 
@@ -128,16 +129,17 @@ def path(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{_shown(text)} is not a path this machine can encode") from None
     longest = max(raw.split(b"/"), key=len)
     if len(longest) > NAME_MAX:
-        raise argparse.ArgumentTypeError(f"a path's component is at most {NAME_MAX} bytes, not {len(longest):,}"
-                                         f" ({_shown(os.fsdecode(longest))})")
+        raise argparse.ArgumentTypeError(f"a path's component is at most {NAME_MAX} bytes,"
+                                         f" not {len(longest):,} ({_shown(os.fsdecode(longest))})")
     if len(raw) > PATH_MAX:
         raise argparse.ArgumentTypeError(f"a path is at most {PATH_MAX:,} bytes, not {len(raw):,}")
     return text
 
 
 def agent_spec(text: str) -> str:
-    """argparse type: an agent spec (``heuristic``, a checkpoint folder, ``x.onnx``, ``http://…``): not empty,
-    and of a path's shape (:func:`path`), as a file or folder it names must be; the registry reads the rest."""
+    """argparse type: an agent spec (``heuristic``, a checkpoint folder, ``x.onnx``, ``http://…``): not
+    empty, and of a path's shape (:func:`path`), as a file or folder it names must be; the registry reads the
+    rest."""
     return path(nonempty(text))
 
 
@@ -148,7 +150,8 @@ def temperature(text: str) -> float:
     except ValueError:
         value = float("nan")
     if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 (greedy) or a finite number above it, not {_shown(text)}")
+        raise argparse.ArgumentTypeError("must be 0 (greedy) or a finite number above it,"
+                                         f" not {_shown(text)}")
     return value
 
 

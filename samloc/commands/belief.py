@@ -30,7 +30,8 @@ def main(argv: list[str]) -> int:
                     help="passes over the recorded decisions (default 4; at most 1,000)")
     ap.add_argument("--hidden", type=integer(1, MAX_HIDDEN), default=512,
                     help=f"width of the two hidden layers (default 512; at most {MAX_HIDDEN:,})")
-    ap.add_argument("--seed", type=non_negative, default=0, help="seeds the deals and the network (default 0)")
+    ap.add_argument("--seed", type=non_negative, default=0,
+                    help="seeds the deals and the network (default 0)")
     args = parse(ap.parse_args, argv)
     if isinstance(args, int):
         return args

@@ -20,9 +20,11 @@ from sam_env.rules import DEFAULT_PRESET, RulesError
 from .args import Parser, command, fail, non_negative, nonempty, players, positive, table
 
 #: ``samloc bench`` options measured by the layer above the engine's (this module takes the rest).
-BENCH_BY_OPTION = {"--learner": "samloc.commands.bench_training", "--rollout": "samloc.commands.bench_training",
+BENCH_BY_OPTION = {"--learner": "samloc.commands.bench_training",
+                   "--rollout": "samloc.commands.bench_training",
                    "--search": "samloc.commands.bench_training",
-                   "--agent": "samloc.commands.bench_agent", "--to-strength": "samloc.commands.bench_strength",
+                   "--agent": "samloc.commands.bench_agent",
+                   "--to-strength": "samloc.commands.bench_strength",
                    "--serve": "samloc.commands.bench_serve"}
 
 
@@ -47,7 +49,8 @@ def module_for(argv: list[str]) -> str:
 def parser() -> Parser:
     ap = Parser(prog="samloc bench", description=__doc__.replace("``", ""),
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=OTHER_BENCHES)
-    ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET})")
+    ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET,
+                    help=f"preset name (default {DEFAULT_PRESET})")
     ap.add_argument("--players", type=players, default=DEFAULT_PLAYERS)
     ap.add_argument("--games", type=positive, default=200_000)
     ap.add_argument("--batch", type=positive, default=1024, help="games stepped together")
@@ -79,6 +82,7 @@ def engine(args: argparse.Namespace) -> int:
     except (RulesError, ValueError) as exc:
         return fail("samloc bench", exc)
     if not args.json:
-        print(f"{args.rules}, {args.players} players: " + ", ".join(f"{k} {v}" for k, v in res.items() if k != "machine"))
+        print(f"{args.rules}, {args.players} players: "
+              + ", ".join(f"{k} {v}" for k, v in res.items() if k != "machine"))
     print(json.dumps(res))
     return 0

@@ -14,11 +14,13 @@ from .args import Parser, agent_spec, non_negative, nonempty, parse, players, po
 
 
 def _parser() -> Parser:
-    ap = Parser(prog="samloc bench", description="An agent's match throughput against itself (duplicate deals).")
+    ap = Parser(prog="samloc bench",
+                description="An agent's match throughput against itself (duplicate deals).")
     ap.add_argument("--agent", metavar="SPEC", required=True, type=agent_spec,
                     help="benchmark matches of this agent against itself (e.g. heuristic) over --deals"
                          " duplicate deals")
-    ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET})")
+    ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET,
+                    help=f"preset name (default {DEFAULT_PRESET})")
     ap.add_argument("--players", type=players, default=DEFAULT_PLAYERS)
     ap.add_argument("--deals", "--games", dest="deals", type=positive, default=200_000,
                     help="duplicate deals played, each once per seat: deals x players games (default 200,000;"

@@ -16,7 +16,8 @@ from .args import (Parser, agent_spec, command, deadline_ms, fail, non_negative,
 
 
 def _parser() -> Parser:
-    ap = Parser(prog="samloc bench", description="The served latency of a bot: req/s, p50, p99 and max per phase.")
+    ap = Parser(prog="samloc bench",
+                description="The served latency of a bot: req/s, p50, p99 and max per phase.")
     ap.add_argument("--serve", action="store_true", required=True,
                     help="start `samloc serve` on a free loopback port (per --workers count) and load it")
     ap.add_argument("--agent", metavar="SPEC", type=agent_spec, default=None,
@@ -27,7 +28,8 @@ def _parser() -> Parser:
     ap.add_argument("--clients", type=positive_list, default=[1, 4, 16, 50],
                     help="concurrent clients, one phase each (default 1,4,16,50)")
     ap.add_argument("--requests", type=positive, default=500, help="requests per phase (default 500)")
-    ap.add_argument("--warmup", type=non_negative, default=50, help="requests sent first, not measured (default 50)")
+    ap.add_argument("--warmup", type=non_negative, default=50,
+                    help="requests sent first, not measured (default 50)")
     ap.add_argument("--deadline-ms", type=deadline_ms, default=DEADLINE_MS,
                     help=f"the started server's --deadline-ms (default {DEADLINE_MS})")
     ap.add_argument("--rules", type=nonempty, default=DEFAULT_PRESET,
@@ -42,16 +44,16 @@ def _parser() -> Parser:
 def main(args: argparse.Namespace) -> int:
     try:
         table(args.rules, args.players)
-        res = bench_serve(args.agent, args.workers, args.clients, args.requests, url=args.url, rules=args.rules,
-                          players=args.players, warmup=args.warmup, seed=args.seed,
+        res = bench_serve(args.agent, args.workers, args.clients, args.requests, url=args.url,
+                          rules=args.rules, players=args.players, warmup=args.warmup, seed=args.seed,
                           serve_args=["--deadline-ms", str(args.deadline_ms)])
     except (RulesError, ValueError, RuntimeError, ImportError) as exc:
         return fail("samloc bench", exc)
     if not args.json:
         for p in res["phases"]:
             lat = p["latency_ms"]
-            print(f"{p['agent']}, workers {p['workers']}, {p['clients']:>2} clients: {p['requests_per_s']} req/s,"
-                  f" p50 {lat.get('p50')} ms, p99 {lat.get('p99')} ms, max {lat.get('max')} ms,"
-                  f" errors {p['errors'] or 0}")
+            print(f"{p['agent']}, workers {p['workers']}, {p['clients']:>2} clients:"
+                  f" {p['requests_per_s']} req/s, p50 {lat.get('p50')} ms, p99 {lat.get('p99')} ms,"
+                  f" max {lat.get('max')} ms, errors {p['errors'] or 0}")
     print(json.dumps(res))
     return 1 if any(p["errors"] for p in res["phases"]) else 0

@@ -1,5 +1,5 @@
-"""``samloc bench --to-strength``: the command line of :mod:`training.tools.to_strength`, whose docstring is its
-``--help``.
+"""``samloc bench --to-strength``: the command line of :mod:`training.tools.to_strength`, whose docstring is
+its ``--help``.
 
     samloc bench --to-strength --config quick --minutes 10 --seeds 3 [--out DIR] [key=value ...]
     samloc bench --to-strength --score RUN [RUN ...] [--deals N] [--out DIR]
@@ -24,7 +24,8 @@ from training.tools import to_strength
 from training.config import ConfigError
 from training.errors import TrainError
 from training.tools.pipeline import FINAL_EVAL_SEED
-from training.tools.to_strength import MIN_DEALS, Plan, combine_reports, run_benchmark, score_trained, table_lines
+from training.tools.to_strength import (MIN_DEALS, Plan, combine_reports, run_benchmark, score_trained,
+                                        table_lines)
 
 from .args import Parser, count_arg, eval_seed, fail, minutes_arg, parse, path, positive
 
@@ -66,7 +67,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                     help="train from scratch per seed, then score its snapshots against the heuristic")
     ap.add_argument("--score", action="store_true",
                     help="score the snapshots of the run folders given (RUN ...), trained before, instead of"
-                         " training (samloc train's, in any number of sittings, or a benchmark's seed_S folders)")
+                         " training (samloc train's, in any number of sittings, or a benchmark's seed_S"
+                         " folders)")
     ap.add_argument("--combine", action="store_true",
                     help="draw reports scored before on the same deals (REPORT ...: to_strength.json files or"
                          " their folders) as one report and plot, scoring nothing again")
@@ -105,7 +107,8 @@ def main(argv: list[str]) -> int:
                 args.deals, args.eval_seed, args.workers,
                 "samloc bench " + " ".join(shlex.quote(a) for a in argv))
     doc = trained("samloc bench", lambda: run_benchmark(plan, lambda line: print(line, flush=True),
-                                                         args.allow_few_deals), f"the runs trained so far stay in {out}")
+                                                         args.allow_few_deals),
+                  f"the runs trained so far stay in {out}")
     if isinstance(doc, int):
         return doc
     print("\n".join(table_lines(doc)))
@@ -115,8 +118,9 @@ def main(argv: list[str]) -> int:
 
 def _training_options(args: argparse.Namespace) -> list[str]:
     """The training options and key=value overrides given, which --score and --combine refuse."""
-    given = [flag for flag, v in (("--config", args.config), ("--minutes", args.minutes), ("--seeds", args.seeds),
-                                  ("--every-minutes", args.every_minutes)) if v is not None]
+    given = [flag for flag, v in (("--config", args.config), ("--minutes", args.minutes),
+                                  ("--seeds", args.seeds), ("--every-minutes", args.every_minutes))
+             if v is not None]
     return given + [a for a in args.overrides if "=" in a and not Path(a).exists()]
 
 
@@ -130,8 +134,8 @@ def _score(args: argparse.Namespace, argv: list[str]) -> int:
     out = Path(args.out or f"runs/to_strength__scored__{time.strftime('%Y%m%d-%H%M%S')}")
     command = "samloc bench " + " ".join(shlex.quote(a) for a in argv)
     try:
-        doc = score_trained([Path(a) for a in args.overrides], out, args.deals, args.eval_seed, args.workers, command,
-                            lambda line: print(line, flush=True), args.allow_few_deals)
+        doc = score_trained([Path(a) for a in args.overrides], out, args.deals, args.eval_seed, args.workers,
+                            command, lambda line: print(line, flush=True), args.allow_few_deals)
     except ConfigError as exc:
         return fail("samloc bench", exc)
     except (CheckpointError, OSError) as exc:

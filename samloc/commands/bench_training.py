@@ -1,5 +1,5 @@
-"""`samloc bench --learner|--rollout|--search`: the command line of :mod:`training.tools.bench`, whose docstring
-is its ``--help``."""
+"""`samloc bench --learner|--rollout|--search`: the command line of :mod:`training.tools.bench`, whose
+docstring is its ``--help``."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--updates", type=positive, default=3, help="timed updates after one warm-up (default 3)")
     ap.add_argument("--record", type=integer(1, 1 << 22), default=65536,
                     help="at most this many decisions recorded (default 65536; at most 4,194,304)")
-    ap.add_argument("--rollouts", type=positive, default=3, help="timed rollouts after one warm-up (default 3)")
+    ap.add_argument("--rollouts", type=positive, default=3,
+                    help="timed rollouts after one warm-up (default 3)")
     ap.add_argument("--requests", type=positive, default=2,
                     help="timed search requests per precision after one warm-up (default 2)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
@@ -81,15 +82,17 @@ def main(argv: list[str]) -> int:
             print(f"samloc bench: init_from: {exc}", file=sys.stderr)
             return 2
         if not args.json:
-            print(f"one search worker, {cfg.name} ({res['candidates']} x {res['worlds']}, horizon {res['horizon']}):"
-                  f" {res['fp32_searched_per_s']:,} searched decisions/s in fp32, {res['bf16_searched_per_s']:,} in"
-                  f" bf16; rollout forward {rates_text(res['rollout_rows_per_s'])}:"
+            print(f"one search worker, {cfg.name} ({res['candidates']} x {res['worlds']},"
+                  f" horizon {res['horizon']}): {res['fp32_searched_per_s']:,} searched decisions/s in fp32,"
+                  f" {res['bf16_searched_per_s']:,} in bf16;"
+                  f" rollout forward {rates_text(res['rollout_rows_per_s'])}:"
                   f" distill.precision=auto takes {res['auto']}")
     else:
         res = measured(lambda: bench_rollout(cfg, args.rollouts))
         if not args.json:
-            print(f"one worker, {cfg.name}: {res['decisions_per_s']:,} decisions/s, {res['learner_decisions_per_s']:,}"
-                  f" learner decisions/s, {res['bytes_per_decision']} bytes shipped per learner decision"
+            print(f"one worker, {cfg.name}: {res['decisions_per_s']:,} decisions/s,"
+                  f" {res['learner_decisions_per_s']:,} learner decisions/s,"
+                  f" {res['bytes_per_decision']} bytes shipped per learner decision"
                   f" (float32: {res['float32_bytes_per_decision']})")
     print(json.dumps(res))
     return 0

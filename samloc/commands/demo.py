@@ -34,8 +34,9 @@ def parser() -> Parser:
     ap.add_argument("--games", type=positive, default=1000, help="games to play (default 1000)")
     ap.add_argument("--seed", type=non_negative, default=0,
                     help="seed of the deals and the moves (default 0)")
-    ap.add_argument("--out", type=path, default="runs/demo/games.jsonl", help="where the records go (JSON Lines;"
-                                                                   " default runs/demo/games.jsonl)")
+    ap.add_argument("--out", type=path, default="runs/demo/games.jsonl",
+                    help="where the records go (JSON Lines;"
+                         " default runs/demo/games.jsonl)")
     return ap
 
 

@@ -1,4 +1,5 @@
-"""`samloc eval`: duplicate-deal evaluation of an agent against opponents (:mod:`agents.evaluation.evaluate`)."""
+"""`samloc eval`: duplicate-deal evaluation of an agent against opponents
+(:mod:`agents.evaluation.evaluate`)."""
 
 from __future__ import annotations
 
@@ -34,26 +35,31 @@ LINE_EVERY_S = 30.0  # a progress line this often when stderr is not a terminal
 
 def _parser() -> Parser:
     ap = Parser(prog="samloc eval",
-                description="Duplicate-deal evaluation: each seeded deal is played with the agent in every seat "
-                            "and the opponents in the others, so the cards' luck cancels.")
-    ap.add_argument("--agent", type=agent_spec, default="heuristic", help="agent spec (default heuristic): random, "
+                description="Duplicate-deal evaluation: each seeded deal is played with the agent in every "
+                            "seat and the opponents in the others, so the cards' luck cancels.")
+    ap.add_argument("--agent", type=agent_spec, default="heuristic",
+                    help="agent spec (default heuristic): random, "
                     "heuristic[:variant], a checkpoint directory, a .onnx file, http://host:port")
-    ap.add_argument("--opponents", type=agent_spec, default="random", help="spec of the other seats (default random)")
+    ap.add_argument("--opponents", type=agent_spec, default="random",
+                    help="spec of the other seats (default random)")
     ap.add_argument("--tables", type=nonempty,
                     help="RULES/PLAYERS,... or all (every preset at every allowed player count)")
     ap.add_argument("--rules", type=nonempty,
                     help="preset name(s), comma-separated (default: the agent's own tables if it "
                     f"is a trained network, else {DEFAULT_PRESET})")
-    ap.add_argument("--players", type=nonempty, help="player count(s), comma-separated (default: as --rules, else "
+    ap.add_argument("--players", type=nonempty,
+                    help="player count(s), comma-separated (default: as --rules, else "
                     f"{DEFAULT_PLAYERS})")
     ap.add_argument("--off-table", action="store_true",
-                    help="allow tables the agent's network was not trained for (reported as out of distribution)")
+                    help="allow tables the agent's network was not trained for"
+                    " (reported as out of distribution)")
     ap.add_argument("--deals", type=positive, default=1000, help="deals per table (default 1000)")
     ap.add_argument("--seed", type=non_negative, default=0)
     ap.add_argument("--json", action="store_true", help="end with the result as one JSON line")
     ap.add_argument("--out", type=path, help="run folder for result.json, report.md and scores.png "
                     "(default runs/eval/AGENT_vs_OPP__TIME)")
-    ap.add_argument("--save-games", type=path, metavar="FILE.jsonl", help="write every game as samloc/1 JSON Lines")
+    ap.add_argument("--save-games", type=path, metavar="FILE.jsonl",
+                    help="write every game as samloc/1 JSON Lines")
     ap.add_argument("--workers", type=positive, default=1,
                     help="processes that play the chunks of 512 deals side by side (default 1; at most one"
                     " per core): the same result, sooner.  Replayable agents only")
@@ -97,7 +103,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
     off = [t.name for t in off_tables(own, tables)]
     if off and not args.off_table:
         raise ValueError(f"{args.agent} was trained for {', '.join(t.name for t in own or ())}, not "
-                         f"{', '.join(off)}; add --off-table to evaluate it there (out of training distribution)")
+                         f"{', '.join(off)}; add --off-table to evaluate it there "
+                         "(out of training distribution)")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = (Path(args.out) if args.out
            else Path("runs") / "eval" / f"{safe_name(agent.name)}_vs_{safe_name(opponents.name)}__{stamp}")
@@ -107,7 +114,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
     return _Plan(agent, tables, off, out, store)
 
 
-def _chunk_folder(out: Path, agent: Agent, opponents: Agent, resume: bool, save_games: str | None) -> Path | None:
+def _chunk_folder(out: Path, agent: Agent, opponents: Agent, resume: bool,
+                  save_games: str | None) -> Path | None:
     """Where the run keeps its finished chunks (``OUT/chunks``), or None when it cannot be resumed; an
     interrupted run's chunks are taken only with ``--resume`` (ValueError otherwise, and for a
     ``--resume`` that cannot be)."""
@@ -186,7 +194,8 @@ def _print(res: dict[str, Any], out: Path, as_json: bool) -> None:
                   f"[{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}], win rate {r['win_rate']:.3f} "
                   f"(equal play {r['equal_play_win_rate']:.3f}), Sâm {r['sam_declared']} "
                   f"({r['sam_success_rate']:.0%} success), {r['games_per_s']} games/s"
-                  + (f" in each of {r['workers']} processes ({r['wall_seconds']:.0f} s)" if "workers" in r else "")
+                  + (f" in each of {r['workers']} processes ({r['wall_seconds']:.0f} s)" if "workers" in r
+                     else "")
                   + ("  [out of training distribution]" if r["out_of_distribution"] else ""))
         print(f"report: {out / 'report.md'}")
     print(json.dumps({k: v for k, v in res.items() if k not in ("by_table", "score_hist")} |

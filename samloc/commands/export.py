@@ -14,7 +14,8 @@ from .args import Parser, integer, non_negative, parse, path
 
 
 def _parser() -> Parser:
-    p = Parser(prog="samloc export", description="A checkpoint's policy as an ONNX model, checked against PyTorch.")
+    p = Parser(prog="samloc export",
+               description="A checkpoint's policy as an ONNX model, checked against PyTorch.")
     p.add_argument("checkpoint", type=path,
                    help="a checkpoint folder (or a run folder: its newest good checkpoint)")
     p.add_argument("--out", type=path, default=None,
@@ -47,5 +48,6 @@ def main(argv: list[str]) -> int:
               f" (probs {c['positions']['max_abs_diff_probs']:.1e} on real positions,"
               f" value {c['positions']['max_abs_diff_value']:.1e}); tolerance {TOLERANCE}"
               f" ({RANDOM_TOLERANCE} on random inputs)")
-        print(f"plays {', '.join(map(str, side['rules']))} with {', '.join(map(str, side['players']))} players")
+        print(f"plays {', '.join(map(str, side['rules']))}"
+              f" with {', '.join(map(str, side['players']))} players")
     return 0

@@ -28,8 +28,9 @@ from .args import Parser, agent_spec, integer, non_negative, nonempty, parse, pa
 
 def _parser() -> Parser:
     ap = Parser(prog="samloc league",
-                description="Every ordered pair of agents on the same duplicate deals (one seat A, the others B), "
-                            "then one rating per agent on the lá scale: score(A vs B) ≈ r_A − r_B.")
+                description="Every ordered pair of agents on the same duplicate deals "
+                            "(one seat A, the others B), then one rating per agent on the lá scale: "
+                            "score(A vs B) ≈ r_A − r_B.")
     ap.add_argument("agents", nargs="+", type=agent_spec, metavar="AGENT",
                     help="agent specs (as samloc eval's); a run folder stands for its checkpoints")
     ap.add_argument("--rules", type=nonempty, help=f"preset name (default {DEFAULT_PRESET})")
@@ -37,7 +38,8 @@ def _parser() -> Parser:
     ap.add_argument("--deals", type=integer(2), default=1000,
                     help="deals per ordered pair, at least 2: the intervals resample deals (default 1000)")
     ap.add_argument("--seed", type=non_negative, default=0, help="the deals' seed, and the bootstrap's")
-    ap.add_argument("--pin", type=nonempty, help="the agent rated 0 (default random if it plays, else the first agent)")
+    ap.add_argument("--pin", type=nonempty,
+                    help="the agent rated 0 (default random if it plays, else the first agent)")
     ap.add_argument("--bootstrap", type=integer(100, 1_000_000), default=1000,
                     help="bootstrap resamples of the deals, 100 to 1,000,000 (default 1000)")
     ap.add_argument("--off-table", action="store_true",

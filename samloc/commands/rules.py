@@ -32,7 +32,8 @@ def overrides(items: list[str]) -> dict[str, object]:
 
 
 def listing() -> str:
-    return "".join(f"{name:<14} {r.max_players} players max, straights {'A-2-3…' if r.ace_low_straights else '3…A'},"
+    return "".join(f"{name:<14} {r.max_players} players max,"
+                   f" straights {'A-2-3…' if r.ace_low_straights else '3…A'},"
                    f" báo 1 {r.bao_mot}, finish with 2 {r.finish_with_two}\n"
                    for name, r in ((n, RuleSet.preset(n)) for n in PRESET_NAMES))
 

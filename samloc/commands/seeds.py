@@ -1,4 +1,5 @@
-"""``samloc seeds RUN RUN ...``: a config's runs over several seeds side by side (training/tools/seed_curve.py).
+"""``samloc seeds RUN RUN ...``: a config's runs over several seeds side by side
+(training/tools/seed_curve.py).
 
     samloc train --config quick --seeds 0,1,2 --run-dir runs/seeds      (its runs: runs/seeds/s0, s1 and s2)
     samloc seeds runs/seeds/s0 runs/seeds/s1 runs/seeds/s2 [--by minutes|decisions|update]

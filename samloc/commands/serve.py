@@ -12,14 +12,15 @@ from .args import Parser, agent_spec, deadline_ms, non_negative, nonempty, parse
 
 
 def _parser() -> Parser:
-    p = Parser(prog="samloc serve", description="A bot over HTTP (PROTOCOL §4) and a page to play against it.")
+    p = Parser(prog="samloc serve",
+               description="A bot over HTTP (PROTOCOL §4) and a page to play against it.")
     p.add_argument("--agent", action="append", type=agent_spec, default=None,
                    help="random, heuristic, a checkpoint directory (DIR+search: with play-time search),"
                         " an .onnx file or http://...; repeat it to serve several bots, each table played by"
-                        " the one measured strongest there; default: every shipped bot, the .onnx files of the"
-                        " repository's checkpoints/ folder ($SAMLOC_CHECKPOINTS, else ./checkpoints, else the"
-                        " checkout's; heuristic if it holds none). A wheel holds no checkpoints: from a wheel give"
-                        " --agent, or set SAMLOC_CHECKPOINTS to a clone's checkpoints/")
+                        " the one measured strongest there; default: every shipped bot, the .onnx files of"
+                        " the repository's checkpoints/ folder ($SAMLOC_CHECKPOINTS, else ./checkpoints, else"
+                        " the checkout's; heuristic if it holds none). A wheel holds no checkpoints: from a"
+                        " wheel give --agent, or set SAMLOC_CHECKPOINTS to a clone's checkpoints/")
     p.add_argument("--host", type=nonempty, default="127.0.0.1")
     p.add_argument("--port", type=port, default=8000, help="0: any free port (default 8000)")
     p.add_argument("--temperature", type=temperature, default=0.0,
@@ -36,7 +37,8 @@ def _parser() -> Parser:
                    help="processes answering on the port, each with its own copy of the bots and its own"
                         " socket (the kernel spreads the connections); the play page's sessions are shared"
                         " (default 1)")
-    p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--log-level", default="warning",
+                   choices=["critical", "error", "warning", "info", "debug"])
     return p
 
 

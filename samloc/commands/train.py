@@ -45,8 +45,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         epilog="keys for key=value or a --config YAML (defined and documented in training/config.py, an"
                " algorithm's or a\nstage's section in its own module; all of them, resolved, each with its"
                " doc: samloc train --print-config\n[--config F | --resume RUN]):\n" + keys_help())
-    ap.add_argument("--config", type=path, help="a YAML config (configs/quick.yaml, standard, cluster) or its name")
-    ap.add_argument("--resume", type=path, metavar="RUN_DIR", help="continue a run from its newest good checkpoint")
+    ap.add_argument("--config", type=path,
+                    help="a YAML config (configs/quick.yaml, standard, cluster) or its name")
+    ap.add_argument("--resume", type=path, metavar="RUN_DIR",
+                    help="continue a run from its newest good checkpoint")
     ap.add_argument("--more-minutes", type=minutes_arg, metavar="N",
                     help="with --resume: train N minutes more than the run's sittings so far (max_minutes ="
                          " minutes trained + N)")
@@ -54,16 +56,17 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                     help="with --resume: train N decisions more (total_decisions = decisions trained + N;"
                          " ppo.anneal_lr anneals over the new total)")
     ap.add_argument("--print-config", action="store_true",
-                    help="print the resolved config (the defaults, or after --config or --resume; overrides and"
-                         " --more-*), every key with its doc, as YAML that --config reads; start nothing")
+                    help="print the resolved config (the defaults, or after --config or --resume; overrides"
+                         " and --more-*), every key with its doc, as YAML that --config reads; start nothing")
     ap.add_argument("--dry-run", action="store_true",
                     help="check all that can be checked without Ray (config, run folder, the checkpoint to"
                          " resume or init_from, the opponents it names, learner device, CPUs), print the run"
                          " folder it would use; start nothing")
     ap.add_argument("--ray-address", type=nonempty, metavar="HOST:PORT",
-                    help="join the Ray cluster started there with `ray start --head` (default: start Ray embedded"
-                         " here, on 127.0.0.1 only); its token is found as Ray's clients find it: RAY_AUTH_TOKEN,"
-                         " RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token (docs/training.md: a Ray cluster, step by step)")
+                    help="join the Ray cluster started there with `ray start --head` (default: start Ray"
+                         " embedded here, on 127.0.0.1 only); its token is found as Ray's clients find it:"
+                         " RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token (docs/training.md: a Ray"
+                         " cluster, step by step)")
     ap.add_argument("--dashboard", action="store_true",
                     help="start Ray's dashboard with the embedded Ray (on 127.0.0.1:8265)")
     ap.add_argument("--run-dir", type=path,
@@ -126,7 +129,8 @@ def _report(res: TrainResult) -> int:
     return 1 if res.errors else 0
 
 
-def _train(args: argparse.Namespace, launch: Launch, command: str, where: str | None) -> tuple[int, Path | None]:
+def _train(args: argparse.Namespace, launch: Launch, command: str,
+           where: str | None) -> tuple[int, Path | None]:
     """Train (a new run in ``where`` or a fresh folder, or the resume ``launch`` holds): (exit status, the
     run folder)."""
     resume = launch.run_dir is not None
@@ -173,7 +177,8 @@ def main(argv: list[str]) -> int:
             return 2
         return 0
     try:
-        launch = resolve_launch(args.config, args.resume, args.overrides, args.more_minutes, args.more_decisions)
+        launch = resolve_launch(args.config, args.resume, args.overrides, args.more_minutes,
+                                args.more_decisions)
     except ConfigError as exc:
         print(f"samloc train: {exc}", file=sys.stderr)
         return 2
@@ -181,7 +186,8 @@ def main(argv: list[str]) -> int:
         print(f"samloc train: {exc}", file=sys.stderr)
         return 1
     if args.print_config:
-        print(config_text(launch.cfg, str(launch.run_dir / "config.yaml") if launch.run_dir else args.config), end="")
+        print(config_text(launch.cfg,
+                          str(launch.run_dir / "config.yaml") if launch.run_dir else args.config), end="")
         return 0
     done = nothing_left(launch)
     if done:
