@@ -17,7 +17,8 @@ from sam_env.core import (HAND, HIST, MAX_PLAYERS, NR, O_CHAIN_FROM, O_CHAIN_TO,
                           O_SCORE, O_SIZE, O_TO_ACT, O_TOP, O_TOP_CHOP, OK, PH_OVER, check_action)
 from sam_env.obs import OBS_SIZE, RULE_ARG, RULE_KIND, RULE_SLOT
 from sam_env.obs_layout import (AMOUNT_CLIP, F_BAO, F_CHAIN, F_DECL, F_HAND, F_HIST, F_LEFT, F_OPENER,
-                                F_PASSED, F_PHASE, F_PLAYED, F_PLAYERS, F_PRESENT, F_PROGRESS, F_RULES, F_SCORES,
+                                F_PASSED, F_PHASE, F_PLAYED, F_PLAYERS, F_PRESENT, F_PROGRESS, F_RULES,
+                                F_SCORES,
                                 F_TO_ACT, F_TOP_BY, F_TOP_CARDS, F_TOP_CHOP, F_TOP_KIND, F_TOP_RANK, F_UNSEEN,
                                 HIST_ENTRY, LA_SCALE)
 from sam_env.rule_params import AMOUNT, BIT, CONST, DEFINED, EQUALS, FLAG

@@ -88,7 +88,8 @@ def answers(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     ``shuffled`` (the rows with the other seats' cards dealt again)."""
     spec = _spec(request.param, request)
     count = KINDS[request.param][1]
-    games = [g for i, (rules, n) in enumerate(TABLES) for g in play_positions(count, seed=i, players=n, rules=rules)]
+    games = [g for i, (rules, n) in enumerate(TABLES) for g in play_positions(count, seed=i,
+                                                                              players=n, rules=rules)]
     made: list[Agent] = []
 
     def fresh() -> Agent:

@@ -25,8 +25,10 @@ from training.run.loop import RunLoop
 from training.run.rollout import RolloutEngine
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
-        "rollout.steps_per_rollout=8", "ppo.batch_decisions=100", "eval.every_updates=0", "eval.final_deals=0",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=16",
+        "model.layers=1", "rollout.envs_per_worker=16",
+        "rollout.steps_per_rollout=8", "ppo.batch_decisions=100", "eval.every_updates=0",
+        "eval.final_deals=0",
         "checkpoint.every_updates=1000", "display=none", "log_every_s=1", "max_minutes=0"]
 
 
@@ -101,7 +103,8 @@ def test_the_centre_asks_the_algorithm_for_its_worker_groups(tmp_path: Path,
 def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> None:
     """REINFORCE (docs/training.md's example) on the PPO workers' rollouts: a few updates, its losses in
     TensorBoard's usual tags, a checkpoint that resumes like any other."""
-    cfg = load_config("quick", [*TINY, "algorithm=reinforce", "reinforce.batch_decisions=100", "total_decisions=500"])
+    cfg = load_config("quick",
+                      [*TINY, "algorithm=reinforce", "reinforce.batch_decisions=100", "total_decisions=500"])
     loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
     before = {k: v.copy() for k, v in loop.algo.learner.weights().items()}
     summary = loop.run()

@@ -40,10 +40,13 @@ SEARCH = [*QUICK, "distill.enabled=true", "distill.num_workers=4"]
      "64 CPUs - 1 learner (cuda) - 2 evaluation - 48 search workers"),
     (2, "cpu", [*SEARCH, "distill.num_workers=1"], 1,
      "2 CPUs - 1 learner (cpu) - 1 evaluation - 1 search worker; at least 1"),
-    (16, "cpu", [*QUICK, "rollout.cpus_per_worker=0.5"], 28, "16 CPUs - 1 learner (cpu) - 1 evaluation, 0.5 CPU each"),
-    (7.5, "cpu", [*QUICK, "rollout.cpus_per_worker=2"], 2, "7.5 CPUs - 1 learner (cpu) - 1 evaluation, 2 CPU each"),
+    (16, "cpu", [*QUICK, "rollout.cpus_per_worker=0.5"], 28,
+     "16 CPUs - 1 learner (cpu) - 1 evaluation, 0.5 CPU each"),
+    (7.5, "cpu", [*QUICK, "rollout.cpus_per_worker=2"], 2,
+     "7.5 CPUs - 1 learner (cpu) - 1 evaluation, 2 CPU each"),
 ])
-def test_the_choice_for_a_core_count_a_device_and_search_workers(cpus: float, device: str, overrides: list[str],
+def test_the_choice_for_a_core_count_a_device_and_search_workers(cpus: float, device: str,
+                                                                 overrides: list[str],
                                                                   workers: int, why: str) -> None:
     cfg = load_config("quick", overrides)
     sizing = size_workers(cfg, cpus, device)
@@ -53,7 +56,8 @@ def test_the_choice_for_a_core_count_a_device_and_search_workers(cpus: float, de
 
 def test_only_auto_is_resolved_and_the_config_then_holds_the_number() -> None:
     fixed = load_config("quick", ["rollout.num_workers=3", "eval.num_workers=2"])
-    assert apply_sizing(fixed, 64, "cpu") == "" and (fixed.rollout.num_workers, fixed.eval.num_workers) == (3, 2)
+    assert apply_sizing(fixed, 64, "cpu") == "" and (fixed.rollout.num_workers,
+                                                     fixed.eval.num_workers) == (3, 2)
     cfg = load_config("quick", QUICK)
     assert apply_sizing(cfg, 16, "cpu") == (
         "eval.num_workers=auto → 1 (one per 16 of 16 CPUs, at least 1, at most one per opponent: 2)\n"
@@ -67,7 +71,8 @@ def test_a_queue_smaller_than_the_figure_is_refused_in_one_line() -> None:
     cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
     assert apply_sizing(cfg, 4, "cpu") and cfg.rollout.num_workers == 2  # 4 rollouts hold 2 workers
     cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
-    with pytest.raises(TrainError, match=r"^rollout.num_workers=auto → 14 \(.*: learner.queue_rollouts=4 must be"
+    with pytest.raises(TrainError,
+                       match=r"^rollout.num_workers=auto → 14 \(.*: learner.queue_rollouts=4 must be"
                                          r" 0 \(num_workers \+ 1\) or at least 14$"):
         apply_sizing(cfg, 16, "cpu")
 
@@ -105,7 +110,8 @@ def test_every_shipped_config_but_cluster_sizes_its_workers() -> None:
 ])
 def test_the_evaluations_processes_for_a_core_count(cpus: float, opponents: list[str], workers: int) -> None:
     cfg = load_config("quick", [f"eval.opponents=[{', '.join(opponents)}]"])
-    assert size_eval(cfg, cpus) == (workers, f"eval.num_workers=auto → {workers} (one per 16 of {cpus:g} CPUs, at"
+    assert size_eval(cfg, cpus) == (workers,
+                                    f"eval.num_workers=auto → {workers} (one per 16 of {cpus:g} CPUs, at"
                                              f" least 1, at most one per opponent: {len(opponents)})")
     assert eval_workers(cfg, cpus) == workers
     assert eval_workers(load_config("quick", ["eval.num_workers=5"]), cpus) == 5  # a number is kept
@@ -113,7 +119,8 @@ def test_the_evaluations_processes_for_a_core_count(cpus: float, opponents: list
 
 @pytest.mark.parametrize("value", ["autox", "0", "10001"])
 def test_eval_workers_take_auto_or_a_number_in_range(value: str) -> None:
-    with pytest.raises(ConfigError, match=r"^eval.num_workers must be auto or a whole number from 1 to 10,000,"
+    with pytest.raises(ConfigError,
+                       match=r"^eval.num_workers must be auto or a whole number from 1 to 10,000,"
                                           rf" not '?{value}'?$"):
         load_config("quick", [f"eval.num_workers={value}"])
 
@@ -190,15 +197,19 @@ def test_the_run_folder_records_the_figure_and_a_resume_keeps_it(tmp_path: Path)
 def test_a_run_prints_the_choice_and_records_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A tiny run on an embedded Ray faked to 3 CPUs, without a periodic evaluation: 2 workers."""
     monkeypatch.setattr(workers, "embedded_cpus", lambda: 3)
-    cfg = load_config("quick", [*QUICK, "learner.device=cpu", "warm_start.decisions=0", "eval.every_minutes=0",
-                                "eval.every_updates=0", "eval.final_deals=0", "model.hidden=32", "model.layers=1",
-                                "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.batch_decisions=200",
+    cfg = load_config("quick", [*QUICK, "learner.device=cpu", "warm_start.decisions=0",
+                                "eval.every_minutes=0",
+                                "eval.every_updates=0", "eval.final_deals=0", "model.hidden=32",
+                                "model.layers=1",
+                                "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+                                "ppo.batch_decisions=200",
                                 "ppo.minibatch=128", "ppo.epochs=1", "total_decisions=400", "display=none",
                                 "max_minutes=0"])
     said: list[str] = []
     summary = RunLoop(cfg, tmp_path / "run", log=said.append).run()
     assert "rollout.num_workers=auto → 2 (3 CPUs - 1 learner (cpu))" in said
-    assert said.index("eval.num_workers=auto → 1 (one per 16 of 3 CPUs, at least 1, at most one per opponent: 2)") \
+    assert said.index("eval.num_workers=auto → 1 (one per 16 of 3 CPUs, at least 1, at most one per "
+                      "opponent: 2)") \
         == said.index("rollout.num_workers=auto → 2 (3 CPUs - 1 learner (cpu))") - 1  # printed together
     assert summary["decisions_trained"] >= 400
     assert read_run_config(tmp_path / "run").rollout.num_workers == 2

@@ -35,7 +35,8 @@ def _positions(count: int, seed: int, players: int = 4) -> list[Game]:
     return play_positions(count, seed, players, play_only=True)
 
 
-def _tiny_checkpoint(path: Path, rules: tuple[str, ...] = ("hoi_quan_bai",), players: tuple[int, ...] = (4,)) -> Path:
+def _tiny_checkpoint(path: Path, rules: tuple[str, ...] = ("hoi_quan_bai",),
+                     players: tuple[int, ...] = (4,)) -> Path:
     torch.manual_seed(0)
     net = build_net(32, 2, "full")
     return save_checkpoint(path, net, {

@@ -56,28 +56,34 @@ TRAIN_FLAGS = {"--config": "path", "--resume": "path", "--more-minutes": "all", 
 COMMANDS: dict[str, Cmd] = {
     "replay": Cmd(["@"], {}, positional="path"),
     "rules": Cmd(["@"], {"--set": "any"}, positional="any", default="online"),
-    "demo": Cmd([], {"--rules": "all", "--players": "all", "--games": "all", "--seed": "all", "--out": "path"},
+    "demo": Cmd([],
+                {"--rules": "all", "--players": "all", "--games": "all", "--seed": "all", "--out": "path"},
                 ["samloc.commands.demo.roundtrip"]),
-    "bench": Cmd([], {"--rules": "all", "--players": "all", "--games": "all", "--batch": "all", "--seed": "all",
+    "bench": Cmd([], {"--rules": "all", "--players": "all", "--games": "all", "--batch": "all",
+                      "--seed": "all",
                       "--num-envs": "all", "--steps": "all"},
                  ["samloc.commands.bench.bench_engine", "samloc.commands.bench.bench_env"]),
     "bench --agent": Cmd(["--agent", "random"], {"--rules": "all", "--players": "all", "--deals": "all",
                                                  "--games": "all", "--seed": "all", "--agent": "all"},
                          ["samloc.commands.bench_agent.bench_agent"]),
-    "bench --serve": Cmd(["--serve"], {"--agent": "name", "--url": "any", "--workers": "all", "--clients": "all",
+    "bench --serve": Cmd(["--serve"], {"--agent": "name", "--url": "any", "--workers": "all",
+                                       "--clients": "all",
                                        "--requests": "all", "--warmup": "all", "--deadline-ms": "all",
                                        "--rules": "all", "--players": "all", "--seed": "all"},
                          ["samloc.commands.bench_serve.bench_serve"]),
     "bench --learner": Cmd(["--learner"], {"--config": "path", "--device": "all", "--precision": "all",
-                                           "--batch-decisions": "all", "--minibatch": "all", "--updates": "all",
+                                           "--batch-decisions": "all", "--minibatch": "all",
+                                           "--updates": "all",
                                            "--record": "all", "--rollouts": "all", "--requests": "all"},
                            ["samloc.commands.bench_training.bench_learner"]),
     "bench --to-strength": Cmd(["--to-strength"], {"--config": "path", "--minutes": "all", "--seeds": "all",
-                                                   "--every-minutes": "all", "--deals": "all", "--eval-seed": "all",
+                                                   "--every-minutes": "all", "--deals": "all",
+                                                   "--eval-seed": "all",
                                                    "--workers": "all", "--out": "path"},
                                ["samloc.commands.bench_strength.run_benchmark",
                                 "samloc.commands.bench_strength.score_trained"], codes=(1, 2)),
-    "eval": Cmd(["--deals", "1"], {"--agent": "all", "--opponents": "all", "--tables": "all", "--rules": "all",
+    "eval": Cmd(["--deals", "1"], {"--agent": "all", "--opponents": "all", "--tables": "all",
+                                   "--rules": "all",
                                    "--players": "all", "--deals": "all", "--seed": "all", "--out": "path",
                                    "--save-games": "path", "--workers": "all"},
                 ["samloc.commands.eval._announce"]),
@@ -92,13 +98,15 @@ COMMANDS: dict[str, Cmd] = {
                   ["samloc.commands.belief.train_belief"], positional="all", default=CKPT),
     "export": Cmd(["@"], {"--out": "path", "--samples": "all", "--seed": "all"},
                   ["samloc.commands.export.export"], positional="path", default=CKPT),
-    "serve": Cmd(["--agent", "random"], {"--agent": "all", "--host": "name", "--port": "all", "--temperature": "all",
+    "serve": Cmd(["--agent", "random"], {"--agent": "all", "--host": "name", "--port": "all",
+                                         "--temperature": "all",
                                          "--seed": "all", "--deadline-ms": "all", "--workers": "all"},
                  ["samloc.commands.serve.listening_sockets"]),
     "seeds": Cmd(["@"], {"--png": "path", "--opponents": "name", "--by": "all"}, positional="all",
                  default="no-such-run"),
     "sweep": Cmd(["--config", "quick", "--decisions", "1000", "--out", "out"],
-                 {"--config": "path", "--grid": "all", "--random": "all", "--samples": "all", "--sample-seed": "all",
+                 {"--config": "path", "--grid": "all", "--random": "all", "--samples": "all",
+                  "--sample-seed": "all",
                   "--seeds": "all", "--minutes": "all", "--decisions": "all", "--every-minutes": "all",
                   "--deals": "all", "--eval-seed": "all", "--workers": "all", "--out": "path",
                   "--ray-address": "any"},
@@ -109,7 +117,8 @@ COMMANDS: dict[str, Cmd] = {
 }
 
 
-def _run(name: str, cmd: Cmd, flag: str | None, value: str, capsys: pytest.CaptureFixture[str]) -> tuple[object, str]:
+def _run(name: str, cmd: Cmd, flag: str | None, value: str,
+         capsys: pytest.CaptureFixture[str]) -> tuple[object, str]:
     """(exit status, or Accepted) and standard error of one case."""
     argv = [a for a in cmd.argv if a != "@"]
     if flag is None:
@@ -134,7 +143,8 @@ def test_every_flag_takes_bad_values_in_one_line(name: str, tmp_path: Path, monk
     for stub in cmd.stubs:
         module, _, attr = stub.rpartition(".")
         monkeypatch.setattr(f"{module}.{attr}", _accept)
-    cases = [(flag, kind) for flag, kind in cmd.flags.items()] + ([(None, cmd.positional)] if cmd.positional else [])
+    cases = [(flag, kind) for flag, kind in cmd.flags.items()] + ([(None,
+                                                                    cmd.positional)] if cmd.positional else [])
     bad = []
     for flag, kind in cases:
         for label, value in VALUES.items():
@@ -153,7 +163,7 @@ def test_every_flag_takes_bad_values_in_one_line(name: str, tmp_path: Path, monk
     assert not bad, f"samloc {name}:\n" + "\n".join(bad)
 
 
-# ---- config keys ------------------------------------------------------------------------------------------------
+# ---- config keys -------------------------------------------------------------------------------------------
 def _keys(cls: type = TrainConfig, prefix: str = "") -> list[tuple[str, object]]:
     """Every leaf key of the training config with its type."""
     out = []
@@ -166,7 +176,8 @@ def _keys(cls: type = TrainConfig, prefix: str = "") -> list[tuple[str, object]]
     return out
 
 
-OVERRIDE_VALUES = [": x", "[", "{a: 1}", "[1]", "[[1]]", "2", "-1", "9223372036854775808", "-" + HUGE, "1e400", "",
+OVERRIDE_VALUES = [": x", "[", "{a: 1}", "[1]", "[[1]]", "2", "-1", "9223372036854775808", "-" + HUGE,
+                   "1e400", "",
                    "ü☃", "${oops}", "x" * 300]
 
 
@@ -200,7 +211,7 @@ def _get(cfg: object, key: str) -> object:
     return cfg
 
 
-# ---- the hostile probe's cases, each by name -------------------------------------------------------------------
+# ---- the hostile probe's cases, each by name ---------------------------------------------------------------
 LONG_NAME = "runs/" + "x" * 300
 
 
@@ -210,16 +221,20 @@ LONG_NAME = "runs/" + "x" * 300
     (["belief", CKPT, "--hidden", HUGE], "argument --hidden: must be from 1 to 8,192"),
     (["exploit", "random", "--deals", HUGE], "argument --deals: must be a whole number from 1 to 2**53"),
     (["demo", "--out", ""], "argument --out: must be a path, not empty"),
-    (["train", "--dry-run", "--run-dir", LONG_NAME], "argument --run-dir: a path's component is at most 255 bytes"),
-    (["train", "--dry-run", "--config", LONG_NAME + ".yaml"], "argument --config: a path's component is at most 255"),
-    (["train", "--dry-run", "--config", "quick", "--seeds", f"0,{HUGE}"], "argument --seeds: seeds like 0,1,2: each"
+    (["train", "--dry-run", "--run-dir", LONG_NAME],
+     "argument --run-dir: a path's component is at most 255 bytes"),
+    (["train", "--dry-run", "--config", LONG_NAME + ".yaml"],
+     "argument --config: a path's component is at most 255"),
+    (["train", "--dry-run", "--config", "quick", "--seeds", f"0,{HUGE}"],
+     "argument --seeds: seeds like 0,1,2: each"
                                                                            " must be from 0 to 2**63 - 1"),
     (["eval", "--rules", ""], "argument --rules: must not be empty"),
     (["eval", "--players", " "], "argument --players: must not be empty"),
     (["bench", "--agent", "random", "--games", "0"], "argument --deals/--games: must be 1 or more, not 0"),
 ])
 def test_a_bad_flag_of_the_probe_is_one_line(argv: list[str], words: str, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
     assert samloc(argv) == 2
     err = capsys.readouterr().err
@@ -242,7 +257,8 @@ def test_a_bad_flag_of_the_probe_is_one_line(argv: list[str], words: str, tmp_pa
     ("eval.opponents=[/no/such.onnx]", "eval.opponents: /no/such.onnx is not an agent that can be loaded"
                                        " (no such ONNX file"),
     ("rollout.opponent=/etc", "rollout.opponent: /etc is not an agent that can be loaded"),
-    ("algorithm=samloc_fuzz_raises:X", "algorithm=samloc_fuzz_raises:X: cannot import it (RuntimeError: boom)"),
+    ("algorithm=samloc_fuzz_raises:X",
+     "algorithm=samloc_fuzz_raises:X: cannot import it (RuntimeError: boom)"),
 ])
 def test_a_bad_override_of_the_probe_is_one_line_naming_the_key(override: str, words: str, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch,
@@ -260,9 +276,11 @@ def test_the_dry_run_loads_each_opponent_and_refuses_a_file_that_is_not_a_networ
     monkeypatch.chdir(tmp_path)
     (tmp_path / "fake.onnx").write_bytes(b"not a network")
     (tmp_path / "empty").mkdir()
-    for override, words in (("eval.opponents=[fake.onnx]", "eval.opponents: fake.onnx is not an agent that can be"
+    for override, words in (("eval.opponents=[fake.onnx]",
+                             "eval.opponents: fake.onnx is not an agent that can be"
                                                            " loaded (cannot load ONNX model"),
-                            ("rollout.opponent=empty", "rollout.opponent: empty is not an agent that can be loaded")):
+                            ("rollout.opponent=empty",
+                             "rollout.opponent: empty is not an agent that can be loaded")):
         assert samloc(["train", "--dry-run", "--config", "quick", override]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and words in err, err

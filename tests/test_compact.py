@@ -15,7 +15,8 @@ CPU = torch.device("cpu")
 
 
 def random_states(rules: str, players: int, games: int, steps: int, seed: int) -> dict[str, np.ndarray]:
-    """Observations, masks and hidden hands of every decision in ``games`` x ``steps`` of random legal play."""
+    """Observations, masks and hidden hands of every decision in ``games`` x ``steps`` of random legal
+    play."""
     rng = np.random.default_rng(seed)
     env = SelfPlayBatch(rules, players, games, seed)
     seat, obs, mask = env.reset(seed=seed)
@@ -34,8 +35,10 @@ def random_states(rules: str, players: int, games: int, steps: int, seed: int) -
 def round_trip(obs: np.ndarray, mask: np.ndarray, hid: np.ndarray) -> dict[str, torch.Tensor]:
     n = len(obs)
     rng = np.random.default_rng(n)
-    plain = {"logp": rng.standard_normal(n).astype(np.float32), "val": rng.standard_normal(n).astype(np.float32),
-             "adv": rng.standard_normal(n).astype(np.float32), "ret": rng.standard_normal(n).astype(np.float32),
+    plain = {"logp": rng.standard_normal(n).astype(np.float32),
+             "val": rng.standard_normal(n).astype(np.float32),
+             "adv": rng.standard_normal(n).astype(np.float32),
+             "ret": rng.standard_normal(n).astype(np.float32),
              "teach": rng.integers(-1, 201, n).astype(np.int16)}
     act = rng.integers(0, 201, n)
     packed = compact.pack(obs, mask, hid, act, plain)
@@ -47,7 +50,8 @@ def round_trip(obs: np.ndarray, mask: np.ndarray, hid: np.ndarray) -> dict[str, 
 
 
 def same_bits(a: torch.Tensor, b: np.ndarray) -> bool:
-    return a.dtype == torch.float32 and torch.equal(a.view(torch.int32), torch.from_numpy(b).view(torch.int32))
+    return a.dtype == torch.float32 and torch.equal(a.view(torch.int32),
+                                                    torch.from_numpy(b).view(torch.int32))
 
 
 @pytest.mark.parametrize("rules", PRESET_NAMES)
@@ -77,7 +81,8 @@ def test_every_code_of_the_real_valued_cells_expands_exactly() -> None:
 def test_a_rollout_ships_under_300_bytes_per_decision() -> None:
     s = random_states("online", 3, games=16, steps=8, seed=1)
     n = len(s["obs"])
-    plain = {k: np.zeros(n, np.float32) for k in ("logp", "val", "adv", "ret")} | {"teach": np.zeros(n, np.int16)}
+    plain = {k: np.zeros(n, np.float32) for k in ("logp", "val",
+                                                  "adv", "ret")} | {"teach": np.zeros(n, np.int16)}
     packed = compact.pack(s["obs"], s["mask"], s["hid"], np.zeros(n, np.int64), plain)
     assert compact.nbytes(packed) / n <= 300
     float_bytes = OBS_SIZE * 4 + s["mask"].shape[1] + FULL_EXTRA + 8 + 4 * 4 + 2  # the float32 batch it replaces

@@ -1,5 +1,6 @@
 """Expert iteration (training/algorithms/expert_search.py): the search workers' games and what they record,
-the buffer, the distillation term, the config's errors, and tiny stages on Ray: the loss falls and the policy moves towards
+the buffer, the distillation term, the config's errors, and tiny stages on Ray: the loss falls and the policy
+moves towards
 the search's targets on held-out decisions, with PPO and without, across rounds and a resume."""
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 #: a stage small enough for CI: a tiny network and a search of 3 candidates in 2 worlds, 1 move deep
-TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1", "distill.enabled=true", "distill.envs_per_worker=24",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1",
+        "distill.enabled=true", "distill.envs_per_worker=24",
         "distill.decisions_per_request=96", "distill.candidates=3", "distill.worlds=2",
         "distill.horizon=1",
         "distill.minibatch=64", "distill.batch_decisions=96", "rollout.num_workers=1",
@@ -215,7 +217,8 @@ def test_the_distillation_term_is_the_kl_to_the_target() -> None:
     (["distill.candidates=1"], "distill.candidates must be an integer from 2 to 201, not 1"),
     (["distill.worlds=0"], "distill.worlds"),
     (["distill.horizon=-2"], "horizon"),
-    (["distill.worlds=100000000"], "distill.worlds=100,000,000 with candidates=6 would hold 600,000,000 rollout"),
+    (["distill.worlds=100000000"],
+     "distill.worlds=100,000,000 with candidates=6 would hold 600,000,000 rollout"),
     (["distill.critic=101"], "distill.critic must be an integer from 0 to 100, not 101"),
     (["distill.heuristic_share=2"], "distill.heuristic_share"),
     (["distill.buffer=100", "distill.minibatch=512"],
@@ -315,7 +318,8 @@ def test_a_round_whose_start_would_not_end_inside_the_budget_is_not_begun(tmp_pa
     for updates in (5, 6):
         algo.state.c.updates = updates
         algo.after_update(run)
-    assert begun == [4] and logs == ["round 1 is not begun: its start (the belief and an evaluation, 70 s last"
+    assert begun == [4] and logs == ["round 1 is not begun: its start (the belief and an evaluation, 70 s "
+                                     "last"
                                      " time) would not end in the 69 s left; round 0 goes on"]
     left[0] = 71.0
     algo.after_update(run)
@@ -370,7 +374,8 @@ def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path:
     assert d1.round >= 2 and first["distill"]["round"] == d1.round
     assert [r["round"] for r in d1.rounds] == list(range(d1.round + 1))
     # no belief to start from: round 0 learns one; each later round's is kept only where it scores better
-    verdicts = [re.search(r"hand belief (\w+) .*held-out: new ([\d.]+) nats/card(?:, the round's belief so far "
+    verdicts = [re.search(r"hand belief (\w+) .*held-out: new ([\d.]+) nats/card(?:, the round's belief so "
+                          r"far "
                           r"([\d.]+))?", m) for m in logs if "hand belief" in m]
     assert [r["belief"] for r in d1.rounds] == [v[1] for v in verdicts] and len(verdicts) == d1.round + 1
     assert verdicts[0][1] == "learned" and verdicts[0][3] is None

@@ -38,7 +38,8 @@ class LoggedEngine(MonteCarloEngine):
         for e in range(st.n):
             key = (i, e, self.game_no[i, e])
             if st.b_valid[t, e]:
-                self.decisions.append((st.b_obs[t, e].tobytes(), int(st.b_act[t, e]), (key, int(seat[e]), self.step)))
+                self.decisions.append((st.b_obs[t, e].tobytes(), int(st.b_act[t, e]),
+                                       (key, int(seat[e]), self.step)))
             for s in range(st.players):
                 self.lá[key, s].append((self.step, float(rewards[e, s])))
             if done[e]:
@@ -62,7 +63,8 @@ def brute_force_returns(eng: LoggedEngine, scale: float) -> dict[tuple[bytes, in
 def test_the_targets_are_each_decisions_whole_game_return(steps: int) -> None:
     """Every decision shipped carries exactly the lá its seat got from it to the end of its game, however
     many rollouts the game spanned; every decision of a game that ended is shipped once."""
-    cfg = load_config("quick", [*ENGINE, f"rollout.steps_per_rollout={steps}", "rollout.opponent_fraction=0.5",
+    cfg = load_config("quick", [*ENGINE, f"rollout.steps_per_rollout={steps}",
+                                "rollout.opponent_fraction=0.5",
                                 "env.players=[3]"])
     eng = LoggedEngine(cfg, 0, 11)
     shipped: dict[tuple[bytes, int], list[float]] = defaultdict(list)
@@ -148,8 +150,10 @@ def test_deterministic_state_carries_the_waiting_decisions() -> None:
         b.set_state(state)
 
 
-TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=16",
-        "rollout.steps_per_rollout=8", "dmc.batch_decisions=100", "eval.every_updates=0", "eval.final_deals=0",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=16",
+        "model.layers=1", "rollout.envs_per_worker=16",
+        "rollout.steps_per_rollout=8", "dmc.batch_decisions=100", "eval.every_updates=0",
+        "eval.final_deals=0",
         "checkpoint.every_updates=1000", "display=none", "log_every_s=1", "max_minutes=0", "algorithm=dmc"]
 
 
@@ -166,7 +170,8 @@ def test_a_tiny_dmc_run_trains_checkpoints_resumes_and_exports(tmp_path: Path) -
     assert any(not np.array_equal(before[k], after[k]) for k in before)
     net, meta = ckpt.load_checkpoint(summary["checkpoint"])
     assert meta.raw["config"]["algorithm"] == "dmc" and meta.updates == summary["updates"]
-    resumed = RunLoop(load_config(tmp_path / "run" / "config.yaml", ["total_decisions=900"]), tmp_path / "run",
+    resumed = RunLoop(load_config(tmp_path / "run" / "config.yaml", ["total_decisions=900"]),
+                      tmp_path / "run",
                       resume=True, log=lambda m: None)
     assert isinstance(resumed.algo, DeepMonteCarlo) and resumed.c.updates == summary["updates"]
     more = resumed.run()
@@ -181,10 +186,12 @@ def test_the_dmc_network_is_exported_and_evaluated_like_any_other(tmp_path: Path
 
     summary = RunLoop(load_config("quick", [*TINY, "total_decisions=300"]), tmp_path / "run",
                       log=lambda m: None).run()
-    assert export_main([summary["checkpoint"], "--out", str(tmp_path / "q.onnx"), "--samples", "50", "--json"]) == 0
+    assert export_main([summary["checkpoint"], "--out", str(tmp_path / "q.onnx"), "--samples",
+                        "50", "--json"]) == 0
     side = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert side["check"]["max_abs_diff"] < 1e-4  # the ONNX file answers as the network does
-    assert eval_main(["--agent", str(tmp_path / "run"), "--opponents", "heuristic", "--deals", "8", "--seed", "1",
+    assert eval_main(["--agent", str(tmp_path / "run"), "--opponents", "heuristic", "--deals", "8", "--seed",
+                      "1",
                       "--json"]) == 0
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert res["deals"] == 8 and res["zero_sum"] and np.isfinite(res["mean_score"])

@@ -175,7 +175,8 @@ def test_render_ansi():
 
 
 # ---- masks equal the engine's legal moves ---------------------------------------------------
-@pytest.mark.parametrize("rules,players", [("hoi_quan_bai", 4), ("online", 4), ("s666pg", 5), ("mien_bac", 2)])
+@pytest.mark.parametrize("rules,players",
+                         [("hoi_quan_bai", 4), ("online", 4), ("s666pg", 5), ("mien_bac", 2)])
 def test_masks_are_exactly_the_engine_legal_moves(rules, players):
     """Each mask bit is 1 exactly when the engine's move checker accepts that action (all 201)."""
     sp = SelfPlayBatch(rules, players, num_envs=64, seed=3)

@@ -68,7 +68,8 @@ class _ActOnly(Agent):
 
 
 def test_slow_path_plays_the_same_games_as_the_batched_path(tmp_path):
-    fast = evaluate(HeuristicAgent(), HeuristicAgent(variant="greedy"), RuleSet.preset("online"), 3, 40, seed=8,
+    fast = evaluate(HeuristicAgent(), HeuristicAgent(variant="greedy"), RuleSet.preset("online"), 3, 40,
+                    seed=8,
                     save_games=str(tmp_path / "fast.jsonl"))
     slow = evaluate(_ActOnly(), _ActOnly("greedy"), RuleSet.preset("online"), 3, 40, seed=8,
                     save_games=str(tmp_path / "slow.jsonl"))
@@ -80,7 +81,8 @@ def test_slow_path_plays_the_same_games_as_the_batched_path(tmp_path):
 
 def test_saved_games_replay_and_match_the_scores(tmp_path):
     path = tmp_path / "games.jsonl"
-    r = evaluate("heuristic", "random:uniform", RuleSet.preset("mien_bac"), 4, 25, seed=1, save_games=str(path))
+    r = evaluate("heuristic", "random:uniform", RuleSet.preset("mien_bac"), 4, 25, seed=1,
+                 save_games=str(path))
     lines = path.read_text().splitlines()
     assert len(lines) == r["games"] == 100
     total = 0
@@ -321,7 +323,8 @@ def test_worker_processes_give_the_one_process_result(tmp_path, agent, opponents
 
 def test_one_pool_serves_every_table_and_keeps_resumable_chunks(tmp_path):
     from agents.evaluation.evaluate import evaluate_tables
-    tables, deals = [Table(RuleSet.preset("online"), 3), Table(RuleSet.preset("mien_bac"), 4)], 600  # two chunks a table: 512 and 88 deals
+    tables, deals = [Table(RuleSet.preset("online"), 3),
+                     Table(RuleSet.preset("mien_bac"), 4)], 600  # two chunks a table: 512 and 88 deals
     one = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2)
     seen: list[tuple[str, int]] = []
     two = evaluate_tables("heuristic", "heuristic:greedy", tables, deals, seed=2, workers=2,
@@ -365,7 +368,8 @@ def test_cli_workers_report_the_one_process_figures(tmp_path, capsys):
     assert main(argv + ["--workers", "2", "--out", str(tmp_path / "two")]) == 0
     two = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert two["by_table"]["hoi_quan_bai/4"]["workers"] == 2  # three chunks of at most 512 deals
-    assert (two["mean_score"], two["ci95"], two["win_rate"]) == (one["mean_score"], one["ci95"], one["win_rate"])
+    assert (two["mean_score"], two["ci95"], two["win_rate"]) == (one["mean_score"], one["ci95"],
+                                                                 one["win_rate"])
 
 
 def test_a_usage_error_is_one_line_and_help_exits_0(capsys):
@@ -380,7 +384,8 @@ def test_a_usage_error_is_one_line_and_help_exits_0(capsys):
 
 
 def test_rules_cross_as_one_parsed_value():
-    """The library takes a RuleSet; a name is parsed where it comes in (a command line, a config, a request)."""
+    """The library takes a RuleSet; a name is parsed where it comes in (a command line, a config, a
+    request)."""
     with pytest.raises(TypeError, match="rules must be a RuleSet"):
         evaluate("random", "random", "hoi_quan_bai", 4, 2)
 

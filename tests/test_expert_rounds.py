@@ -61,7 +61,8 @@ def test_each_round_and_the_newest_network_meet_the_same_opponents_and_their_pre
 def test_the_reference_is_not_played_against_itself(tmp_path):
     run = _run(tmp_path)
     nets = expert_rounds.round_networks(run)
-    rows = expert_rounds.measure(nets, str(tmp_path / "start"), RuleSet.preset("hoi_quan_bai"), 4, 4, 0, 0, log=print)
+    rows = expert_rounds.measure(nets, str(tmp_path / "start"), RuleSet.preset("hoi_quan_bai"), 4, 4, 0,
+                                 0, log=print)
     assert "reference" not in rows[0]["results"] and "reference" in rows[1]["results"]
     assert rows[1]["results"]["reference"] is rows[1]["results"]["previous"]  # one evaluation, two columns
 

@@ -54,7 +54,8 @@ def test_eval_plays_an_unimportable_network_from_its_export(exported: Path, tmp_
     agent = make_agent(str(exported), seed=3)
     assert isinstance(agent, OnnxAgent) and agent.path == exported / "policy.onnx"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-m", "samloc", "eval", "--agent", str(exported), "--opponents", "random",
+    r = subprocess.run([sys.executable, "-m", "samloc", "eval", "--agent", str(exported), "--opponents",
+                        "random",
                         "--deals", "8", "--seed", "1", "--json", "--out", str(tmp_path / "eval")],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -72,5 +73,6 @@ def test_the_export_must_be_of_the_folders_weights_and_there(exported: Path) -> 
     weights.write_bytes(bytes(blob[:-1]) + bytes([blob[-1] ^ 1]))
     for f in exported.glob("policy.*"):
         f.unlink()
-    with pytest.raises(CheckpointError, match=f"its model {MODULE}:TinyNet does not build .*cannot import {MODULE}"):
+    with pytest.raises(CheckpointError,
+                       match=f"its model {MODULE}:TinyNet does not build .*cannot import {MODULE}"):
         make_agent(str(exported))

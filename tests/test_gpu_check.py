@@ -32,17 +32,23 @@ def test_the_gpu_checks_cpu_rehearsal_measures_each_figure_at_the_minibatch_it_n
 
 def test_the_gpu_checks_strong_step_records_rates_workers_stages_and_the_minute_it_beats_the_heuristic(
         tmp_path: Path) -> None:
-    """ONLY_STRONG=1: the one-command recipe (#45) alone, at a rehearsal's size on the CPU: its summary has the
+    """ONLY_STRONG=1: the one-command recipe (#45) alone, at a rehearsal's size on the CPU: its summary has
+    the
     rates, the workers auto chose, both stages' starts and every evaluation point."""
-    small = ("warm_start.decisions=20000 rollout.envs_per_worker=64 ppo.batch_decisions=2048 ppo.minibatch=1024"
-             " distill.envs_per_worker=32 distill.decisions_per_request=64 distill.candidates=2 distill.worlds=2"
-             " distill.horizon=1 distill.minibatch=64 distill.belief_deals=50 belief.hidden=16 belief.epochs=1"
+    small = ("warm_start.decisions=20000 rollout.envs_per_worker=64 ppo.batch_decisions=2048 "
+             "ppo.minibatch=1024"
+             " distill.envs_per_worker=32 distill.decisions_per_request=64 distill.candidates=2 "
+             "distill.worlds=2"
+             " distill.horizon=1 distill.minibatch=64 distill.belief_deals=50 belief.hidden=16 "
+             "belief.epochs=1"
              " eval.deals=20 rollout.cpus_per_worker=0.5 distill.cpus_per_worker=0.5")
-    env = os.environ | {"DEVICE": "cpu", "ONLY_STRONG": "1", "STRONG_MINUTES": "1.5", "STRONG_EVAL_MINUTES": "0.3",
+    env = os.environ | {"DEVICE": "cpu", "ONLY_STRONG": "1", "STRONG_MINUTES": "1.5",
+                        "STRONG_EVAL_MINUTES": "0.3",
                         "STRONG_ARGS": small}
     r = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out")], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:], (tmp_path / "out" / "log.txt").read_text()[-3000:])
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:],
+                               (tmp_path / "out" / "log.txt").read_text()[-3000:])
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == ["device.txt", "log.txt", "strong_summary.json"]
     doc = json.loads((out / "strong_summary.json").read_text())

@@ -43,7 +43,8 @@ def _env(root: Path, cache_dir: Path | None = None) -> dict[str, str]:
 
 
 def _value(root: Path, name: str, cache_dir: Path | None = None) -> int:
-    out = subprocess.run([sys.executable, "-c", f"from {name}.b import f; print(f())"], env=_env(root, cache_dir),
+    out = subprocess.run([sys.executable, "-c", f"from {name}.b import f; print(f())"],
+                         env=_env(root, cache_dir),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return int(out.stdout)
@@ -112,5 +113,6 @@ def test_the_project_packages_refresh_themselves():
         if os.access(folder, os.W_OK) and not os.environ.get("NUMBA_CACHE_DIR"):
             for sub in jitcache.source_dirs(folder):  # agents/players' kernels use agents/players' and sam_env's
                 assert (sub / "__pycache__" / jitcache.STAMP).read_text().strip() == fp, sub
-    assert {"players", "evaluation", "nets"} <= {p.name for p in jitcache.source_dirs(jitcache.package_dir("agents"))}
+    assert {"players",
+            "evaluation", "nets"} <= {p.name for p in jitcache.source_dirs(jitcache.package_dir("agents"))}
     assert jitcache.refresh("sam_env") is False  # once per process

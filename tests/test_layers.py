@@ -19,7 +19,8 @@ LAYERS = ("sam_env", "agents", "training", "samloc")  # each may import only tho
 FORBIDDEN = {
     "sam_env": ({"torch", "ray", "onnxruntime", "fastapi", "gymnasium", "pettingzoo",
                  "stable_baselines3", "sb3_contrib"},
-                {"sam_env/gym_env.py": {"gymnasium"}, "sam_env/pettingzoo_env.py": {"gymnasium", "pettingzoo"},
+                {"sam_env/gym_env.py": {"gymnasium"},
+                 "sam_env/pettingzoo_env.py": {"gymnasium", "pettingzoo"},
                  "sam_env/envs.py": {"gymnasium"},
                  "sam_env/integrations/sb3.py": {"stable_baselines3"},
                  "sam_env/integrations/rllib.py": {"ray", "gymnasium", "torch"},
@@ -94,7 +95,8 @@ def test_importing_the_engine_loads_no_upper_layer() -> None:
     names = [p.stem for p in sorted((ROOT / "sam_env").glob("*.py"))
              if p.name not in ("envs.py", "gym_env.py", "pettingzoo_env.py", "__init__.py")]
     code = (f"import sys; import {', '.join('sam_env.' + n for n in names)};"
-            "bad = [m for m in ('agents', 'training', 'torch', 'gymnasium', 'pettingzoo') if m in sys.modules];"
+            "bad = [m for m in ('agents', 'training', 'torch', 'gymnasium', 'pettingzoo') if m in "
+            "sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

@@ -1,4 +1,5 @@
-"""``learner.precision: auto``: what it resolves to on a CPU (the faster of the two it measured), on CUDA and in
+"""``learner.precision: auto``: what it resolves to on a CPU (the faster of the two it measured), on CUDA and
+in
 a reproducible run, that a named precision is left alone, the measure's side effects (none), and the run
 folder's record of the choice, which a resume keeps."""
 

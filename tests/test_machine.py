@@ -24,7 +24,8 @@ def test_measured_adds_the_record_around_the_measure():
 
 
 def test_commit_is_the_checkout_head_or_the_package_version(tmp_path, monkeypatch):
-    head = subprocess.run(["git", "-C", str(machine.REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    head = subprocess.run(["git", "-C", str(machine.REPO), "rev-parse", "HEAD"],
+                          capture_output=True, text=True)
     if head.returncode != 0:
         pytest.skip("not a git checkout")
     assert machine.git_commit().removesuffix("-dirty") == head.stdout.strip()

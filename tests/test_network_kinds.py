@@ -168,7 +168,8 @@ def _samloc(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 def test_a_users_network_trains_exports_serves_and_evaluates(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    _samloc("train", "--config", "quick", "--run-dir", str(run), f"model.kind={KIND}", "warm_start.decisions=0",
+    _samloc("train", "--config", "quick", "--run-dir", str(run), f"model.kind={KIND}",
+            "warm_start.decisions=0",
             "model.kwargs.width=12", "rollout.num_workers=1", "rollout.envs_per_worker=32",
             "rollout.steps_per_rollout=8",
             "ppo.batch_decisions=200", "ppo.minibatch=128", "ppo.epochs=1", "total_decisions=5000",

@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_SPEC = REPO.parent / "shared" / "spec"
 
 
-@pytest.mark.parametrize("command, module, extra", [("serve", "fastapi", "serve"), ("train", "omegaconf", "train")])
+@pytest.mark.parametrize("command, module, extra",
+                         [("serve", "fastapi", "serve"), ("train", "omegaconf", "train")])
 def test_a_missing_extra_is_named_with_the_pip_command(command: str, module: str, extra: str) -> None:
     code = (f"import sys; sys.modules[{module!r}] = None; from samloc.cli import main; "
             f"sys.exit(main([{command!r}, '--help']))")
@@ -52,7 +53,8 @@ def test_serve_without_checkpoints_says_where_to_get_them(tmp_path: Path, monkey
     monkeypatch.chdir(tmp_path)
     assert cli.main(["serve", "--port", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("samloc serve: no shipped checkpoints here (a wheel holds none)")
+    assert err.count("\n") == 1 and err.startswith("samloc serve: no shipped checkpoints here (a wheel holds "
+                                                   "none)")
     for words in ("checkpoints/ folder of the samloc repository", "clone it", "set SAMLOC_CHECKPOINTS",
                   "--agent (heuristic"):
         assert words in err, words
@@ -87,7 +89,8 @@ def test_bench_agent_counts_deals_under_either_name(monkeypatch: pytest.MonkeyPa
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from samloc.commands import bench_agent
     got = []
-    monkeypatch.setattr(bench_agent, "bench_agent", lambda agent, rules, players, deals, seed: got.append(deals)
+    monkeypatch.setattr(bench_agent, "bench_agent",
+                        lambda agent, rules, players, deals, seed: got.append(deals)
                         or {"deals": deals})
     assert bench.main(["--agent", "random", "--deals", "7"]) == 0
     assert bench.main(["--agent", "random", "--games", "9"]) == 0
@@ -104,13 +107,16 @@ def test_seeds_help_names_the_folders_train_seeds_writes(tmp_path: Path, monkeyp
     named = re.search(r"^ +samloc seeds (\S+) (\S+) (\S+)", text, re.M).groups()
     monkeypatch.chdir(tmp_path)
     wrote = []
-    monkeypatch.setattr(train_cmd, "_train", lambda args, launch, command, where: wrote.append(where) or (1, None))
-    assert train_cmd.main(["--config", "quick", "--seeds", "0,1,2", "--run-dir", run_dir, "display=none"]) == 1
+    monkeypatch.setattr(train_cmd, "_train",
+                        lambda args, launch, command, where: wrote.append(where) or (1, None))
+    assert train_cmd.main(["--config", "quick", "--seeds", "0,1,2", "--run-dir", run_dir,
+                           "display=none"]) == 1
     assert wrote == list(named)
 
 
 def test_the_curve_gives_each_opponent_its_own_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Against random +15, against the heuristic about 0: the heuristic's panel spans its own values, not 0..15."""
+    """Against random +15, against the heuristic about 0: the heuristic's panel spans its own values, not
+    0..15."""
     import matplotlib.pyplot as plt
 
     from training.tools.curve import plot_curve
@@ -118,9 +124,11 @@ def test_the_curve_gives_each_opponent_its_own_axis(tmp_path: Path, monkeypatch:
     real_close = plt.close
     monkeypatch.setattr(plt, "close", lambda fig: figures.append(fig) or real_close(fig))
     r = lambda m: {"mean_score": m, "ci95": [m - 0.3, m + 0.3]}  # noqa: E731
-    history = [{"decisions_trained": d, "results": {"random": r(15 + d / 1e6), "heuristic": r(-0.5 + d / 4e6)}}
+    history = [{"decisions_trained": d,
+                "results": {"random": r(15 + d / 1e6), "heuristic": r(-0.5 + d / 4e6)}}
                for d in (1_000_000, 2_000_000, 3_000_000)]
-    final = {"decisions_trained": 3_000_000, "deals": 1000, "results": {"random": r(15.5), "heuristic": r(0.3)}}
+    final = {"decisions_trained": 3_000_000, "deals": 1000,
+             "results": {"random": r(15.5), "heuristic": r(0.3)}}
     path = plot_curve(history, final, tmp_path / "curve.png", "t")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (fig,) = figures

@@ -129,7 +129,8 @@ def test_known_position_by_hand():
              ["4s", "4c", "4d", "4h", "7s", "7c", "8s", "8c", "Ks", "Kc"]]
     g = Game.from_deal("s666pg", hands, opener=0)
     for ev in ({"seat": 0, "type": "sam", "declare": False}, {"seat": 1, "type": "sam", "declare": False},
-               {"seat": 2, "type": "sam", "declare": False}, {"seat": 0, "type": "play", "cards": ["5s", "5c"]}):
+               {"seat": 2, "type": "sam", "declare": False},
+               {"seat": 0, "type": "play", "cards": ["5s", "5c"]}):
         g.apply(ev)
     d = obs.describe(obs.encode(g, 1))
     np.testing.assert_array_equal(d["hand"].reshape(13, 4)[:, 0], [1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1])
@@ -167,9 +168,11 @@ def _random_states(rules: str, players: int, count: int, seed: int) -> np.ndarra
     return np.concatenate(out)[:count]
 
 
-@pytest.mark.parametrize("rules,players", [("hoi_quan_bai", 4), ("online", 4), ("s666pg", 5), ("mien_bac", 2)])
+@pytest.mark.parametrize("rules,players",
+                         [("hoi_quan_bai", 4), ("online", 4), ("s666pg", 5), ("mien_bac", 2)])
 def test_no_peeking_when_hidden_cards_move(rules, players):
-    """Redealing the other seats' cards (sizes kept) and the hidden-only fields never changes a seat's vector."""
+    """Redealing the other seats' cards (sizes kept) and the hidden-only fields never changes a seat's
+    vector."""
     states = _random_states(rules, players, 1500, seed=7)
     ru = RuleSet.parse(rules).to_array()
     rng = np.random.default_rng(1)
@@ -178,7 +181,8 @@ def test_no_peeking_when_hidden_cards_move(rules, players):
     for st in states:
         seat = int(rng.integers(players))
         others = [s for s in range(players) if s != seat]
-        pool = np.repeat(np.arange(13), [sum(st[core.O_HAND + s * 13 + r] for s in others) for r in range(13)])
+        pool = np.repeat(np.arange(13),
+                         [sum(st[core.O_HAND + s * 13 + r] for s in others) for r in range(13)])
         rng.shuffle(pool)
         st2 = st.copy()
         st2[core.O_HAND:core.O_HAND + 5 * 13].reshape(5, 13)[others] = 0

@@ -108,5 +108,6 @@ def test_an_illegal_action_leaves_the_observations(copy):
     acts[5] = int(np.flatnonzero(sp.masks[5] == 0)[0])
     with pytest.raises(IllegalActionError, match="game 5: action"):
         sp.step(acts)
-    for got, want, what in zip((sp.seats, sp.obs, sp.masks, sp.states), before, ("seat", "obs", "mask", "state")):
+    for got, want, what in zip((sp.seats, sp.obs, sp.masks, sp.states), before,
+                               ("seat", "obs", "mask", "state")):
         same_bits(got, want, what)

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sam_env.game import EVENT_FIELDS, Game, GameError
-from sam_env.record import (MAX_MESSAGE, MAX_RECORD_BYTES, RecordError, answer_all, iter_records, parse_records,
+from sam_env.record import (MAX_MESSAGE, MAX_RECORD_BYTES, RecordError, answer_all, iter_records,
+                            parse_records,
                             replay_report)
 from samloc.commands import args as command_args
 
@@ -511,13 +512,15 @@ def test_samloc_rules_into_a_closed_pipe_exits_quietly(argv):
     r, w = os.pipe()
     os.close(r)
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, "-m", "samloc", *argv], stdout=w, stderr=subprocess.PIPE, env=env, timeout=120)
+    p = subprocess.run([sys.executable, "-m", "samloc", *argv], stdout=w, stderr=subprocess.PIPE,
+                       env=env, timeout=120)
     os.close(w)
     assert p.stderr == b"" and p.returncode == command_args.EXIT_PIPE
 
 
 @pytest.mark.parametrize("argv", [["replay"], ["rules", "nope"], ["rules", "online", "--set", "x"],
-                                  ["demo", "--games", "x"], ["demo", "--players", "9"], ["bench", "--rules", "bad"],
+                                  ["demo", "--games", "x"], ["demo", "--players", "9"],
+                                  ["bench", "--rules", "bad"],
                                   ["bench", "--games", "0"]])
 def test_the_engines_commands_answer_bad_input_in_one_line(argv, capsys):
     from samloc.cli import main

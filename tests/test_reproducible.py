@@ -28,7 +28,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 # Two workers on the embedded Ray's two CPUs, nets of 16, a batch of about two rollouts, a snapshot every
 # two updates in a pool of two (so the pool drops one), stale rows corrected from a lag of 1.
-TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.deterministic=true", "rollout.num_workers=2", "rollout.cpus_per_worker=0.5",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.deterministic=true",
+        "rollout.num_workers=2", "rollout.cpus_per_worker=0.5",
         "model.hidden=16", "model.layers=1", "rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
         "rollout.opponent_fraction=0.5", "rollout.snapshot_every=2", "rollout.pool_size=2",
         "ppo.batch_decisions=60", "ppo.minibatch=32", "ppo.epochs=1", "ppo.correct_from_lag=1",

@@ -167,10 +167,12 @@ def test_the_masking_module_masks_and_imports_no_deprecated_class() -> None:
 
     from sam_env.integrations.rllib import MaskedPPOTorchModule, rllib_observation_space
 
-    r = subprocess.run([sys.executable, "-c", "import sam_env.integrations.rllib"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", "import sam_env.integrations.rllib"], capture_output=True,
+                       text=True,
                        cwd=ROOT, timeout=300)
     assert r.returncode == 0 and "PPOTorchRLModule" not in r.stderr + r.stdout, r.stderr[-2000:]
-    module = MaskedPPOTorchModule(observation_space=rllib_observation_space(), action_space=spaces.Discrete(201),
+    module = MaskedPPOTorchModule(observation_space=rllib_observation_space(),
+                                  action_space=spaces.Discrete(201),
                                   model_config={"fcnet_hiddens": [16], "head_fcnet_hiddens": []})
     obs = torch.rand(3, module.observation_space["observations"].shape[0])
     legal = torch.zeros(3, 201, dtype=torch.int8)

@@ -60,13 +60,16 @@ def test_the_table_is_checked():
 # Today's values, written out: the shipped checkpoints read these blocks (OBS_VERSION 1).
 PINNED = {
     "hoi_quan_bai": ([5, 1, 1, 0, 1, 0, 0, 31, 1, 20, 10, 20, 10, 0, 20, 20, 0, 0, 20, 0, 0],
-                     [1, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, .5, 1, .5, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1]),
+                     [1, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, .5, 1, .5, 0, 1, 1, 0, 0,
+                      1, 0, 0, 1, 1]),
     "s666pg": ([5, 0, 1, 0, 0, 1, 1, 0, 1, -1, 0, 0, 0, 0, 20, 20, 0, 0, 0, 0, 0],
                [0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1]),
     "mien_bac": ([4, 1, 1, 0, 0, 1, 0, 31, 1, 15, 5, 20, 15, 15, 20, 20, 0, 0, 20, 1, 1],
-                 [1, 1, 0, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, .75, .25, 1, .75, .75, 1, 1, 0, 0, 1, 1, 1, .8, 1]),
+                 [1, 1, 0, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, .75, .25, 1, .75, .75, 1, 1, 0, 0,
+                  1, 1, 1, .8, 1]),
     "online": ([4, 1, 1, 1, 0, 1, 0, 31, 1, 10, 5, 10, 5, 10, 10, 20, 1, 1, 10, 0, 0],
-               [1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, .5, .25, .5, .25, .5, .5, 1, 1, 1, .5, 0, 0, .8, 1]),
+               [1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, .5, .25, .5, .25, .5, .5, 1, 1, 1,
+                .5, 0, 0, .8, 1]),
 }
 
 
@@ -89,5 +92,6 @@ def test_an_edited_table_invalidates_the_compiled_kernels(tmp_path):
         shutil.copy(f, copy / f.name)
     before = jitcache.fingerprint([copy])
     table = copy / "rule_params.py"
-    table.write_text(table.read_text().replace('"cong", Amount(none=-1), 20, 9,', '"cong", Amount(none=-1), 20, 18,'))
+    table.write_text(table.read_text().replace('"cong", Amount(none=-1), 20, 9,',
+                                               '"cong", Amount(none=-1), 20, 18,'))
     assert jitcache.fingerprint([copy]) != before

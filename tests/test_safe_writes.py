@@ -23,7 +23,8 @@ from sam_env.atomic import UnsafeTarget, check_dir_target, check_folder, check_t
 from samloc.cli import main as samloc
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1", "display=none",
+SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1",
+         "display=none",
          "total_decisions=10000", "max_minutes=2"]
 
 
@@ -108,14 +109,18 @@ FOLDER_COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
     "bench --to-strength --out": lambda t, tmp: ["bench", "--to-strength", "--minutes", "1", "--seeds", "1",
                                                  "--out", t],
     "train --run-dir": lambda t, tmp: ["train", "--config", "quick", "--run-dir", t, *SMALL],
-    "train --run-dir --dry-run": lambda t, tmp: ["train", "--config", "quick", "--run-dir", t, "--dry-run", *SMALL],
+    "train --run-dir --dry-run": lambda t, tmp: ["train", "--config", "quick", "--run-dir", t,
+                                                 "--dry-run", *SMALL],
     "train checkpoint.export_to": lambda t, tmp: ["train", "--config", "quick", "--run-dir", str(tmp / "run"),
                                                   f"checkpoint.export_to={t}", *SMALL],
-    "train checkpoint.export_to --dry-run": lambda t, tmp: ["train", "--config", "quick", "--dry-run", "--run-dir",
-                                                            str(tmp / "run"), f"checkpoint.export_to={t}", *SMALL],
+    "train checkpoint.export_to --dry-run": lambda t, tmp: ["train", "--config", "quick", "--dry-run",
+                                                            "--run-dir",
+                                                            str(tmp / "run"),
+                                                            f"checkpoint.export_to={t}", *SMALL],
 }
 # A folder that holds something else is refused where the folder is replaced whole (or must be new).
-REPLACED_WHOLE = {"bench --to-strength --out", "train checkpoint.export_to", "train checkpoint.export_to --dry-run"}
+REPLACED_WHOLE = {"bench --to-strength --out", "train checkpoint.export_to",
+                  "train checkpoint.export_to --dry-run"}
 
 
 def _codes(argv: list[str]) -> tuple[int, ...]:
@@ -138,7 +143,8 @@ def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("kind", ["device", "symlink", "folder"])
 @pytest.mark.parametrize("name", list(FILE_COMMANDS))
 def test_a_file_target_that_is_not_a_regular_file_is_refused_and_left_alone(
-        name: str, kind: str, places: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        name: str, kind: str, places: dict[str, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     target = places[kind]
     argv = FILE_COMMANDS[name](str(target), tmp_path)
     capsys.readouterr()
@@ -148,7 +154,8 @@ def test_a_file_target_that_is_not_a_regular_file_is_refused_and_left_alone(
     assert _snapshot(target.parent) == before  # the device, the link, its file and the folder: untouched
 
 
-@pytest.mark.parametrize("name,kind", [(n, k) for n in FOLDER_COMMANDS for k in ("device", "symlink", "folder")
+@pytest.mark.parametrize("name,kind", [(n, k) for n in FOLDER_COMMANDS for k in ("device",
+                                                                                 "symlink", "folder")
                                        if k != "folder" or n in REPLACED_WHOLE])  # the others: the test below
 def test_a_folder_target_that_is_not_a_folder_of_its_own_is_refused_and_left_alone(
         name: str, kind: str, places: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -179,7 +186,8 @@ def test_dot_and_dot_dot_are_refused_and_nothing_there_changes(
     assert _snapshot(tmp_path / "top") == before
 
 
-def test_a_report_folder_that_holds_other_files_keeps_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_report_folder_that_holds_other_files_keeps_them(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "full"
     out.mkdir()
     (out / "keep.txt").write_text("keep me\n")
@@ -204,14 +212,16 @@ def test_belief_refuses_its_files_when_they_are_not_regular_files(
 
 
 # ---- the one atomic write ----------------------------------------------------------------------------
-def test_the_atomic_write_refuses_every_target_but_a_regular_file(places: dict[str, Path], tmp_path: Path) -> None:
+def test_the_atomic_write_refuses_every_target_but_a_regular_file(places: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
     for bad in [*places.values(), "", ".", "..", "/", str(tmp_path) + "/.", str(tmp_path) + "/.."]:
         with pytest.raises(UnsafeTarget) as exc:
             write_atomic(bad, "x")
         assert "\n" not in str(exc.value) and isinstance(exc.value, OSError) and isinstance(exc.value, ValueError)
     assert (tmp_path / "targets" / "victim.txt").read_text() == "not yours\n"
     assert stat.S_ISLNK(os.lstat(places["symlink"]).st_mode)
-    assert sorted(p.name for p in tmp_path.joinpath("targets").iterdir()) == ["device", "full", "link", "victim.txt"]
+    assert sorted(p.name for p in tmp_path.joinpath("targets").iterdir()) == ["device", "full", "link",
+                                                                              "victim.txt"]
     ok = tmp_path / "new.txt"
     write_atomic(ok, "one")
     write_atomic(ok, "two")  # a regular file is replaced
@@ -352,7 +362,8 @@ def test_a_damaged_newest_checkpoint_is_skipped_with_one_warning_line(
     assert "Traceback" not in err[0]
 
 
-def test_an_undamaged_run_folder_warns_of_nothing(two_checkpoints: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_undamaged_run_folder_warns_of_nothing(two_checkpoints: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert ckfmt.resolve(two_checkpoints) == ckfmt.list_checkpoints(two_checkpoints)[-1]
     assert Path(_serve_loads(two_checkpoints)).parent == ckfmt.list_checkpoints(two_checkpoints)[-1]
@@ -361,10 +372,12 @@ def test_an_undamaged_run_folder_warns_of_nothing(two_checkpoints: Path, capsys:
 
 # ---- Ctrl-C at the end of a run ----------------------------------------------------------------------------
 TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=32",
-        "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.batch_decisions=200",
+        "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+        "ppo.batch_decisions=200",
         "ppo.minibatch=128", "ppo.epochs=1", "rollout.snapshot_every=20", "rollout.pool_size=3",
         "eval.every_updates=1", "eval.deals=16", "eval.final_deals=16", "checkpoint.every_updates=100000",
-        "checkpoint.every_minutes=0", "display=none", "log_every_s=1", "max_minutes=0", "total_decisions=2000",
+        "checkpoint.every_minutes=0", "display=none", "log_every_s=1", "max_minutes=0",
+        "total_decisions=2000",
         "belief.deals=0"]
 
 

@@ -238,7 +238,8 @@ def test_the_legal_argmax_picks_what_argmax_picks_over_the_masked_logits(dtype: 
     if width == 16:
         pool = torch.arange(-2 ** 15, 2 ** 15)  # every bfloat16
     values = pool.to(itype).view(dtype).float()
-    special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), 1e-40, -1e-40, 1.0, -1.0]).to(dtype).float()
+    special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), 1e-40,
+                            -1e-40, 1.0, -1.0]).to(dtype).float()
     values = torch.cat([values[~values.isnan()], special])
     rows, cols = 20_000, 7
     pick = rng.integers(0, values.numel(), (rows, cols))
@@ -328,10 +329,12 @@ def test_search_specs_and_their_errors(tmp_path: Path):
         make_agent(str(tmp_path / "nothing") + "+search")
     if (SHIPPED / "model.safetensors").is_file():
         for spec, words in ((f"{SHIPPED}+search:worlds=0", "worlds must be an integer of at least 1, not 0"),
-                            (f"{SHIPPED}+search:candidates=1", "candidates must be an integer from 2 to 201,"),
+                            (f"{SHIPPED}+search:candidates=1",
+                             "candidates must be an integer from 2 to 201,"),
                             (f"{SHIPPED}+search:critic=101", "critic must be an integer from 0 to 100,"),
                             (f"{SHIPPED}+search:critic=-1", "critic must be an integer from 0 to 100,"),
-                            (f"{SHIPPED}+search:deadline_ms=-1", "deadline_ms must be an integer from 0 to ")):
+                            (f"{SHIPPED}+search:deadline_ms=-1",
+                             "deadline_ms must be an integer from 0 to ")):
             with pytest.raises(ValueError, match=words) as info:
                 make_agent(spec)
             assert "\n" not in str(info.value)
@@ -350,11 +353,13 @@ def test_search_settings_are_bounded_by_the_memory_they_take(tmp_path: Path):
         assert parse_search_spec(f":candidates={cands},worlds={most}")["worlds"] == most
         with pytest.raises(ValueError, match=f"at most worlds={most:,} with candidates={cands}$"):
             parse_search_spec(f":candidates={cands},worlds={most + 1}")
-    for text, words in ((":worlds=100000000", "would hold 1,000,000,000 rollout positions at once (976.0 GiB)"),
+    for text, words in ((":worlds=100000000",
+                         "would hold 1,000,000,000 rollout positions at once (976.0 GiB)"),
                         (":candidates=202", "candidates must be an integer from 2 to 201, not 202"),
                         (":horizon=1001", "horizon must be an integer from -1 to 1,000, not 1001"),
                         (":deadline_ms=3600001", "deadline_ms must be an integer from 0 to 3,600,000"),
-                        (":belief=2", "belief must be 1 (the checkpoint's belief) or 0 (uniform worlds), not 2"),
+                        (":belief=2",
+                         "belief must be 1 (the checkpoint's belief) or 0 (uniform worlds), not 2"),
                         (":worlds=" + "9" * 5000, "worlds must be an integer of at least 1, not '9999"),
                         (":worlds=4,worlds=5", "worlds is given twice")):
         with pytest.raises(ValueError, match=re.escape(words)) as info:
@@ -388,7 +393,8 @@ def test_evaluation_reports_say_how_the_search_played(tmp_path: Path):
     res = evaluate(agent, "random", RuleSet.preset("hoi_quan_bai"), 4, deals=2, seed=3)
     assert res["agent"] == "tiny+search"
     assert res["agent_settings"] == {"candidates": 3, "worlds": 4, "horizon": 1, "critic": 25, "belief": 0}
-    text = (write_report({**res, "by_table": {"hoi_quan_bai/4": res}}, tmp_path / "rep") / "report.md").read_text()
+    text = (write_report({**res, "by_table": {"hoi_quan_bai/4": res}},
+                         tmp_path / "rep") / "report.md").read_text()
     assert "Agent settings: candidates=3, worlds=4, horizon=1, critic=25, belief=0" in text
     assert "agent_settings" not in evaluate("random", "random", deals=2, seed=3)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from samloc.commands import seeds as seed_curve
 
 
-def _run(tmp: Path, name: str, points: list[tuple[int, float, float, float]], final: tuple[float, float]) -> Path:
+def _run(tmp: Path, name: str, points: list[tuple[int, float, float, float]],
+         final: tuple[float, float]) -> Path:
     """A run folder with periodic evaluations (updates, wall s, vs heuristic, vs random) and a final one."""
     d = tmp / name
     d.mkdir()

@@ -125,7 +125,8 @@ def test_one_env_plays_the_deals_of_samloc_eval_one_per_episode(tmp_path):
         aec.step(int(np.flatnonzero(aec.observe(agent)["action_mask"])[0]))
         return all(aec.terminations.values())
 
-    pz = _episodes(aec.reset, lambda: rows(aec._hands[None], [aec.state_row[core.O_OPENER]])[0], count, aec_step)
+    pz = _episodes(aec.reset, lambda: rows(aec._hands[None], [aec.state_row[core.O_OPENER]])[0],
+                   count, aec_step)
     assert pz == eval_deals
 
 

@@ -79,7 +79,8 @@ def test_health_and_info(client: TestClient) -> None:
     assert client.get("/v1/health").json() == {"ok": True}
     info = client.get("/v1/info").json()
     assert info["name"] == "random" and info["checkpoint"] is None
-    assert info["rules"] == ["hoi_quan_bai", "mien_bac", "online", "s666pg"]  # PRESET_NAMES: the default first, then by name
+    assert info["rules"] == ["hoi_quan_bai", "mien_bac",
+                             "online", "s666pg"]  # PRESET_NAMES: the default first, then by name
     assert info["players"] == [2, 3, 4, 5]
     assert {s["rules"]: s["players"] for s in info["supports"]}["mien_bac"] == [2, 3, 4]
 
@@ -300,7 +301,8 @@ def test_shipped_checkpoints_are_found_at_their_documented_place(tmp_path, monke
 
 
 def test_serve_without_shipped_checkpoints_says_where_to_put_them(tmp_path) -> None:
-    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--port", "0"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--port", "0"], capture_output=True,
+                       text=True,
                        cwd=tmp_path, timeout=120, env=dict(os.environ, SAMLOC_CHECKPOINTS=str(tmp_path / "x"),
                                                            PYTHONPATH=str(ROOT)))
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
@@ -313,8 +315,10 @@ def test_serve_runs_from_any_directory(tmp_path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "samloc", "serve", "--agent", "heuristic", "--port", str(port)],
-                            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-m", "samloc", "serve", "--agent", "heuristic",
+                             "--port", str(port)],
+                            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         t0 = time.time()
@@ -404,7 +408,8 @@ def test_play_session_games_totals_and_opener(heuristic_client: TestClient) -> N
 def test_play_refuses_illegal_choices(heuristic_client: TestClient) -> None:
     c = heuristic_client
     for seed in range(40):
-        st = c.post("/play/api/new", json={"rules": "hoi_quan_bai", "players": 4, "seat": 0, "seed": seed}).json()
+        st = c.post("/play/api/new",
+                    json={"rules": "hoi_quan_bai", "players": 4, "seat": 0, "seed": seed}).json()
         if st["result"] is None and st["phase"] == "play" and st["top"] is None:
             break
         if st["result"] is None and st["phase"] == "sam":
@@ -440,12 +445,14 @@ def test_play_page_seats_the_heuristic_where_the_shipped_model_cannot_play():
         opts = c.get("/play/api/options").json()
         assert {s["rules"] for s in opts["supports"]} == {"hoi_quan_bai", "s666pg", "mien_bac", "online"}
         assert opts["model_supports"] == [{"rules": "hoi_quan_bai", "players": [4]}]
-        assert c.post("/play/api/new", json={"rules": "online", "players": 3, "seat": 0, "seed": 1}).json()["bot"] \
+        assert c.post("/play/api/new",
+                      json={"rules": "online", "players": 3, "seat": 0, "seed": 1}).json()["bot"] \
             == "heuristic (stand-in: no trained bot for this table)"
         assert c.post("/play/api/new", json={"rules": "hoi_quan_bai", "players": 4, "seat": 0,
                                              "seed": 1}).json()["bot"] == "standard"
         # the protocol endpoint still refuses tables the model was not trained for
-        r = c.post("/v1/act", json={"format": "samloc/1", "rules": "online", "players": 3, "opener": 0, "seat": 0,
+        r = c.post("/v1/act", json={"format": "samloc/1", "rules": "online", "players": 3, "opener": 0,
+                                    "seat": 0,
                                     "hand": ["3s", "4s", "5s", "6s", "7s", "8s", "9s", "Ts", "Js", "Qs"],
                                     "events": []})
         assert r.status_code == 422 and "no bot here plays online with 3 players" in r.json()["error"]

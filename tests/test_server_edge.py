@@ -197,7 +197,8 @@ def test_requests_in_progress_past_the_limit_are_answered_503_in_json(live: tupl
             held[-1].sendall(b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                              b"Content-Length: 100\r\n\r\n{")
         time.sleep(0.3)  # each is in progress, waiting for the rest of its body
-        status, headers, body = _raw(live[0], b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        status, headers, body = _raw(live[0],
+                                     b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
         assert (status, headers["retry-after"], body) == (
             b"HTTP/1.1 503 Service Unavailable", "1",
             {"error": f"the server has {LIMIT} requests in progress; try again in a second"})
@@ -216,7 +217,8 @@ PREFIX = b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\
     (PREFIX + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
      b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 400 Bad Request",
      "a request may not have both Content-Length and Transfer-Encoding (RFC 9112 section 6.3)"),
-    (PREFIX + b"Transfer-Encoding: chunked\r\n\r\n" + b"9" * 20 + b"\r\n{}", b"HTTP/1.1 413 Request Entity Too Large",
+    (PREFIX + b"Transfer-Encoding: chunked\r\n\r\n" + b"9" * 20 + b"\r\n{}",
+     b"HTTP/1.1 413 Request Entity Too Large",
      f"the request body is larger than {edge.MAX_BODY} bytes"),  # was answered only by the body timeout
     (PREFIX + b"Transfer-Encoding: chunked\r\n\r\n" + b"9" * 21 + b"\r\n{}", b"HTTP/1.1 400 Bad Request",
      "the request is not valid HTTP/1.1 (RFC 9112)"),  # was uvicorn's bare text
@@ -400,9 +402,11 @@ def test_a_loop_onto_the_server_itself_is_refused_at_start(host: str, url: str) 
     """It took 10 s per decision, then answered 500."""
     port = _free_port()
     spec = url.format(port=port)
-    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--agent", spec, "--host", host, "--port", str(port)],
+    r = subprocess.run([sys.executable, "-m", "samloc", "serve", "--agent", spec, "--host", host,
+                        "--port", str(port)],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert (r.returncode, r.stderr) == (2, f"samloc serve: --agent {spec} is this server itself ({host}:{port}):"
+    assert (r.returncode, r.stderr) == (2,
+                                        f"samloc serve: --agent {spec} is this server itself ({host}:{port}):"
                                            " it would ask itself for every decision\n")
 
 
@@ -412,7 +416,8 @@ FRAMING_LINES = st.sampled_from([b"Content-Length: 2", b"Content-Length: 7", b"C
                                   b"Transfer-Encoding: identity", b"Transfer-Encoding:  chunked ",
                                   b"Transfer-Encoding: chunked, chunked", b"Expect: 100-continue",
                                   b"Connection: close", b"Host: y", b"X-A: " + b"b" * 9000])
-CHUNKS = st.lists(st.tuples(st.text("0123456789abcdefABCDEF", min_size=1, max_size=24), st.binary(max_size=12)),
+CHUNKS = st.lists(st.tuples(st.text("0123456789abcdefABCDEF", min_size=1, max_size=24),
+                            st.binary(max_size=12)),
                   max_size=3)
 
 
@@ -437,7 +442,8 @@ def test_any_framing_gets_an_answer_that_is_not_a_5xx(live: tuple[int, Any], lin
 
 # ---- the served-latency benchmark ---------------------------------------------------------------
 def test_bench_serve_reports_each_phase() -> None:
-    r = subprocess.run([sys.executable, "-m", "samloc", "bench", "--serve", "--agent", "heuristic", "--requests", "30",
+    r = subprocess.run([sys.executable, "-m", "samloc", "bench", "--serve", "--agent", "heuristic",
+                        "--requests", "30",
                         "--warmup", "5", "--clients", "1,3", "--json"],
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr
@@ -449,7 +455,8 @@ def test_bench_serve_reports_each_phase() -> None:
 
 @pytest.mark.parametrize("args,line", [
     (["--url", "http://example.com:8000"], "samloc bench: only loopback servers may be load tested"),
-    (["--clients", "0,4"], "samloc bench: argument --clients: must be integers of 1 or more, separated by commas,"
+    (["--clients", "0,4"],
+     "samloc bench: argument --clients: must be integers of 1 or more, separated by commas,"
                            " not '0,4'"),
 ])
 def test_bench_serve_refuses_bad_input_in_one_line(args: list[str], line: str) -> None:

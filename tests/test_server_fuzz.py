@@ -99,11 +99,13 @@ def check(client: TestClient, body: bytes | Any) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False,
+                                                                       allow_infinity=False) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
     max_leaves=20)
 
-CARDISH = st.sampled_from(["3s", "2h", "Tc", "10d", "♠A", "A♠", "1s", "", "3x", "Qd ", "kH"]) | st.text(max_size=4)
+CARDISH = st.sampled_from(["3s", "2h", "Tc", "10d", "♠A", "A♠", "1s", "",
+                           "3x", "Qd ", "kH"]) | st.text(max_size=4)
 
 
 @FUZZ
@@ -147,7 +149,8 @@ def test_the_body_must_be_sent_as_json(client: TestClient, media: str) -> None:
         assert r.status_code == 422 and "Content-Type: application/json" in refusal(r)
 
 
-HOP_VALUES = (st.integers(0, 10**12).map(str) | st.sampled_from(["", "-1", "+1", "1.0", "0x4", " 3", "1e3", "٣",
+HOP_VALUES = (st.integers(0, 10**12).map(str) | st.sampled_from(["", "-1", "+1", "1.0", "0x4", " 3", "1e3",
+                                                                 "٣",
                                                                    "4, 4", "9" * 40, "NaN"])
               | st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=12))
 
@@ -164,7 +167,8 @@ def test_hop_headers(client: TestClient, values: list[str]) -> None:
     if len(values) == 1 and v.isascii() and v.isdigit() and len(v) <= 9:
         assert r.status_code == 200, r.text
     else:
-        assert r.status_code == 422 and refusal(r).startswith(f"the {HOPS_HEADER} header must be one whole number")
+        assert r.status_code == 422 and refusal(r).startswith(f"the {HOPS_HEADER} header must be one whole "
+                                                              f"number")
 
 
 @FUZZ
@@ -214,7 +218,8 @@ def mutate(req: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
         if not isinstance(ev[i], dict):
             i = len(ev) - 1
         key = data.draw(st.sampled_from(["seat", "type", "cards", "declare", "zzz"]))
-        value = data.draw(st.integers(-1, 6) | st.sampled_from(["play", "pass", "sam", "chop"]) | st.booleans()
+        value = data.draw(st.integers(-1, 6) | st.sampled_from(["play", "pass",
+                                                                "sam", "chop"]) | st.booleans()
                           | st.lists(CARDISH, max_size=4) | json_values)
         ev[i] = dict(ev[i], **{key: value})
     elif kind == "event_null_field" and ev and isinstance(ev[-1], dict):
@@ -240,7 +245,8 @@ def mutate(req: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
 
 @FUZZ
 @given(seed=st.integers(0, 10_000), depth=st.integers(0, 60), n=st.integers(1, 3), data=st.data())
-def test_mutated_real_requests(client: TestClient, seed: int, depth: int, n: int, data: st.DataObject) -> None:
+def test_mutated_real_requests(client: TestClient, seed: int, depth: int, n: int,
+                               data: st.DataObject) -> None:
     req, _ = valid_request(seed, depth)
     for _ in range(n):
         req = mutate(req, data)

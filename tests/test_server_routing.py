@@ -32,7 +32,8 @@ HOUSE = {"preset": "hoi_quan_bai", "passed_can_chop": False}
 def _checkpoint(path: Path, name: str, tables: list[dict], strength: dict[str, float]) -> Path:
     torch.manual_seed(len(name))
     ckpt = save_checkpoint(path, build_net(16, 1, "obs"), {
-        "name": name, "tables": tables, "obs_version": OBS_VERSION, "action_table_version": ACTION_TABLE_VERSION})
+        "name": name, "tables": tables, "obs_version": OBS_VERSION,
+        "action_table_version": ACTION_TABLE_VERSION})
     by = {}
     for key, mean in strength.items():
         rules, players = key.rsplit("/", 1)
@@ -101,7 +102,8 @@ def test_info_names_the_bot_that_plays_the_tables_not_the_first_given(two: tuple
 
 def test_reports_of_one_table_are_pooled_by_their_deals(tmp_path: Path) -> None:
     """Two evaluations of one table: the strength is the mean over all their deals, not the better one."""
-    ckpt = _checkpoint(tmp_path / "b", "b", [{"rules": "hoi_quan_bai", "players": 4}], {"hoi_quan_bai/4": 1.0})
+    ckpt = _checkpoint(tmp_path / "b", "b", [{"rules": "hoi_quan_bai", "players": 4}],
+                       {"hoi_quan_bai/4": 1.0})
     res = json.loads((ckpt / "eval_tables" / "result.json").read_text())
     res["by_table"]["hoi_quan_bai/4"]["deals"] = 10_000
     (ckpt / "eval_tables" / "result.json").write_text(json.dumps(res))
@@ -146,7 +148,8 @@ def test_a_checkpoint_served_with_pytorch_claims_only_its_tables(two: tuple[Path
     special, _ = two
     with TestClient(create_app(str(special))) as c:
         info = c.get("/v1/info").json()
-        assert info["supports"] == [{"rules": "hoi_quan_bai", "players": [4]}] and not info["any_rule_overrides"]
+        assert info["supports"] == [{"rules": "hoi_quan_bai",
+                                     "players": [4]}] and not info["any_rule_overrides"]
         assert c.post("/v1/act", json=_request("s666pg", 4)).status_code == 422
 
 

@@ -105,7 +105,8 @@ def _serve(args: list[str], log: Path) -> Iterator[subprocess.Popen]:
     """``samloc serve ARGS`` until the block ends (then stopped, and it must exit 0)."""
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "samloc", "serve", *args], cwd=ROOT,
-                                env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=out, stderr=subprocess.STDOUT)
+                                env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=out,
+                                stderr=subprocess.STDOUT)
         try:
             yield proc
         finally:
@@ -129,13 +130,16 @@ def test_a_loop_between_servers_with_two_workers_each_ends(tmp_path: Path) -> No
     """``samloc serve --workers 2`` both ways: the count travels with the request, so it holds
     whichever process answers (each request on a new connection, so every worker takes part)."""
     a, b = free_port(), free_port()
-    with _serve(["--agent", f"http://127.0.0.1:{b}", "--port", str(a), "--workers", "2"], tmp_path / "a.log") as pa, \
-            _serve(["--agent", f"http://127.0.0.1:{a}", "--port", str(b), "--workers", "2"], tmp_path / "b.log") as pb:
+    with _serve(["--agent", f"http://127.0.0.1:{b}", "--port", str(a), "--workers", "2"],
+                tmp_path / "a.log") as pa, \
+            _serve(["--agent", f"http://127.0.0.1:{a}", "--port", str(b), "--workers", "2"],
+                   tmp_path / "b.log") as pb:
         _wait_healthy(a, [pa, pb], tmp_path / "a.log")
         _wait_healthy(b, [pa, pb], tmp_path / "b.log")
         for seed in range(6):
             port, other = (a, b) if seed % 2 == 0 else (b, a)
-            r = httpx.post(f"http://127.0.0.1:{port}/v1/act", content=_act_body(seed), headers=JSON, timeout=60)
+            r = httpx.post(f"http://127.0.0.1:{port}/v1/act", content=_act_body(seed),
+                           headers=JSON, timeout=60)
             assert (r.status_code, r.json()) == (508, {"error": _loop_message(other)})
 
 
@@ -219,7 +223,8 @@ def test_an_oversized_chunked_answer_is_refused_without_reading_it(monkeypatch: 
     sent = [0]
 
     def flood(conn: socket.socket) -> None:
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+                     b"chunked\r\n\r\n")
         chunk = b"10000\r\n" + b" " * 0x10000 + b"\r\n"
         for _ in range(2**31 // 0x10000):  # 2 GiB, unless the client closes first
             conn.sendall(chunk)
@@ -233,7 +238,8 @@ def test_an_oversized_chunked_answer_is_refused_without_reading_it(monkeypatch: 
 
 def test_an_answer_declared_too_large_is_refused_before_its_body() -> None:
     def declare(conn: socket.socket) -> None:
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2147483648\r\n\r\n")
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                     b"2147483648\r\n\r\n")
         conn.recv(1)  # returns when the client goes (in a minute at most)
     with _raw_upstream(declare) as (url, _):
         r, _ = _ask(url)

@@ -44,7 +44,8 @@ def batches(net: torch.nn.Module, rules: str, players: int, seed: int) -> tuple[
         logits, _ = net(torch.from_numpy(s["obs"]), torch.from_numpy(s["mask"]))
     logp = torch.log_softmax(logits, -1)[torch.arange(n), torch.from_numpy(act)].numpy()
     plain = {"logp": logp, "val": rng.standard_normal(n).astype(np.float32),
-             "adv": rng.standard_normal(n).astype(np.float32), "ret": rng.standard_normal(n).astype(np.float32),
+             "adv": rng.standard_normal(n).astype(np.float32),
+             "ret": rng.standard_normal(n).astype(np.float32),
              "teach": np.where(rng.random(n) < 0.1, act, -1).astype(np.int16)}
     packed = compact.to_device(compact.pack(s["obs"], s["mask"], s["hid"], act, plain), CPU)
     dense, sparse = compact.expand(packed), compact.expand(packed, sparse=True)
@@ -54,7 +55,8 @@ def batches(net: torch.nn.Module, rules: str, players: int, seed: int) -> tuple[
 
 
 def loss_of(net: torch.nn.Module, data: dict, rows: torch.Tensor, bf16: bool = False) -> torch.Tensor:
-    """PPO's terms (policy, value, critic, entropy, lesson) on ``rows``, as ppo_update combines them (``bf16``:
+    """PPO's terms (policy, value, critic, entropy, lesson) on ``rows``, as ppo_update combines them
+    (``bf16``:
     the network under bfloat16 autocast, the loss in float32, as ppo_update runs it)."""
     mask = data["mask"][rows]
     with torch.autocast("cpu", torch.bfloat16, enabled=bf16):
@@ -82,7 +84,8 @@ def test_sparse_rows_are_the_dense_batch_bit_for_bit(rules: str, players: int) -
     assert torch.equal(sparse["mask"], dense["mask"])
     again = SparseRows.from_dense(dense["obs"])  # the other way in: the same cells
     assert torch.equal(again.dense(), dense["obs"])
-    assert sorted(map(int, again.vals.count_nonzero(1))) == sorted(map(int, sparse["obs"].vals.count_nonzero(1)))
+    assert sorted(map(int, again.vals.count_nonzero(1))) == sorted(map(int,
+                                                                       sparse["obs"].vals.count_nonzero(1)))
     assert sparse["obs"].shape == dense["obs"].shape and len(sparse["obs"]) == len(dense["obs"])
 
 

@@ -25,7 +25,8 @@ from training.run.stages import StagePlan, plateaued
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=32",
-        "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.batch_decisions=200",
+        "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+        "ppo.batch_decisions=200",
         "ppo.minibatch=128", "ppo.epochs=1", "rollout.snapshot_every=20", "rollout.pool_size=3",
         "eval.every_updates=2", "eval.deals=8", "eval.final_deals=0", "eval.opponents=[heuristic]",
         "checkpoint.every_updates=50", "checkpoint.keep=0", "display=none", "log_every_s=1", "max_minutes=0",
@@ -41,7 +42,8 @@ THREE = ("stages=[{name: first, updates: 2}, {name: second, updates: 2, settings
      "stages[1].share: the shares so far add up to 1.2, more than the whole of max_minutes (1)"),
     ("[{name: a, share: 1.5}, {name: b}]", "stages[0].share must be from 0 to 1 (of max_minutes), not 1.5"),
     ("[{name: a, updates: 2}, {name: b, settings: {model: {hidden: 8}}}]",
-     "stages[1].settings.model: a stage changes algorithm, rollout, learner, eval and the algorithms' sections,"
+     "stages[1].settings.model: a stage changes algorithm, rollout, learner, eval and the algorithms' "
+     "sections,"
      " not the run's model"),
     ("[{name: a, updates: 2}, {name: b, settings: {warm_start: {decisions: 5}}}]",
      "stages[1].settings.warm_start: a stage changes"),
@@ -69,7 +71,8 @@ def test_a_stage_that_cannot_run_is_one_line_naming_the_key(stages: str, message
 
 
 def test_shares_need_max_minutes_and_a_plateau_the_periodic_evaluation() -> None:
-    with pytest.raises(ConfigError, match=r"^stages\[0\].share is a share of max_minutes: give max_minutes > 0$"):
+    with pytest.raises(ConfigError,
+                       match=r"^stages\[0\].share is a share of max_minutes: give max_minutes > 0$"):
         load_config("quick", ["max_minutes=0", "stages=[{name: a, share: 0.5}, {name: b}]"])
     with pytest.raises(ConfigError, match=r"^stages\[0\].plateau_evals reads the periodic evaluation"):
         load_config("quick", ["eval.every_minutes=0", "eval.every_updates=0",
@@ -134,7 +137,8 @@ def test_a_stage_ends_at_its_minutes_mark_its_updates_or_a_plateau_and_the_last_
     assert plan.ends(1, start, 14, 50 * 60, 100, []).startswith("its share of max_minutes (50 minutes")
     assert plan.ends(1, start, 15, 0, 100, []) == "its 10 updates are made"
     history = _evals(0, [3.0, 3.0, 3.0]) + _evals(1, [0.0, 0.5, 0.55, 0.6])
-    assert plan.ends(1, start, 6, 0, 100, history).startswith("its last 2 evaluations gained no more than 0.1 lá")
+    assert plan.ends(1, start, 6, 0,
+                     100, history).startswith("its last 2 evaluations gained no more than 0.1 lá")
     assert plan.ends(1, start, 6, 0, 100, history[:-1]) == ""         # 0.55 is +0.05, but only 1 since +0.5
     assert plan.ends(2, start, 10**6, 10**6, 100, history) == ""
     assert [plan.mark_minutes(i, 100) for i in range(3)] == [25, 50, None]  # the last runs to the run's end
@@ -146,7 +150,8 @@ def test_the_seconds_left_are_to_the_stages_mark_or_the_runs_budget_whichever_is
                                 " {name: c}]"])
 
     def at(stage: int, cfg: Any = cfg) -> Any:  # a run 10 minutes in, in this stage
-        return SimpleNamespace(cfg=cfg, plan=StagePlan(cfg), state=SimpleNamespace(stage=stage), wall=lambda: 600.0)
+        return SimpleNamespace(cfg=cfg, plan=StagePlan(cfg), state=SimpleNamespace(stage=stage),
+                               wall=lambda: 600.0)
     assert [RunLoop.seconds_left(at(i)) for i in range(3)] == [900, 5400, 5400]
     assert RunLoop.seconds_left(at(0, load_config("quick", ["max_minutes=0"]))) == float("inf")
 
@@ -168,7 +173,8 @@ def test_the_curve_marks_where_each_stage_begins(tmp_path: Path, monkeypatch: py
                for x, m in ((0, -3.0), (2_000_000, 0.1), (3_000_000, 0.4))]
     marked: list[tuple[list[float], bool]] = []
     real = curve.stage_marks
-    monkeypatch.setattr(curve, "stage_marks", lambda ax, st, label: marked.append((real(ax, st, label), label)))
+    monkeypatch.setattr(curve, "stage_marks",
+                        lambda ax, st, label: marked.append((real(ax, st, label), label)))
     history[0]["results"]["random"] = {"mean_score": 14.0, "ci95": [13.0, 15.0]}  # a second panel
     path = plot_curve(history, None, tmp_path / "curve.png", "t", starts)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -234,7 +240,8 @@ def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stop
     assert second["updates"] >= 8 and second["stages"] == first["stages"]
     assert [v for _, v in _scalars(run)["charts/stage"]] == [0.0, 1.0, 2.0]  # not marked again
     fewer = load_config(run / "config.yaml", ["stages=[{name: a, updates: 1}, {name: b}]"])
-    with pytest.raises(TrainError, match=r"its checkpoint is in stage 2, and stages lists 2 \(a resume keeps"):
+    with pytest.raises(TrainError,
+                       match=r"its checkpoint is in stage 2, and stages lists 2 \(a resume keeps"):
         RunLoop(fewer, run, resume=True)
 
 
@@ -263,7 +270,8 @@ def test_ppo_then_expert_iteration_learns_its_hand_belief_inside_the_run(tmp_pat
     assert (Path(summary["checkpoint"]) / "belief.safetensors").is_file()
 
 
-def test_the_dry_run_and_print_config_show_the_stages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_dry_run_and_print_config_show_the_stages(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     from samloc.commands.train import main
 
     assert main(["--config", "strong", "--run-dir", str(tmp_path / "run"), "--dry-run"]) == 0

@@ -60,14 +60,17 @@ def test_the_key_is_what_is_played_not_how_the_rules_were_written():
     assert same != plain and same.name == "online+cong=10/4"          # written differently ...
     assert same.key == plain.key                                      # ... the same game
     assert Table(RuleSet.preset("online"), 3).key != plain.key
-    assert off_tables([plain], [same, Table(RuleSet.preset("online"), 3)]) == [Table(RuleSet.preset("online"), 3)]
+    assert off_tables([plain],
+                      [same, Table(RuleSet.preset("online"), 3)]) == [Table(RuleSet.preset("online"), 3)]
     assert off_tables(None, [plain]) == []  # a rule-based agent plays every table
 
 
 def test_the_default_table_and_the_preset_tables():
-    assert Table.default() == Table(RuleSet.preset(DEFAULT_PRESET), DEFAULT_PLAYERS) == Table.parse("hoi_quan_bai/4")
+    assert Table.default() == Table(RuleSet.preset(DEFAULT_PRESET),
+                                    DEFAULT_PLAYERS) == Table.parse("hoi_quan_bai/4")
     every = preset_tables()
-    assert [t.name for t in every][:4] == ["hoi_quan_bai/2", "hoi_quan_bai/3", "hoi_quan_bai/4", "hoi_quan_bai/5"]
+    assert [t.name for t in every][:4] == ["hoi_quan_bai/2", "hoi_quan_bai/3", "hoi_quan_bai/4",
+                                           "hoi_quan_bai/5"]
     assert len(every) == 14 and len({t.key for t in every}) == 14
     assert {t.rules.name for t in every} == set(PRESET_NAMES)
 

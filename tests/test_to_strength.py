@@ -21,7 +21,8 @@ from training.config_load import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 # One worker of half a CPU, a net of 16, updates of about 60 decisions, no periodic evaluation.
-TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "rollout.cpus_per_worker=0.5", "model.hidden=16", "model.layers=1",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1",
+        "rollout.cpus_per_worker=0.5", "model.hidden=16", "model.layers=1",
         "rollout.envs_per_worker=8", "rollout.steps_per_rollout=8", "ppo.batch_decisions=60",
         "ppo.minibatch=32", "ppo.epochs=1", "learner.device=cpu", "eval.every_updates=0", "display=none"]
 
@@ -35,7 +36,8 @@ def test_a_tiny_benchmark_writes_its_report_and_plot(tmp_path: Path) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
-    assert lines[-2].startswith("verdict: NOT every seed beats the heuristic at its last point (CI low > 0): seed 0 ")
+    assert lines[-2].startswith("verdict: NOT every seed beats the heuristic at its last point (CI low > 0): "
+                                "seed 0 ")
     doc = json.loads((out / "to_strength.json").read_text())
     assert doc["overrides"] == TINY and doc["config"] == "quick" and doc["deals"] == 20
     assert doc["command"].startswith("samloc bench --to-strength --config quick --minutes 0.5")
@@ -128,10 +130,12 @@ def test_bad_arguments_are_one_line_and_start_nothing(argv: list[str], message: 
 def test_an_out_folder_in_use_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "old.txt").write_text("x")
     assert bench.main(["--to-strength", "--out", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == (f"samloc bench: --out: refusing to use the folder {tmp_path}: it holds files"
+    assert capsys.readouterr().err == (f"samloc bench: --out: refusing to use the folder {tmp_path}: it "
+                                       f"holds files"
                                        " (choose a new or empty folder); nothing was touched\n")
     assert bench.main(["--to-strength", "--out", str(tmp_path / "old.txt")]) == 2
-    assert capsys.readouterr().err == (f"samloc bench: --out: refusing to write the folder {tmp_path / 'old.txt'}:"
+    assert capsys.readouterr().err == (f"samloc bench: --out: refusing to write the folder "
+                                       f"{tmp_path / 'old.txt'}:"
                                        " it is a file; nothing was written\n")
 
 
@@ -159,7 +163,8 @@ def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(tmp_p
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from training.run.loop import RunLoop
 
-    cfg = load_config("quick", ["model.hidden=16", "model.layers=1", "display=none", "checkpoint.every_minutes=1"])
+    cfg = load_config("quick",
+                      ["model.hidden=16", "model.layers=1", "display=none", "checkpoint.every_minutes=1"])
     loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
     seen = {}
 
@@ -177,7 +182,8 @@ def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(tmp_p
     assert (meta.wall_time_s, meta.updates, meta.games) == (0.0, 0, 0)
 
 
-def test_a_stopped_seed_ends_the_training_of_the_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stopped_seed_ends_the_training_of_the_seeds(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from training.tools.pipeline import TrainResult
 
     calls = []
@@ -202,7 +208,8 @@ def test_quiet_is_the_load_before_training() -> None:
 def _point(minutes: float, la: float) -> dict[str, object]:
     return {"minutes": minutes, "games": int(minutes * 1000), "decisions": int(minutes * 40_000),
             "decisions_trained": int(minutes * 10_000), "updates": int(minutes * 10), "checkpoint": "x",
-            "la": la, "ci_low": la - 0.3, "ci_high": la + 0.3, "win_rate": 0.25, "deals": 1000, "eval_seed": 12345}
+            "la": la, "ci_low": la - 0.3, "ci_high": la + 0.3, "win_rate": 0.25, "deals": 1000,
+            "eval_seed": 12345}
 
 
 def _report(path: Path, config: str, seeds: list[dict[str, object]], deals: int = 1000) -> Path:
@@ -214,7 +221,8 @@ def _report(path: Path, config: str, seeds: list[dict[str, object]], deals: int 
     return path
 
 
-def test_combine_draws_reports_scored_on_the_same_deals_as_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_combine_draws_reports_scored_on_the_same_deals_as_one(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     starts = [{"stage": 0, "name": "ppo", "minutes": 0.0, "updates": 0, "why": "the run starts"},
               {"stage": 1, "name": "expert", "minutes": 60.0, "updates": 900, "why": "its share"}]
@@ -228,7 +236,8 @@ def test_combine_draws_reports_scored_on_the_same_deals_as_one(tmp_path: Path, m
                        "points": [_point(0, -8.0), _point(120, -0.1)]}])
     marked: list[list[float]] = []
     real = to_strength.stage_marks
-    monkeypatch.setattr(to_strength, "stage_marks", lambda ax, st, label, **kw: marked.append(real(ax, st, label, **kw)))
+    monkeypatch.setattr(to_strength, "stage_marks",
+                        lambda ax, st, label, **kw: marked.append(real(ax, st, label, **kw)))
     out = tmp_path / "both"
     assert bench.main(["--to-strength", "--combine", str(scored / "to_strength.json"), str(staged),
                        "--out", str(out)]) == 0

@@ -20,7 +20,8 @@ from training.config_load import load_config, schema as load_schema
 from training.run.launch import run_name
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1", "display=none", "total_decisions=10000", "max_minutes=2"]
+SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1",
+         "display=none", "total_decisions=10000", "max_minutes=2"]
 
 
 def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -219,7 +220,8 @@ def test_a_resume_shows_the_last_evaluation_on_record(tmp_path: Path) -> None:
 def test_the_figures_in_the_shipped_configs_comments_are_the_measured_ones() -> None:
     """Every figure with a thousands separator in a config comment (12,900 decisions/s ...) is one that
     the training manual or the results log (docs/training.md, docs/results.md) records."""
-    docs = "".join((REPO / "docs" / name).read_text(encoding="utf-8") for name in ("training.md", "results.md"))
+    docs = "".join((REPO / "docs" / name).read_text(encoding="utf-8") for name in ("training.md",
+                                                                                   "results.md"))
     for f in sorted((REPO / "configs").glob("*.yaml")):
         lines = f.read_text(encoding="utf-8").splitlines()
         comments = " ".join(ln.split("#", 1)[1] for ln in lines if "#" in ln)
@@ -252,7 +254,8 @@ def test_a_resume_whose_counters_are_not_numbers_names_the_file_and_the_field(
     meta["sha256"]["trainer.json"] = file_sha256(trainer)
     meta_file.write_text(json.dumps(sealed(meta)))
     assert cli.main(["--resume", str(run), "--more-minutes", "1"]) == 2
-    assert capsys.readouterr().err.strip() == (f"samloc train: {trainer}: counters.decisions_trained is \"5000\","
+    assert capsys.readouterr().err.strip() == (f"samloc train: {trainer}: counters.decisions_trained is "
+                                               f"\"5000\","
                                                " not a number")
 
 
@@ -275,7 +278,8 @@ def test_seeds_start_one_run_per_seed_each_recording_its_own_command(
         return pipeline.TrainResult(run_dir, summary, {"curve": str(run_dir / "curve.png")})
 
     monkeypatch.setattr(cli, "run_pipeline", fake)
-    assert cli.main(["--config", "quick", "--seeds", "0,2", "--run-dir", str(tmp_path / "sw"), "ppo.lr=1e-4"]) == 0
+    assert cli.main(["--config", "quick", "--seeds", "0,2", "--run-dir", str(tmp_path / "sw"),
+                     "ppo.lr=1e-4"]) == 0
     assert [(s, d) for s, d, _ in calls] == [(0, tmp_path / "sw" / "s0"), (2, tmp_path / "sw" / "s2")]
     assert calls[1][2] == f"samloc train --config quick --run-dir {tmp_path / 'sw'} ppo.lr=1e-4 seed=2"
     out = capsys.readouterr().out

@@ -29,7 +29,8 @@ from agents.nets import format as ckfmt
 
 REPO = Path(__file__).resolve().parent.parent
 RAY = Path(sys.executable).with_name("ray")
-SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=64", "model.layers=1", "rollout.envs_per_worker=64", "rollout.steps_per_rollout=16",
+SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=64", "model.layers=1",
+         "rollout.envs_per_worker=64", "rollout.steps_per_rollout=16",
          "ppo.batch_decisions=800", "ppo.minibatch=256", "ppo.epochs=1", "eval.every_updates=1000",
          "eval.final_deals=0", "belief.deals=0", "checkpoint.every_updates=10", "display=plain",
          "log_every_s=2", "rollout.num_workers=2", "rollout.cpus_per_worker=1"]
@@ -139,7 +140,8 @@ def _last_update(lines: list[str]) -> int:
 
 
 def _train(address: str, env: dict[str, str], run: Path, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "samloc", "train", "--config", "quick", "--ray-address", address,
+    return subprocess.Popen([sys.executable, "-m", "samloc", "train", "--config", "quick", "--ray-address",
+                             address,
                              "--run-dir", str(run), *SMALL, *extra], env=env, cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -147,7 +149,8 @@ def _train(address: str, env: dict[str, str], run: Path, *extra: str) -> subproc
 def test_a_token_cluster_of_ray_start_nodes_trains_on_both_and_survives_losing_one(
         tmp_path: Path, cluster: tuple[str, dict[str, str], Node]) -> None:
     address, env, second = cluster
-    wrong = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "--ray-address", address,
+    wrong = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "--ray-address",
+                            address,
                             "--run-dir", str(tmp_path / "no"), *SMALL, "max_minutes=1"],
                            env=env | {"RAY_AUTH_TOKEN": "0" * 64}, cwd=REPO, text=True, capture_output=True,
                            timeout=300)

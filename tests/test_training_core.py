@@ -69,15 +69,18 @@ def test_overrides_apply_with_types() -> None:
     (["eval.opponents=[wizard]"], "wizard"),
     (["belief.deals=-5"], "belief.deals"),
     (["belief.epochs=0"], "belief.epochs"),
-    (["env.tables=[{rules: mien_bac, players: [5]}]"], "players must be an integer from 2 to 4 under mien_bac"),
+    (["env.tables=[{rules: mien_bac, players: [5]}]"],
+     "players must be an integer from 2 to 4 under mien_bac"),
     (["env.tables=[{rules: {preset: online, chop_two: -1}, players: [3]}]"], "chop_two"),
     (["env.tables=[{rules: online, players: [3]}, {rules: online, players: [3, 4]}]"], "listed twice"),
     (["env.tables=[{rules: online, players: [3], weight: 0}]"], "weight must be positive"),
     # a house rule set that changes nothing is its preset's table
     (["env.tables=[{rules: online, players: [3]}, {rules: {preset: online, cong: 10}, players: [3]}]"],
      "env.tables: a table is listed twice"),
-    (["env.rules=[mien_bac]", "eval.players=5"], "eval.players: players must be an integer from 2 to 4 under mien_bac"),
-    (["eval.rules=mien_bac", "env.players=[5]"], "eval.rules: players must be an integer from 2 to 4 under mien_bac"),
+    (["env.rules=[mien_bac]", "eval.players=5"],
+     "eval.players: players must be an integer from 2 to 4 under mien_bac"),
+    (["eval.rules=mien_bac", "env.players=[5]"],
+     "eval.rules: players must be an integer from 2 to 4 under mien_bac"),
     (["eval.rules=nowhere"], "eval.rules: unknown preset 'nowhere'"),
     (["init_from=nowhere"], "init_from"),
     (["seed=99999999999999999999999"], "seed"),
@@ -307,7 +310,8 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
     g = Game.new("hoi_quan_bai", 4, seed=11)
     h = HeuristicAgent(seed=0)
     assert h.act(g, g.to_act) in (SAM, NO_SAM)
-    off = expanded(ppo_engine(load_config("quick", ["rollout.envs_per_worker=8", "rollout.steps_per_rollout=8",
+    off = expanded(ppo_engine(load_config("quick", ["rollout.envs_per_worker=8",
+                                                    "rollout.steps_per_rollout=8",
                                                       "ppo.sam_lesson_coef=0"]), 0, seed=5).rollout()["batch"])
     assert (off["teach"] == -1).all()
 
@@ -373,7 +377,8 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     from training.algorithms.ppo import update
     from training.run.learner import Learner
 
-    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32",
+                                "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
     torch.manual_seed(0)
@@ -381,7 +386,8 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     update(a, cfg.section("ppo"), [batch], [0], torch.Generator().manual_seed(1))
     st = a.state()
     tensors = {f"opt.{i}.{k}": v for i, s in st["state"].items() for k, v in s.items()}
-    p = ckpt.save_checkpoint(tmp_path / "c", a.net, {"updates": 1}, tensors, {"param_groups": st["param_groups"]})
+    p = ckpt.save_checkpoint(tmp_path / "c", a.net, {"updates": 1}, tensors,
+                             {"param_groups": st["param_groups"]})
     loaded, state = ckpt.load_trainer_state(p)
     assert all(v.device.type == "cpu" for v in loaded.values())
 
@@ -432,7 +438,8 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     from training.algorithms.ppo import update
     from training.run.learner import Learner
 
-    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32",
+                                "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1", "ppo.correct_from_lag=3",
                                 "ppo.is_clip=1.0"])
     batch = _recorded(cfg)
@@ -440,7 +447,8 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     runs = {}
     for lag in (0, 2, 3):
         torch.manual_seed(0)
-        runs[lag] = update(Learner(cfg, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [lag], torch.Generator().manual_seed(1))
+        runs[lag] = update(Learner(cfg, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [lag],
+                           torch.Generator().manual_seed(1))
     assert runs[0] == runs[2] and runs[0]["stale_fraction"] == 0 and runs[0]["is_weight"] == 1
     stale = runs[3]
     assert stale["stale_fraction"] == 1 and stale["is_weight"] == pytest.approx(1.0)  # e^+1 truncated at 1
@@ -456,7 +464,8 @@ def test_the_ppo_loss_is_the_clipped_objective_written_out() -> None:
     from training.run.learner import Learner
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "model.critic=full",
-                                "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8", "ppo.minibatch=100000",
+                                "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+                                "ppo.minibatch=100000",
                                 "ppo.epochs=1", "ppo.correct_from_lag=2", "ppo.is_clip=1.3", "ppo.clip=0.2"])
     batch = _recorded(cfg)
     batch["logp"] = batch["logp"] - 0.3  # the behaviour policy: ratios of e^0.3 on fresh rows, past the clip
@@ -481,9 +490,11 @@ def test_the_ppo_loss_is_the_clipped_objective_written_out() -> None:
     out = update(learner, s, [batch, batch], [3, 0], torch.Generator().manual_seed(1))
     assert bool(asked.any()) and float(((ratio - 1).abs() > 0.2).float().mean()) == pytest.approx(0.5)
     expect = {"policy": policy, "value": value_loss, "entropy": entropy, "sam_lesson": lesson,
-              "clipfrac": ((ratio - 1).abs() > 0.2).float().mean(), "approx_kl": ((ratio - 1) - ratio.log()).mean(),
+              "clipfrac": ((ratio - 1).abs() > 0.2).float().mean(),
+              "approx_kl": ((ratio - 1) - ratio.log()).mean(),
               "is_weight": weight.mean(), "stale_fraction": 0.5}
-    assert {k: out[k] for k in expect} == pytest.approx({k: float(v) for k, v in expect.items()}, rel=1e-5, abs=1e-7)
+    assert {k: out[k] for k in expect} == pytest.approx({k: float(v) for k, v in expect.items()},
+                                                        rel=1e-5, abs=1e-7)
 
 def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     from training.algorithms.ppo import update
@@ -494,10 +505,12 @@ def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     assert explained_variance(ret, ret) == 1.0
     assert explained_variance(torch.full_like(ret, ret.mean()), ret) == pytest.approx(0.0)
     assert np.isnan(explained_variance(ret, torch.ones(4)))  # returns without variance: nothing to explain
-    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+    cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=32", "rollout.envs_per_worker=32",
+                                "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
-    out = update(Learner(cfg, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [0], torch.Generator().manual_seed(1))
+    out = update(Learner(cfg, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [0],
+                 torch.Generator().manual_seed(1))
     assert out["grad_norm"] > 0 and np.isfinite(out["grad_norm"])
     v, r = batch["val"], batch["adv"] + batch["val"]
     assert out["explained_variance"] == pytest.approx(1 - np.var(r - v) / np.var(r), rel=1e-4)
@@ -538,13 +551,16 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     (-0.05, (-0.35, 0.25), "is level with the heuristic within the evaluation's CI"),
     (-0.40, (-0.70, -0.10), "loses to the heuristic"),
 ])
-def test_the_final_evaluation_ends_with_a_verdict_against_the_heuristic(mean: float, ci: tuple, words: str) -> None:
+def test_the_final_evaluation_ends_with_a_verdict_against_the_heuristic(mean: float,
+                                                                        ci: tuple, words: str) -> None:
     from training.tools.pipeline import final_lines
 
     row = {"mean_score": mean, "ci95": list(ci), "win_rate": 0.25, "sam_declared": 0, "sam_success_rate": 0.0}
-    lines = final_lines(load_config("quick"), {"results": {"random": row | {"mean_score": 9.0}, "heuristic": row}})
+    lines = final_lines(load_config("quick"),
+                        {"results": {"random": row | {"mean_score": 9.0}, "heuristic": row}})
     assert lines[-1].startswith("verdict: the policy ") and words in lines[-1]
-    assert not any(ln.startswith("verdict") for ln in final_lines(load_config("quick"), {"results": {"random": row}}))
+    assert not any(ln.startswith("verdict") for ln in final_lines(load_config("quick"),
+                                                                  {"results": {"random": row}}))
 
 
 def test_a_slow_worker_start_is_not_blamed_on_cpus_the_starting_workers_hold() -> None:

@@ -24,7 +24,8 @@ from training.errors import TrainError
 from training.run.loop import RunLoop as Trainer
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=32", "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
+TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1", "model.hidden=32",
+        "model.layers=1", "rollout.envs_per_worker=32", "rollout.steps_per_rollout=8",
         "ppo.batch_decisions=200", "ppo.minibatch=128", "ppo.epochs=1", "rollout.snapshot_every=20",
         "rollout.pool_size=3", "eval.every_updates=100", "eval.deals=16", "eval.final_deals=0",
         "checkpoint.every_updates=50", "display=none", "log_every_s=1", "max_minutes=0"]
@@ -45,7 +46,8 @@ def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
 
     run = tmp_path / "run"
     rc = main(["--config", "quick", "--run-dir", str(run), *TINY, "total_decisions=75000",
-               "eval.opponents=[random,heuristic,snapshot]", "eval.final_deals=16", f"checkpoint.export_to={tmp_path / 'bot'}",
+               "eval.opponents=[random,heuristic,snapshot]", "eval.final_deals=16",
+               f"checkpoint.export_to={tmp_path / 'bot'}",
                "belief.deals=40", "belief.hidden=16", "belief.epochs=1"])
     assert rc == 0
     summary = json.loads((run / "summary.json").read_text())
@@ -223,7 +225,8 @@ def cluster() -> Iterator[Any]:
 
 
 def test_two_node_cluster_through_ray_address(tmp_path: Path, cluster: Any) -> None:
-    cfg = load_config("quick", [*TINY, "total_decisions=4000", "rollout.num_workers=2", "rollout.cpus_per_worker=1"])
+    cfg = load_config("quick",
+                      [*TINY, "total_decisions=4000", "rollout.num_workers=2", "rollout.cpus_per_worker=1"])
     tr = Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=lambda m: None)
     summary = tr.run()
     nodes = {w["node_id"] for w in summary["workers"]}
@@ -231,7 +234,8 @@ def test_two_node_cluster_through_ray_address(tmp_path: Path, cluster: Any) -> N
     assert summary["decisions_trained"] >= 4000 and summary["worker_failures"] == 0
 
 
-def test_a_cuda_learner_on_a_cluster_without_gpus_fails_at_once_in_one_line(tmp_path: Path, cluster: Any) -> None:
+def test_a_cuda_learner_on_a_cluster_without_gpus_fails_at_once_in_one_line(tmp_path: Path,
+                                                                            cluster: Any) -> None:
     cfg = load_config("quick", [*TINY, "learner.device=cuda"])
     t0 = time.perf_counter()
     with pytest.raises(TrainError) as err:
@@ -255,7 +259,8 @@ def test_workers_ray_cannot_place_are_reported_then_refused(tmp_path: Path, clus
 
 def test_more_workers_than_the_embedded_ray_has_cpus_are_refused_up_front(tmp_path: Path) -> None:
     workers = max(2, os.cpu_count() or 2) + 1  # the embedded Ray has max(2, cpu_count) CPUs
-    r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "--run-dir", str(tmp_path / "r"),
+    r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "--run-dir",
+                        str(tmp_path / "r"),
                         *TINY, f"rollout.num_workers={workers}"], capture_output=True, text=True, cwd=REPO,
                        timeout=240)
     assert r.returncode == 1, r.stderr[-2000:]
@@ -318,7 +323,8 @@ def _descendants(roots: set[int]) -> set[int]:
     return out
 
 
-LOOPBACK = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}  # 127.0.0.1, ::1
+LOOPBACK = {"0100007F", "00000000000000000000000001000000",
+            "0000000000000000FFFF00000100007F"}  # 127.0.0.1, ::1
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc (Linux)")
@@ -492,6 +498,7 @@ def test_house_rules_train_and_serve(tmp_path: Path) -> None:
         for rules, status in ((house, 200), ("hoi_quan_bai", 422)):
             g = Game.new(rules, 3, seed=1)
             s = g.to_act
-            r = c.post("/v1/act", json={"format": "samloc/1", "rules": rules, "players": 3, "opener": g.opener,
+            r = c.post("/v1/act", json={"format": "samloc/1", "rules": rules, "players": 3,
+                                        "opener": g.opener,
                                         "seat": s, "hand": [card_str(x) for x in g.hand(s)], "events": []})
             assert r.status_code == status, r.text

@@ -55,7 +55,8 @@ def test_the_same_seed_clones_the_same_network() -> None:
 
 def test_a_run_with_a_warm_start_counts_its_time(tmp_path: Path) -> None:
     cfg = load_config("quick", [*SMALL, "warm_start.decisions=3000", "rollout.num_workers=1",
-                                "rollout.envs_per_worker=16", "rollout.steps_per_rollout=8", "ppo.batch_decisions=100",
+                                "rollout.envs_per_worker=16", "rollout.steps_per_rollout=8",
+                                "ppo.batch_decisions=100",
                                 "eval.every_updates=0", "eval.final_deals=0", "display=none", "max_minutes=0",
                                 "total_decisions=200"])
     lines: list[str] = []

@@ -46,9 +46,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dic
     src.mkdir()
     for name in SOURCES:
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(
-            ROOT / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc")}
+            ROOT / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__", "*.pyc",
+                                                                          "*.nbi", "*.nbc")}
                                         if (ROOT / name).is_dir() else {}))
-    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(dist)],
+    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q",
+          "-w", str(dist)],
          base, dict(os.environ))
     (wheel,) = dist.glob("samloc-*.whl")
     venv.EnvBuilder(with_pip=True).create(env_dir)
@@ -65,7 +67,8 @@ def test_the_wheel_holds_the_package_data_and_no_checkout_files(installed) -> No
     bin_dir, work, env = installed
     out = _run([str(bin_dir / "python"), "-c",
                 "import sam_env, training, agents, pathlib, json;"
-                "print(json.dumps([str(pathlib.Path(m.__file__).parent) for m in (sam_env, training, agents)]))"],
+                "print(json.dumps([str(pathlib.Path(m.__file__).parent) for m in (sam_env, training, "
+                "agents)]))"],
                work, env)
     for where in json.loads(out.stdout):
         assert "site-packages" in where and not where.startswith(str(ROOT))
@@ -75,14 +78,17 @@ def test_rules_demo_replay_and_bench_run_from_any_directory(installed) -> None:
     bin_dir, work, env = installed
     samloc = str(bin_dir / "samloc")
     listing = _run([samloc, "rules"], work, env).stdout
-    assert [line.split()[0] for line in listing.splitlines()] == ["hoi_quan_bai", "mien_bac", "online", "s666pg"]
+    assert [line.split()[0] for line in listing.splitlines()] == ["hoi_quan_bai", "mien_bac",
+                                                                  "online", "s666pg"]
     assert "sam_declaration: true" in _run([samloc, "rules", "s666pg"], work, env).stdout
-    demo = json.loads(_run([samloc, "demo", "--games", "4", "--seed", "3"], work, env).stdout.strip().splitlines()[-1])
+    demo = json.loads(_run([samloc, "demo", "--games", "4",
+                            "--seed", "3"], work, env).stdout.strip().splitlines()[-1])
     assert demo["games"] == 4 and demo["replay_mismatches"] == 0
     records = work / demo["records"]
     lines = _run([samloc, "replay", str(records)], work, env).stdout.strip().splitlines()
     assert len(lines) == 4
-    bench = json.loads(_run([samloc, "bench", "--games", "200", "--json"], work, env).stdout.strip().splitlines()[-1])
+    bench = json.loads(_run([samloc, "bench", "--games",
+                             "200", "--json"], work, env).stdout.strip().splitlines()[-1])
     assert bench["games"] == 200 and bench["decisions_per_s"] > 0
     # python -m samloc is the same command
     assert _run([str(bin_dir / "python"), "-m", "samloc", "rules"], work, env).stdout == listing
