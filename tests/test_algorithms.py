@@ -108,7 +108,8 @@ def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> N
     loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
     before = {k: v.copy() for k, v in loop.algo.learner.weights().items()}
     summary = loop.run()
-    assert isinstance(loop.algo, Reinforce) and summary["updates"] >= 3 and summary["decisions_trained"] >= 500
+    assert isinstance(loop.algo, Reinforce) and summary["updates"] >= 3 \
+        and summary["decisions_trained"] >= 500
     assert set(loop.algo.losses) >= {"policy", "value", "entropy"}
     net, meta = ckpt.load_checkpoint(summary["checkpoint"])
     assert meta.updates == summary["updates"] and meta.raw["config"]["algorithm"] == "reinforce"

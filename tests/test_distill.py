@@ -243,7 +243,8 @@ def test_the_stage_is_off_by_default_and_the_expert_config_turns_it_on() -> None
     assert not cfg.section("distill").enabled and algorithm_class(cfg) is PPO
     expert = load_config(Path(__file__).resolve().parent.parent / "configs" / "expert.yaml")
     assert expert.section("distill").enabled and algorithm_class(expert) is ExpertIteration
-    assert expert.init_from and expert.section("distill").worlds < 64 and expert.section("distill").candidates < 10
+    assert expert.init_from and expert.section("distill").worlds < 64 \
+        and expert.section("distill").candidates < 10
 
 
 # ---- tiny stages on Ray --------------------------------------------------------------------------------
@@ -290,7 +291,8 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
                 "charts/search_decisions_per_s", "charts/search_changed", "eval/random/mean_la"):
         assert tag in tags, tag
     assert "losses/policy" not in tags
-    assert meta.raw["distill"]["round"] == 0 and meta.heuristic_share == cfg.section("distill").heuristic_share
+    assert meta.raw["distill"]["round"] == 0 \
+        and meta.heuristic_share == cfg.section("distill").heuristic_share
     assert (Path(summary["checkpoint"]) / ckfmt.BELIEF_FILE).is_file()  # searchable as the stage searched
 
 
@@ -400,9 +402,11 @@ def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path:
     assert again.algo.belief is not None and again.algo.belief["info"]["round"] == learned_in
     second = again.run()
     assert second["updates"] >= first["updates"] + 5
-    assert again.algo.d.round >= d1.round and again.algo.d.requests > d1.requests and again.algo.d.searched >= d1.searched
+    assert again.algo.d.round >= d1.round and again.algo.d.requests > d1.requests \
+        and again.algo.d.searched >= d1.searched
     assert again.algo.d.rounds[:len(d1.rounds)] == d1.rounds
     meta = ckfmt.verify(Path(second["checkpoint"]), trainer=True)
-    assert meta.raw["distill"]["round"] == again.algo.d.round and meta.resumes == ("samloc train --resume RUN",)
+    assert meta.raw["distill"]["round"] == again.algo.d.round \
+        and meta.resumes == ("samloc train --resume RUN",)
     assert [m for m in logs if "rollouts in" in m] == ["search worker 0: rollouts in fp32 (distill.precision)"]
     assert meta.raw["distill"]["precision"] == {"0": "fp32"}

@@ -52,7 +52,8 @@ def test_the_gpu_checks_strong_step_records_rates_workers_stages_and_the_minute_
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == ["device.txt", "log.txt", "strong_summary.json"]
     doc = json.loads((out / "strong_summary.json").read_text())
-    assert doc["decisions_trained_per_s"] > 0 and doc["decisions_generated_per_s"] >= doc["decisions_trained_per_s"]
+    assert doc["decisions_trained_per_s"] > 0 \
+        and doc["decisions_generated_per_s"] >= doc["decisions_trained_per_s"]
     assert doc["workers"]["rollout"] >= 1 and doc["workers"]["eval"] >= 1 and doc["workers"]["search"] == 1
     assert [s["name"] for s in doc["stages"]] == ["ppo", "expert"], doc["stages"]
     assert doc["evaluations"] and all(len(p["ci95"]) == 2 for p in doc["evaluations"])

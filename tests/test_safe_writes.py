@@ -217,7 +217,8 @@ def test_the_atomic_write_refuses_every_target_but_a_regular_file(places: dict[s
     for bad in [*places.values(), "", ".", "..", "/", str(tmp_path) + "/.", str(tmp_path) + "/.."]:
         with pytest.raises(UnsafeTarget) as exc:
             write_atomic(bad, "x")
-        assert "\n" not in str(exc.value) and isinstance(exc.value, OSError) and isinstance(exc.value, ValueError)
+        assert "\n" not in str(exc.value) and isinstance(exc.value, OSError) \
+            and isinstance(exc.value, ValueError)
     assert (tmp_path / "targets" / "victim.txt").read_text() == "not yours\n"
     assert stat.S_ISLNK(os.lstat(places["symlink"]).st_mode)
     assert sorted(p.name for p in tmp_path.joinpath("targets").iterdir()) == ["device", "full", "link",
@@ -282,7 +283,8 @@ def test_the_dry_run_refuses_export_to_as_the_run_would(tmp_path: Path, capsys: 
         argv = ["train", "--config", "quick", "--run-dir", str(tmp_path / "run"), *dry,
                 f"checkpoint.export_to={full}", *SMALL]
         line = _one_line_error(capsys, samloc(argv), _codes(argv))
-        assert line.startswith("samloc train: checkpoint.export_to: refusing to use the folder") and str(full) in line
+        assert line.startswith("samloc train: checkpoint.export_to: refusing to use the folder") \
+            and str(full) in line
     assert (full / "keep.txt").read_text() == "keep" and not (tmp_path / "run").exists()
 
 

@@ -70,7 +70,8 @@ def test_each_table_goes_to_the_strongest_bot_that_was_trained_for_it(two: tuple
         assert routes[('"hoi_quan_bai"', 4)]["bot"] == "special"  # measured +2.0 against +1.5
         assert routes[('"hoi_quan_bai"', 4)]["mean_vs_heuristic"] == 2.0
         assert routes[('"hoi_quan_bai"', 2)]["bot"] == "wide"
-        assert routes[('"online"', 3)]["bot"] == "wide" and routes[('"online"', 3)]["mean_vs_heuristic"] is None
+        assert routes[('"online"', 3)]["bot"] == "wide" \
+            and routes[('"online"', 3)]["mean_vs_heuristic"] is None
         assert routes[(json.dumps(HOUSE, sort_keys=True), 4)]["bot"] == "wide"
         assert len(routes) == 6 and [b["name"] for b in info["bots"]] == ["wide", "special"]
         # the table matrix: every preset table, and the house rules, answered or refused by name

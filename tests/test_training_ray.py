@@ -439,7 +439,8 @@ def test_a_read_only_run_folder_is_one_line_for_a_new_run_and_a_resume(tmp_path:
             r = _train(args, preexec_fn=_without_root_overrides)
             err = r.stderr.strip().splitlines()  # a resume says first where it resumed from
             assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
-            assert err[-1].startswith("samloc train: cannot write the run folder") and "Permission denied" in err[-1]
+            assert err[-1].startswith("samloc train: cannot write the run folder") \
+                and "Permission denied" in err[-1]
     finally:
         for p in (parent, run, run / "checkpoints"):
             p.chmod(0o755)

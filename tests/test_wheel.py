@@ -112,7 +112,8 @@ def test_serve_without_shipped_checkpoints_says_where_to_put_them(installed) -> 
     bin_dir, work, env = installed
     out = subprocess.run([str(bin_dir / "samloc"), "serve", "--port", str(_free_port())], cwd=work, env=env,
                          capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and "SAMLOC_CHECKPOINTS" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert out.returncode == 2 and "SAMLOC_CHECKPOINTS" in out.stderr \
+        and len(out.stderr.strip().splitlines()) == 1
     assert "checkpoints/ folder of the samloc repository; clone it" in out.stderr  # where they are to be had
 
 
