@@ -1,4 +1,5 @@
-"""The packages keep the line length pyproject.toml gives ruff ([tool.ruff] line-length), checked by ruff itself.
+"""The packages keep the line length pyproject.toml gives ruff ([tool.ruff] line-length), checked by
+ruff itself.
 
 tests/ is not held to it yet (a few dozen lines there still run over); the packages and scripts/ are.
 """
