@@ -163,12 +163,12 @@ def test_the_dry_run_says_what_auto_chose(monkeypatch: pytest.MonkeyPatch, capsy
     out = capsys.readouterr().out.splitlines()
     workers = line.split("→ ")[1].split(" ")[0]
     precision = "fp32" if device == "cuda" else "auto: the faster of fp32 and bf16, measured at its start"
-    assert f"  workers:     {workers} x 1 CPU on the embedded Ray ({cpus} CPUs); learner on {device} ({precision})" \
-        in out
+    assert f"  workers:     {workers} x 1 CPU on the embedded Ray ({cpus} CPUs); learner on {device}" \
+           f" ({precision})" in out
     assert f"  sizing:      {line}" in out
     evals = 2 if cpus == 64 else 1
-    assert f"  sizing:      eval.num_workers=auto → {evals} (one per 16 of {cpus} CPUs, at least 1, at most one per" \
-           " opponent: 2)" in out
+    assert f"  sizing:      eval.num_workers=auto → {evals} (one per 16 of {cpus} CPUs, at least 1," \
+           " at most one per opponent: 2)" in out
 
 
 def test_a_dry_run_on_a_cluster_leaves_auto_to_the_cluster(capsys: pytest.CaptureFixture[str],
@@ -176,7 +176,8 @@ def test_a_dry_run_on_a_cluster_leaves_auto_to_the_cluster(capsys: pytest.Captur
     assert main(["--config", "quick", "--run-dir", str(tmp_path / "run"), "--dry-run",
                  "--ray-address", "10.0.0.1:6379"]) == 0
     out = capsys.readouterr().out
-    assert "workers:     auto (sized to the cluster's CPUs when it is joined) x 1 CPU on the Ray cluster" in out
+    assert "workers:     auto (sized to the cluster's CPUs when it is joined) x 1 CPU on the Ray cluster" \
+        in out
     assert "sizing:" not in out
 
 

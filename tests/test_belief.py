@@ -182,7 +182,8 @@ def test_a_new_belief_is_scored_against_the_one_it_replaces_on_the_same_held_out
     again, scored = B.fit(obs, tgt, hidden=16, epochs=1, seed=5, incumbent=first)
     assert scored["incumbent_nll"] == pytest.approx(scored["holdout_nll"], abs=1e-4)
     flat = NB.BeliefNet(obs_mod.OBS_SIZE, 16)
-    torch.nn.init.zeros_(flat.out.weight), torch.nn.init.zeros_(flat.out.bias)  # a fifth of each card per place
+    # a fifth of each card per place
+    torch.nn.init.zeros_(flat.out.weight), torch.nn.init.zeros_(flat.out.bias)
     _, vs_flat = B.fit(obs, tgt, hidden=16, epochs=1, seed=5, incumbent=flat)
     assert vs_flat["incumbent_nll"] == pytest.approx(np.log(P), abs=1e-5)
 

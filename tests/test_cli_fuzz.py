@@ -143,13 +143,14 @@ def test_every_flag_takes_bad_values_in_one_line(name: str, tmp_path: Path, monk
     for stub in cmd.stubs:
         module, _, attr = stub.rpartition(".")
         monkeypatch.setattr(f"{module}.{attr}", _accept)
-    cases = [(flag, kind) for flag, kind in cmd.flags.items()] + ([(None,
-                                                                    cmd.positional)] if cmd.positional else [])
+    cases = [(flag, kind) for flag, kind in cmd.flags.items()] + (
+        [(None, cmd.positional)] if cmd.positional else [])
     bad = []
     for flag, kind in cases:
         for label, value in VALUES.items():
             status, err = _run(name, cmd, flag, value, capsys)
-            must_refuse = kind == "all" or (kind == "path" and label in BAD_PATH) or (kind == "name" and not value)
+            must_refuse = (kind == "all" or (kind == "path" and label in BAD_PATH)
+                           or (kind == "name" and not value))
             lines = err.strip().splitlines()
             if "Traceback" in err:
                 bad.append(f"{flag} {label}: a traceback")

@@ -85,7 +85,8 @@ def test_a_rollout_ships_under_300_bytes_per_decision() -> None:
                                                   "adv", "ret")} | {"teach": np.zeros(n, np.int16)}
     packed = compact.pack(s["obs"], s["mask"], s["hid"], np.zeros(n, np.int64), plain)
     assert compact.nbytes(packed) / n <= 300
-    float_bytes = OBS_SIZE * 4 + s["mask"].shape[1] + FULL_EXTRA + 8 + 4 * 4 + 2  # the float32 batch it replaces
+    # the float32 batch it replaces
+    float_bytes = OBS_SIZE * 4 + s["mask"].shape[1] + FULL_EXTRA + 8 + 4 * 4 + 2
     assert float_bytes == 4459
     no_critic = compact.pack(s["obs"], s["mask"], s["hid"][:, :0], np.zeros(n, np.int64), plain)
     assert compact.expand(compact.to_device(no_critic, CPU))["hid"].shape == (n, 0)

@@ -408,5 +408,6 @@ def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path:
     meta = ckfmt.verify(Path(second["checkpoint"]), trainer=True)
     assert meta.raw["distill"]["round"] == again.algo.d.round \
         and meta.resumes == ("samloc train --resume RUN",)
-    assert [m for m in logs if "rollouts in" in m] == ["search worker 0: rollouts in fp32 (distill.precision)"]
+    assert [m for m in logs if "rollouts in" in m] == [
+        "search worker 0: rollouts in fp32 (distill.precision)"]
     assert meta.raw["distill"]["precision"] == {"0": "fp32"}

@@ -179,8 +179,8 @@ def test_a_tiny_dmc_run_trains_checkpoints_resumes_and_exports(tmp_path: Path) -
     assert resumed.algo.learner.opt.param_groups[0]["lr"] == cfg.section("dmc").lr
 
 
-def test_the_dmc_network_is_exported_and_evaluated_like_any_other(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_dmc_network_is_exported_and_evaluated_like_any_other(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from samloc.commands.eval import main as eval_main
     from samloc.commands.export import main as export_main
 

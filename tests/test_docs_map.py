@@ -86,12 +86,14 @@ def test_the_links_between_the_docs_resolve() -> None:
             target = (doc.parent / path).resolve() if path else doc
             if not target.exists():
                 broken.append(f"{doc.relative_to(ROOT)}: {link} (no such file)")
-            elif anchor and target.suffix == ".md" and anchor not in anchors(target.read_text(encoding="utf-8")):
+            elif (anchor and target.suffix == ".md"
+                  and anchor not in anchors(target.read_text(encoding="utf-8"))):
                 broken.append(f"{doc.relative_to(ROOT)}: {link} (no such heading)")
     assert not broken, "links that lead nowhere: " + "; ".join(broken)
 
 
 def test_a_heading_s_anchor_is_github_s() -> None:
     assert slug("Seeds: `samloc seeds`") == "seeds-samloc-seeds"
-    assert slug("The all_tables run behind `checkpoints/all_tables/`") == "the-all_tables-run-behind-checkpointsall_tables"
+    assert slug("The all_tables run behind `checkpoints/all_tables/`") == (
+        "the-all_tables-run-behind-checkpointsall_tables")
     assert slug("The temperature, and sitting 1 at 0.25 lá") == "the-temperature-and-sitting-1-at-025-lá"

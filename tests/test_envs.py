@@ -233,7 +233,8 @@ def test_same_seed_same_trajectories_single_and_vector():
         rng = np.random.default_rng(0)
         out = []
         for _ in range(100):
-            obs, r, term, _, _ = envs.step(np.array([rng.choice(np.flatnonzero(m)) for m in obs["action_mask"]]))
+            obs, r, term, _, _ = envs.step(np.array(
+                [rng.choice(np.flatnonzero(m)) for m in obs["action_mask"]]))
             out.append((obs["observation"].tobytes(), r.tobytes(), term.tobytes()))
         return out
     assert vec(8) == vec(8) and vec(8) != vec(9)

@@ -149,7 +149,8 @@ def test_server_serves_the_onnx_model_only_for_its_rules(exported: tuple[Path, d
         r = c.post("/v1/act", json=bad)
         assert r.status_code == 422 and "no bot here plays s666pg with 4 players" in r.json()["error"]
         r = c.post("/v1/act", json=dict(req, players=3))
-        assert r.status_code == 422 and "plays hoi_quan_bai with 3 players; this server plays hoi_quan_bai with 4" in r.json()["error"]
+        assert r.status_code == 422 and ("plays hoi_quan_bai with 3 players; "
+                                         "this server plays hoi_quan_bai with 4" in r.json()["error"])
 
 
 def test_sampling_server_is_reproducible_per_request(exported: tuple[Path, dict]) -> None:

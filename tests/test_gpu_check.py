@@ -26,7 +26,8 @@ def test_the_gpu_checks_cpu_rehearsal_measures_each_figure_at_the_minibatch_it_n
     assert summary["benches"]["learner_standard_mb_big"]["minibatch"] == 1024
     assert set(summary["benches"]) == {"learner_standard", "learner_standard_bf16", "learner_standard_mb_big",
                                        "learner_cluster"}
-    assert all(b["minibatch"] and b["decisions_per_s"] for b in summary["benches"].values()), summary["benches"]
+    assert all(b["minibatch"] and b["decisions_per_s"]
+               for b in summary["benches"].values()), summary["benches"]
     assert "learner_standard_mb_big: minibatch 1024, batch " in r.stdout
 
 

@@ -111,7 +111,8 @@ def test_the_project_packages_refresh_themselves():
         folder = jitcache.package_dir(name)
         fp = jitcache.fingerprint([folder, *(jitcache.package_dir(u) for u in uses)])
         if os.access(folder, os.W_OK) and not os.environ.get("NUMBA_CACHE_DIR"):
-            for sub in jitcache.source_dirs(folder):  # agents/players' kernels use agents/players' and sam_env's
+            # agents/players' kernels use agents/players' and sam_env's
+            for sub in jitcache.source_dirs(folder):
                 assert (sub / "__pycache__" / jitcache.STAMP).read_text().strip() == fp, sub
     assert {"players",
             "evaluation", "nets"} <= {p.name for p in jitcache.source_dirs(jitcache.package_dir("agents"))}

@@ -125,7 +125,8 @@ def test_no_library_module_or_function_is_too_long() -> None:
     cm, m = _metrics()
     over = {k: v for k, v in m["modules_over_limit"].items() if k not in cm.LONG_MODULES}
     assert not over, f"modules over {cm.MAX_MODULE_LINES} lines: {over}"
-    assert not m["functions_over_limit"], f"functions over {cm.MAX_FUNCTION_LINES} lines: {m['functions_over_limit']}"
+    assert not m["functions_over_limit"], (
+        f"functions over {cm.MAX_FUNCTION_LINES} lines: {m['functions_over_limit']}")
 
 
 def test_argparse_lives_only_in_the_command_layer() -> None:

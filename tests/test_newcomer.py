@@ -28,7 +28,8 @@ def test_a_missing_extra_is_named_with_the_pip_command(command: str, module: str
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 2
-    assert p.stderr == f"samloc {command}: needs {module}, which is not installed: pip install 'samloc[{extra}]'\n"
+    assert p.stderr == (f"samloc {command}: needs {module}, which is not installed: "
+                        f"pip install 'samloc[{extra}]'\n")
 
 
 def test_each_optional_module_is_in_the_extra_named_for_it() -> None:
@@ -68,7 +69,8 @@ def test_the_spec_is_in_the_repository_and_the_readme_links_work() -> None:
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", (REPO / "README.md").read_text(encoding="utf-8"))
     local = [link for link in links if "://" not in link]
     assert "docs/spec/RULES.md" in local and "docs/spec/PROTOCOL.md" in local
-    missing = [link for link in local if not (REPO / link).resolve().is_relative_to(REPO) or not (REPO / link).exists()]
+    missing = [link for link in local
+               if not (REPO / link).resolve().is_relative_to(REPO) or not (REPO / link).exists()]
     assert not missing, missing
 
 

@@ -91,7 +91,8 @@ def test_masked_ppo_trains_on_make_vec():
                 adv[t] = last
             ret = adv + val_buf
         b_obs, b_mask = obs_buf.reshape(-1, obs_size), mask_buf.reshape(-1, n_actions)
-        b_act, b_logp, b_adv, b_ret = act_buf.reshape(-1), logp_buf.reshape(-1), adv.reshape(-1), ret.reshape(-1)
+        b_act, b_logp, b_adv, b_ret = (act_buf.reshape(-1), logp_buf.reshape(-1), adv.reshape(-1),
+                                       ret.reshape(-1))
         idx = np.arange(num_envs * num_steps)
         for _ in range(epochs):
             np.random.default_rng(0).shuffle(idx)

@@ -72,7 +72,8 @@ def test_every_preset_parses_to_the_rule_set_it_was(name):
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
 def test_a_preset_file_lists_only_what_differs_from_the_defaults(name):
-    default = {p.name: json.dumps(list(p.default) if isinstance(p.default, tuple) else p.default) for p in PARAMS}
+    default = {p.name: json.dumps(list(p.default) if isinstance(p.default, tuple) else p.default)
+               for p in PARAMS}
     differ = [k for k, v in FROZEN[name].items() if json.dumps(v) != default[k]]
     assert list(_file(name)) == differ  # in the parameters' order, as `samloc rules` shows them
 

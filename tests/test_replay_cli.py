@@ -79,7 +79,8 @@ def test_a_field_the_event_kind_does_not_have_is_refused(typ, field, value):
         bad = copy.deepcopy(rec)
         bad["events"][i][field] = value
         rep = replay_report(bad)
-        want = f"event {i}: a {typ} event has no {field!r} field (its fields are {', '.join(EVENT_FIELDS[typ])})"
+        want = (f"event {i}: a {typ} event has no {field!r} field "
+                f"(its fields are {', '.join(EVENT_FIELDS[typ])})")
         assert rep == {"ok": False, "error_at": i, "error": want}
         return
     pytest.skip(f"no {typ} event in the sample games")

@@ -182,4 +182,5 @@ def test_the_masking_module_masks_and_imports_no_deprecated_class() -> None:
         logits = out[Columns.ACTION_DIST_INPUTS]
         assert torch.isfinite(logits[:, [0, 5, 7]]).all()
         assert (logits[legal == 0] == torch.finfo(logits.dtype).min).all()
-    assert module.compute_values(batch).shape == (3,) and isinstance(batch[Columns.OBS], dict)  # batch untouched
+    # batch untouched
+    assert module.compute_values(batch).shape == (3,) and isinstance(batch[Columns.OBS], dict)

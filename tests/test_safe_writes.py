@@ -19,7 +19,8 @@ import pytest
 
 from agents.nets import format as ckfmt
 from agents.nets.checkpoint import copy_checkpoint, load_checkpoint, load_trainer_state, save_checkpoint
-from sam_env.atomic import UnsafeTarget, check_dir_target, check_folder, check_target, replace_dir, write_atomic
+from sam_env.atomic import (UnsafeTarget, check_dir_target, check_folder, check_target, replace_dir,
+                            write_atomic)
 from samloc.cli import main as samloc
 
 REPO = Path(__file__).resolve().parent.parent

@@ -485,7 +485,8 @@ def test_a_step_that_would_end_late_is_not_begun():
     st, mask = g.state[None, :].copy(), np.asarray(g.legal_mask(), dtype=np.int8)[None, :]
     agent._step_s = 3600.0  # as if a step took an hour
     assert agent.search_batch(st, g.rules_array, None, mask, until=time.perf_counter() + 60).rows.size == 0
-    assert agent._step_s == 1800.0  # a step not begun halves the estimate: one slow step stops no search for good
+    # a step not begun halves the estimate: one slow step stops no search for good
+    assert agent._step_s == 1800.0
     agent._step_s = 0.0
     assert agent.search_batch(st, g.rules_array, None, mask, until=time.perf_counter() + 600).rows.size == 1
 

@@ -30,8 +30,10 @@ def test_the_table_gives_the_mean_and_the_extreme_seeds_at_each_update(tmp_path,
     assert seed_curve.main([str(a), str(b), "--by", "update", "--png", str(tmp_path / "c.png")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == "| 30 | 2.0 | 0.30 M | 2 | -1.50 (-2.00 … -1.00) | +11.00 (+10.00 … +12.00) |"
-    assert lines[3] == "| 60 | 2.0 | 0.60 M | 1 | -0.50 (-0.50 … -0.50) | +14.00 (+14.00 … +14.00) |"  # s0 alone
-    assert lines[4] == "| final (1000 deals) | 8.0 | 1.00 M | 2 | +0.10 (-0.10 … +0.30) | +14.00 (+13.50 … +14.50) |"
+    # s0 alone
+    assert lines[3] == "| 60 | 2.0 | 0.60 M | 1 | -0.50 (-0.50 … -0.50) | +14.00 (+14.00 … +14.00) |"
+    assert lines[4] == ("| final (1000 deals) | 8.0 | 1.00 M | 2 | +0.10 (-0.10 … +0.30) | "
+                        "+14.00 (+13.50 … +14.50) |")
     assert len(lines) == 6 and (tmp_path / "c.png").stat().st_size > 0
 
 
@@ -82,7 +84,8 @@ def test_by_decisions_evaluations_within_half_a_spacing_share_a_row(tmp_path, ca
 
 def test_a_folder_that_is_not_a_run_or_lacks_an_opponent_is_one_line_and_exit_2(tmp_path, capsys):
     assert seed_curve.main([str(tmp_path / "nowhere")]) == 2
-    assert capsys.readouterr().err == f"samloc seeds: {tmp_path / 'nowhere'}: not a run folder (no config.yaml, no eval.jsonl)\n"
+    assert capsys.readouterr().err == (f"samloc seeds: {tmp_path / 'nowhere'}: not a run folder "
+                                       "(no config.yaml, no eval.jsonl)\n")
     run = _run(tmp_path, "s0", [(30, 60.0, -1.0, 12.0)], (0.0, 14.0))
     assert seed_curve.main([str(run), "--opponents", "snapshot"]) == 2
     err = capsys.readouterr().err.strip()
@@ -95,5 +98,6 @@ def test_a_seed_run_too_short_for_an_evaluation_is_said_as_such(tmp_path, capsys
     (short / "config.yaml").write_text("name: quick\n")  # a run that stopped before its first evaluation
     assert seed_curve.main([str(short)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"samloc seeds: {short}: a run with no evaluation yet: it stopped before its first"), err
+    assert err.startswith(f"samloc seeds: {short}: a run with no evaluation yet: "
+                          "it stopped before its first"), err
     assert err.count("\n") == 1

@@ -427,7 +427,8 @@ def test_any_framing_gets_an_answer_that_is_not_a_5xx(live: tuple[int, Any], lin
                                                       chunks: list[tuple[str, bytes]], end: bool) -> None:
     """Whatever the framing headers and chunks, the first answer is a 2xx or 4xx of the server's own
     (its security headers on it), never a 5xx or a silent close (a 20-digit chunk was one)."""
-    body = b"".join(size.encode() + b"\r\n" + data + b"\r\n" for size, data in chunks) + (b"0\r\n\r\n" if end else b"")
+    body = (b"".join(size.encode() + b"\r\n" + data + b"\r\n" for size, data in chunks)
+            + (b"0\r\n\r\n" if end else b""))
     with _connect(live[0]) as s:
         s.sendall(PREFIX + b"".join(line + b"\r\n" for line in lines) + b"\r\n" + body)
         s.settimeout(SHORT + SLACK)

@@ -98,7 +98,8 @@ def test_a_stages_config_is_the_runs_with_every_stage_so_far_and_applying_it_aga
 
 def test_the_shipped_strong_config_is_a_warm_start_then_ppo_then_expert_iteration() -> None:
     raw = yaml.safe_load((CONFIG_DIR / "strong.yaml").read_text())
-    assert (CONFIG_DIR.parent.parent / "configs" / "strong.yaml").read_text() == (CONFIG_DIR / "strong.yaml").read_text()
+    assert ((CONFIG_DIR.parent.parent / "configs" / "strong.yaml").read_text()
+            == (CONFIG_DIR / "strong.yaml").read_text())
     cfg = load_config("strong")
     assert cfg.max_minutes == 120 and cfg.section("warm_start").decisions > 0 and not cfg.init_from
     assert (cfg.model.hidden, cfg.model.layers, cfg.model.critic) == (256, 3, "full")
@@ -198,7 +199,8 @@ def _stop_when(done: Any, seen: list[tuple[int, int, int]]) -> Any:
     return hook
 
 
-def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stopped_in(tmp_path: Path) -> None:
+def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stopped_in(
+        tmp_path: Path) -> None:
     """Three stages of 2 updates, 2 updates and the rest: the first switch changes PPO's learning rate only
     (the rollout workers go on), the second the opponent mix (they are started anew).  The sitting stops
     in the third; the resume goes on in it, with its settings."""

@@ -83,13 +83,15 @@ def test_a_tiny_benchmark_writes_its_report_and_plot(tmp_path: Path) -> None:
     assert (again / "to_strength.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_score_refuses_training_options_and_folders_that_are_not_runs(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_score_refuses_training_options_and_folders_that_are_not_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = str(tmp_path / "b")
     assert bench.main(["--to-strength", "--score", str(tmp_path), "--minutes", "3", "--out", out]) == 2
-    assert capsys.readouterr().err == "samloc bench: --score scores runs trained before: --minutes is for training\n"
+    assert capsys.readouterr().err == ("samloc bench: --score scores runs trained before: "
+                                       "--minutes is for training\n")
     assert bench.main(["--to-strength", "--score", str(tmp_path), "algorithm=dmc", "--out", out]) == 2
-    assert capsys.readouterr().err == "samloc bench: --score scores runs trained before: algorithm=dmc is for training\n"
+    assert capsys.readouterr().err == ("samloc bench: --score scores runs trained before: "
+                                       "algorithm=dmc is for training\n")
     assert bench.main(["--to-strength", "--score", str(tmp_path), "--out", out]) == 2
     assert capsys.readouterr().err == f"samloc bench: {tmp_path} is not a run folder (no config.yaml)\n"
     (tmp_path / "config.yaml").write_text("name: x\n")
@@ -159,8 +161,8 @@ def test_a_minutes_clock_is_due_past_every_multiple_once() -> None:
     assert never.next == float("inf") and not never.due(1e9)
 
 
-def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from training.run.loop import RunLoop
 
     cfg = load_config("quick",
@@ -260,8 +262,8 @@ def test_combine_draws_reports_scored_on_the_same_deals_as_one(tmp_path: Path,
     assert (out / "to_strength.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_combine_refuses_reports_of_other_deals_and_what_is_not_a_report(tmp_path: Path,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_combine_refuses_reports_of_other_deals_and_what_is_not_a_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = _report(tmp_path / "a", "quick", [])
     b = _report(tmp_path / "b", "quick", [], deals=500)
     (tmp_path / "junk.json").write_text('{"seeds": 3}')

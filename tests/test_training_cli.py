@@ -112,7 +112,8 @@ def test_a_scalar_for_a_list_is_a_list_of_one(tmp_path: Path) -> None:
 
 
 
-def test_an_older_runs_lag_correction_keys_move_to_ppo_and_an_override_names_the_new_key(tmp_path: Path) -> None:
+def test_an_older_runs_lag_correction_keys_move_to_ppo_and_an_override_names_the_new_key(
+        tmp_path: Path) -> None:
     """learner.correct_from_lag and learner.is_clip are PPO's loss settings now (ppo.*): an older run's
     config.yaml still loads on --resume with its values there (a file's own ppo.* word wins); an override
     of the old key is refused in one line naming the new one."""
@@ -137,7 +138,8 @@ def test_an_older_runs_lag_correction_keys_move_to_ppo_and_an_override_names_the
     assert both.section("ppo").is_clip == 2.0 and both.learner.max_policy_lag == 4
     with pytest.raises(ConfigError) as err:
         load_config("quick", ["learner.is_clip=1.2"])
-    assert str(err.value) == "learner.is_clip is now ppo.is_clip (a setting of ppo's loss): give ppo.is_clip=1.2"
+    assert str(err.value) == ("learner.is_clip is now ppo.is_clip (a setting of ppo's loss): "
+                              "give ppo.is_clip=1.2")
 
 # ---- run names --------------------------------------------------------------------------------------------
 def test_a_run_is_named_for_the_tables_its_overrides_chose() -> None:

@@ -157,7 +157,8 @@ def test_a_token_cluster_of_ray_start_nodes_trains_on_both_and_survives_losing_o
     assert wrong.returncode == 1, wrong.stderr[-2000:]
     last = wrong.stderr.strip().splitlines()[-1]
     assert last.startswith(f"samloc train: --ray-address {address}: the Ray cluster there asks for its"
-                           " authentication token and this machine has a token that is not the cluster's"), last
+                           " authentication token and this machine has a token that is not"
+                           " the cluster's"), last
 
     run = tmp_path / "run"
     proc = _train(address, env, run, "max_minutes=1")

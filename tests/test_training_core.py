@@ -312,7 +312,7 @@ def test_rollout_asks_the_heuristic_at_sam_decisions_only() -> None:
     assert h.act(g, g.to_act) in (SAM, NO_SAM)
     off = expanded(ppo_engine(load_config("quick", ["rollout.envs_per_worker=8",
                                                     "rollout.steps_per_rollout=8",
-                                                      "ppo.sam_lesson_coef=0"]), 0, seed=5).rollout()["batch"])
+                                                    "ppo.sam_lesson_coef=0"]), 0, seed=5).rollout()["batch"])
     assert (off["teach"] == -1).all()
 
 
@@ -540,7 +540,8 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     assert resumed.metadata()["lineage"] == lineage and resumed.state.resumes == ["samloc train --resume"]
     bad = json.loads((paths[2] / ckfmt.META_FILE).read_text())
     bad["lineage"] = "gen0, gen1"
-    (paths[2] / ckfmt.META_FILE).write_text(json.dumps(ckfmt.sealed(bad)))  # a consistent edit: the later check
+    # a consistent edit: the later check
+    (paths[2] / ckfmt.META_FILE).write_text(json.dumps(ckfmt.sealed(bad)))
     with pytest.raises(TrainError, match="lineage is not a list"):
         RunLoop(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)
 

@@ -80,7 +80,8 @@ def test_smoke_run_of_the_whole_pipeline(tmp_path: Path) -> None:
     assert summary["belief"]["decisions"] > 0 and summary["belief"]["holdout_nll"] > 0
     belief = json.loads((tmp_path / "bot" / "belief.json").read_text())
     assert belief["deals"] == 40 and belief["hidden"] == 16 and belief["command"].startswith("samloc train")
-    assert make_agent(f"{tmp_path / 'bot'}+search:candidates=2,worlds=2,horizon=1,critic=0").belief is not None
+    assert (make_agent(f"{tmp_path / 'bot'}+search:candidates=2,worlds=2,horizon=1,critic=0").belief
+            is not None)
 
 
 def _points(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -135,8 +136,8 @@ def test_a_run_and_its_resume_log_cleanly_and_leave_the_served_bot_and_its_curve
     import training.tools.pipeline
     drawn: list[list[dict]] = []
     real_plot = training.tools.pipeline.plot_curve
-    monkeypatch.setattr(training.tools.pipeline, "plot_curve", lambda history, *a: drawn.append(history) or real_plot(
-        history, *a))
+    monkeypatch.setattr(training.tools.pipeline, "plot_curve",
+                        lambda history, *a: drawn.append(history) or real_plot(history, *a))
     assert main(["--resume", str(run), "--more-decisions", "1500"]) == 0
     capsys.readouterr()
     drawn_updates = [e["updates"] for e in drawn[0]]  # the resumed sitting's curve: both sittings' points
@@ -170,7 +171,8 @@ def test_a_killed_worker_is_restarted_and_nothing_is_counted_twice(tmp_path: Pat
     assert len(killed) == 2
     assert summary["worker_failures"] >= 2 and summary["decisions_trained"] >= 12000
     # every arrived rollout has its own request id, and was learned from, dropped, or is still queued
-    assert summary["rollouts"] + summary["dropped_rollouts"] + len(tr.scheduler.queue) == len(tr.scheduler.consumed)
+    assert (summary["rollouts"] + summary["dropped_rollouts"] + len(tr.scheduler.queue)
+            == len(tr.scheduler.consumed))
     assert max(tr.scheduler.consumed) < tr.c.next_request
 
 
@@ -254,7 +256,8 @@ def test_workers_ray_cannot_place_are_reported_then_refused(tmp_path: Path, clus
         Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=msgs.append).run()
     assert "\n" not in str(err.value)
     assert any("need 3 CPUs, Ray has 2" in m for m in msgs), msgs
-    assert any("not started after" in m and "Ray has 2 CPUs in all, the workers ask for 3" in m for m in msgs), msgs
+    assert any("not started after" in m and "Ray has 2 CPUs in all, the workers ask for 3" in m
+               for m in msgs), msgs
 
 
 def test_more_workers_than_the_embedded_ray_has_cpus_are_refused_up_front(tmp_path: Path) -> None:
@@ -466,7 +469,8 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_good_one_stays
     run = tmp_path / "run"
     rc = main(["--config", "quick", "--run-dir", str(run), *TINY, "checkpoint.every_updates=5",
                "total_decisions=10000000"])
-    lines = capsys.readouterr().err.strip().splitlines()  # progress notes (a slow worker start) may come first
+    # progress notes (a slow worker start) may come first
+    lines = capsys.readouterr().err.strip().splitlines()
     err = lines[-1]
     assert rc == 1 and "Traceback" not in "".join(lines), lines
     assert [ln for ln in lines if ln.startswith("samloc train:")] == [err], lines
@@ -474,7 +478,8 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_last_good_one_stays
     good = ckfmt.list_checkpoints(run)
     assert [p.name for p in good] == ["ckpt_00000005", "ckpt_00000010"] and good[-1].name in err
     ckfmt.verify(good[-1], trainer=True)
-    assert not [p for p in (run / "checkpoints").iterdir() if ".tmp" in p.name]  # the half-written one is gone
+    # the half-written one is gone
+    assert not [p for p in (run / "checkpoints").iterdir() if ".tmp" in p.name]
 
 
 def test_house_rules_train_and_serve(tmp_path: Path) -> None:

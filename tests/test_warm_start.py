@@ -38,9 +38,11 @@ def test_every_seat_is_the_heuristic_and_the_clone_learns_its_moves() -> None:
     lines: list[str] = []
     figures = clone_heuristic(learner, cfg, lines.append)
     after = agreement(learner, held_out)
-    assert after > before + 0.2, (before, after)  # where there is a choice, it has learnt to make the heuristic's
+    # where there is a choice, it has learnt to make the heuristic's
+    assert after > before + 0.2, (before, after)
     assert figures["decisions"] >= 40000 and lines[0].startswith("warm start: ")
-    assert learner.lr == cfg.section("ppo").lr and not learner.opt.state  # the algorithm's optimizer, untouched
+    # the algorithm's optimizer, untouched
+    assert learner.lr == cfg.section("ppo").lr and not learner.opt.state
 
 
 def test_the_same_seed_clones_the_same_network() -> None:

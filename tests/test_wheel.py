@@ -28,7 +28,8 @@ EXTRAS = "train,serve,rl"
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
     out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, f"{' '.join(cmd)} exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+    assert out.returncode == 0, (f"{' '.join(cmd)} exited {out.returncode}:\n"
+                                 f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
     return out
 
 
