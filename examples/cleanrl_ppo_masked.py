@@ -54,7 +54,8 @@ class Args:
     torch_deterministic: bool = field(default=True, metadata={"help": "torch.backends.cudnn.deterministic"})
     cuda: bool = field(default=False, metadata={"help": "use CUDA when available"})
     log_dir: str = field(default="runs/cleanrl", metadata={"help": "TensorBoard runs go under this folder"})
-    save_model: bool = field(default=True, metadata={"help": "save the network (state_dict) in the run folder"})
+    save_model: bool = field(default=True,
+                             metadata={"help": "save the network (state_dict) in the run folder"})
     # the game
     rules: str = field(default="hoi_quan_bai", metadata={"help": "rule-set preset"})
     players: int = field(default=DEFAULT_PLAYERS, metadata={"help": "players at the table"})
@@ -156,8 +157,8 @@ def score(net: MaskedAgent, args: Args, device: torch.device) -> dict[str, Any] 
     """Mean lá per game against the opponents (duplicate deals), or None when ``eval_deals`` is 0."""
     if args.eval_deals < 1:
         return None
-    res = evaluate(greedy(net, device), args.opponents, RuleSet.parse(args.rules), args.players, deals=args.eval_deals,
-                   seed=args.eval_seed)
+    res = evaluate(greedy(net, device), args.opponents, RuleSet.parse(args.rules), args.players,
+                   deals=args.eval_deals, seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"]}
 
 

@@ -48,8 +48,8 @@ def greedy(model: MaskablePPO) -> ObsPolicy:
 
 def score(model: MaskablePPO, args: argparse.Namespace) -> dict[str, Any]:
     """Mean lá per game against the opponents (duplicate deals, ``samloc eval``'s numbers)."""
-    res = evaluate(greedy(model), args.opponents, RuleSet.parse(args.rules), args.players, deals=args.eval_deals,
-                   seed=args.eval_seed)
+    res = evaluate(greedy(model), args.opponents, RuleSet.parse(args.rules), args.players,
+                   deals=args.eval_deals, seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"],
             "win_rate": res["win_rate"], "sam_declared": res["sam_declared"]}
 
