@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+LINE_LENGTH: int = PYPROJECT["tool"]["ruff"]["line-length"]
 
 
 def _ruff_line_length(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -24,6 +27,7 @@ def test_every_line_keeps_ruffs_line_length() -> None:
 
 def test_the_check_finds_a_long_line(tmp_path: Path) -> None:
     """The check above can fail: ruff, with the project's settings, flags a line one character too long."""
-    (tmp_path / "long.py").write_text("x = '" + "a" * 105 + "'\n", encoding="utf-8")  # 111 characters
+    line = "x = '" + "a" * (LINE_LENGTH - 5) + "'"  # one character over pyproject.toml's line-length
+    (tmp_path / "long.py").write_text(line + "\n", encoding="utf-8")
     run = _ruff_line_length("long.py", cwd=tmp_path)
     assert run.returncode == 1 and "E501" in run.stdout, run.stdout + run.stderr
