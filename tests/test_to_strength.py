@@ -206,6 +206,36 @@ def test_quiet_is_the_load_before_training() -> None:
     assert to_strength.quiet([0.2, 1.0, 1.0]) and not to_strength.quiet([0.5, 0.1, 0.1])
 
 
+STAGES = ("stages=[{name: ppo, share: 0.35}, {name: expert, share: 0.65, settings: {distill: {enabled: true}, "
+          "ppo: {ent_coef: 0.01}, rollout: {num_workers: auto}}}]")
+
+
+@pytest.mark.parametrize("overrides, quiet", [([], True), (["distill.worlds=16", STAGES], False),
+                                              (["x=" + "y" * 300, STAGES], None)])
+def test_the_plot_title_stays_inside_the_figure(overrides: list[str], quiet: bool | None) -> None:
+    """A 120-minute run's overrides (a stages list is ~170 characters) once ran off the figure's left edge."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    doc = {"config": "strong", "overrides": overrides, "deals": 1000, "eval_seed": 12345,
+           "machine": {"cpus": 2, "load_before": [0.8, 0.3, 0.4], "quiet": quiet}}
+    title = to_strength.plot_title(doc)
+    lines = title.split("\n")
+    assert len(lines) <= 5 and all(len(line) <= to_strength.TITLE_WIDTH for line in lines)
+    assert lines[0].startswith(" ".join(["strong", *overrides])[:40])
+    assert "1000 duplicate deals per point (seed 12345)" in title
+    if len(" ".join(["strong", *overrides])) > 3 * to_strength.TITLE_WIDTH:
+        assert lines[2].endswith("…")
+    fig, ax = plt.subplots(figsize=(8, 4.5))          # plot()'s figure and font size
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.canvas.draw()
+    box, inside = ax.title.get_window_extent(), fig.bbox
+    plt.close(fig)
+    assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and box.y1 <= inside.y1
+
+
 # ---- --combine: reports scored before, drawn as one -------------------------------------------------------
 def _point(minutes: float, la: float) -> dict[str, object]:
     return {"minutes": minutes, "games": int(minutes * 1000), "decisions": int(minutes * 40_000),

@@ -20,6 +20,7 @@ A staged run's plot marks where each stage began (a dashed line, the stage's nam
 from __future__ import annotations
 
 import os
+import textwrap
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -285,6 +286,21 @@ def _machine(doc: dict[str, Any]) -> str:
             f" {m['cpus']} CPUs)")
 
 
+TITLE_WIDTH = 90    # characters a title line holds on the 8-inch plot at 9 points (a test draws it)
+
+
+def plot_title(doc: dict[str, Any]) -> str:
+    """The plot's title: what ran (the config and its overrides, wrapped onto at most three lines: a stages
+    override alone is ~170 characters), then the deals and the machine's state, each line short enough to
+    stay inside the figure."""
+    what = {SCORED: "runs trained before, scored", COMBINED: "reports drawn together"}.get(
+        doc["config"], " ".join([doc["config"], *doc["overrides"]]))
+    lines = textwrap.wrap(what, TITLE_WIDTH, max_lines=3, placeholder=" …", break_on_hyphens=False)
+    lines += textwrap.wrap(f"{doc['deals']} duplicate deals per point (seed {doc['eval_seed']}); {_machine(doc)}",
+                           TITLE_WIDTH)
+    return "\n".join(lines)
+
+
 def plot(doc: dict[str, Any], path: Path) -> Path:
     """Lá against wall-clock minutes, one line per seed with its 95% CI band."""
     import matplotlib  # optional, and slow to import: only when a plot is drawn
@@ -306,11 +322,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("training wall time (minutes, Ray's start included)")
     ax.set_ylabel(f"mean lá per game vs {OPPONENT} (95% CI)")
-    what = {SCORED: "runs trained before, scored", COMBINED: "reports drawn together"}.get(
-        doc["config"], " ".join([doc["config"], *doc["overrides"]]))
-    ax.set_title(f"{what[:90] + ('…' if len(what) > 90 else '')}: {doc['deals']} duplicate deals per point "
-                 f"(seed {doc['eval_seed']});\n"
-                 f"{_machine(doc)}", fontsize=9)
+    ax.set_title(plot_title(doc), fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
