@@ -206,8 +206,8 @@ def test_quiet_is_the_load_before_training() -> None:
     assert to_strength.quiet([0.2, 1.0, 1.0]) and not to_strength.quiet([0.5, 0.1, 0.1])
 
 
-STAGES = ("stages=[{name: ppo, share: 0.35}, {name: expert, share: 0.65, settings: {distill: {enabled: true}, "
-          "ppo: {ent_coef: 0.01}, rollout: {num_workers: auto}}}]")
+STAGES = ("stages=[{name: ppo, share: 0.35}, {name: expert, share: 0.65, "
+          "settings: {distill: {enabled: true}, ppo: {ent_coef: 0.01}, rollout: {num_workers: auto}}}]")
 
 
 @pytest.mark.parametrize("overrides, quiet", [([], True), (["distill.worlds=16", STAGES], False),

@@ -291,14 +291,13 @@ TITLE_WIDTH = 90    # characters a title line holds on the 8-inch plot at 9 poin
 
 def plot_title(doc: dict[str, Any]) -> str:
     """The plot's title: what ran (the config and its overrides, wrapped onto at most three lines: a stages
-    override alone is ~170 characters), then the deals and the machine's state, each line short enough to
-    stay inside the figure."""
+    override alone is ~170 characters), then the deals, then the machine's state, each line short enough
+    to stay inside the figure."""
     what = {SCORED: "runs trained before, scored", COMBINED: "reports drawn together"}.get(
         doc["config"], " ".join([doc["config"], *doc["overrides"]]))
     lines = textwrap.wrap(what, TITLE_WIDTH, max_lines=3, placeholder=" …", break_on_hyphens=False)
-    lines += textwrap.wrap(f"{doc['deals']} duplicate deals per point (seed {doc['eval_seed']}); {_machine(doc)}",
-                           TITLE_WIDTH)
-    return "\n".join(lines)
+    lines.append(f"{doc['deals']} duplicate deals per point (seed {doc['eval_seed']})")
+    return "\n".join(lines + textwrap.wrap(_machine(doc), TITLE_WIDTH))
 
 
 def plot(doc: dict[str, Any], path: Path) -> Path:
