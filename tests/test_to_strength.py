@@ -227,8 +227,8 @@ def test_the_plot_title_stays_inside_the_figure(overrides: list[str], quiet: boo
     assert "1000 duplicate deals per point (seed 12345)" in title
     if len(" ".join(["strong", *overrides])) > 3 * to_strength.TITLE_WIDTH:
         assert lines[2].endswith("…")
-    fig, ax = plt.subplots(figsize=(8, 4.5))          # plot()'s figure and font size
-    ax.set_title(title, fontsize=9)
+    fig, ax = plt.subplots(figsize=to_strength.FIGSIZE)
+    ax.set_title(title, fontsize=to_strength.TITLE_POINTS)
     fig.tight_layout()
     fig.canvas.draw()
     box, inside = ax.title.get_window_extent(), fig.bbox

@@ -286,7 +286,9 @@ def _machine(doc: dict[str, Any]) -> str:
             f" {m['cpus']} CPUs)")
 
 
-TITLE_WIDTH = 90    # characters a title line holds on the 8-inch plot at 9 points (a test draws it)
+FIGSIZE = (8, 4.5)  # inches: the plot
+TITLE_POINTS = 9    # the title's font size
+TITLE_WIDTH = 90    # characters a title line holds at that size on that plot (a test draws it)
 
 
 def plot_title(doc: dict[str, Any]) -> str:
@@ -306,7 +308,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=FIGSIZE)
     groups: dict[str, list[int]] = {}
     for run in doc["seeds"]:
         colour, styles = groups.setdefault(run.get("group", ""), [len(groups), 0])
@@ -321,7 +323,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("training wall time (minutes, Ray's start included)")
     ax.set_ylabel(f"mean lá per game vs {OPPONENT} (95% CI)")
-    ax.set_title(plot_title(doc), fontsize=9)
+    ax.set_title(plot_title(doc), fontsize=TITLE_POINTS)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
