@@ -22,6 +22,7 @@ from agents.nets import checkpoint as ckpt
 from agents.nets import format as ckfmt
 from agents.nets.belief import BeliefNet, load_belief, save_belief
 from agents.nets.policy import build_net
+from agents.players.search import search_targets
 from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import OBS_SIZE
 from training.config import ConfigError
@@ -185,6 +186,23 @@ class _Fixed(torch.nn.Module):
         return torch.where(mask > 0, self.logits, torch.full_like(self.logits, -1e9)), torch.zeros(len(obs))
 
 
+def _targets(values: list[list[float]], cands: list[list[int]], mask_rows: list[list[int]],
+             temperature: float = 0.25, stake: float = 0.0) -> dict:
+    """A minibatch as ``TargetBuffer.sample`` makes it, from candidates and their values (-1: none)."""
+    packed_cands, packed_values = np.array(cands, dtype=np.int64), np.array(values, dtype=np.float32)
+    target = torch.from_numpy(search_targets(packed_cands, packed_values, temperature))
+    t = target.double()
+    mask = torch.zeros(len(cands), NUM_ACTIONS, dtype=torch.int8)
+    for r, legal in enumerate(mask_rows):
+        mask[r, legal] = 1
+    best = np.where(packed_cands >= 0, packed_values, -np.inf).argmax(1)
+    return {"obs": torch.zeros(len(cands), OBS_SIZE), "mask": mask, "target": target,
+            "target_entropy": -(t * torch.log(torch.where(t > 0, t, torch.ones_like(t)))).sum(1).float(),
+            "move": torch.from_numpy(packed_cands[np.arange(len(cands)), best]),
+            "cands": torch.from_numpy(packed_cands), "values": torch.from_numpy(packed_values),
+            "stake": stake}
+
+
 def test_the_distillation_term_is_the_kl_to_the_target() -> None:
     mask = torch.zeros(2, NUM_ACTIONS, dtype=torch.int8)
     mask[0, [3, 5, 8, 9]] = 1
@@ -195,23 +213,60 @@ def test_the_distillation_term_is_the_kl_to_the_target() -> None:
     t = target.double()
     entropy = -(t * torch.log(torch.where(t > 0, t, torch.ones_like(t)))).sum(1).float()
     batch = {"obs": torch.zeros(2, OBS_SIZE), "mask": mask, "target": target, "target_entropy": entropy,
-             "move": torch.tensor([3, 2])}
-    uniform = distill_terms(_Fixed(torch.zeros(2, NUM_ACTIONS)), batch, bf16=False)
+             "move": torch.tensor([3, 2]), "cands": torch.tensor([[3, 5], [2, -1]]),
+             "values": torch.tensor([[1.0, 0.0], [0.0, 0.0]])}
+    loss, uniform = distill_terms(_Fixed(torch.zeros(2, NUM_ACTIONS)), batch, bf16=False)
     # a uniform policy over the legal moves: cross-entropy log 4 and log 2, KL that less the entropies
     ce = (np.log(4) + np.log(2)) / 2
     ent = -(0.75 * np.log(0.75) + 0.25 * np.log(0.25)) / 2
     np.testing.assert_allclose(uniform[:2].numpy(), [ce - ent, ce], rtol=1e-5)
-    exact = distill_terms(_Fixed(torch.log(target.clamp_min(1e-30))), batch, bf16=False)
-    np.testing.assert_allclose(exact.numpy(), [0.0, ent, 1.0], atol=1e-5)  # the policy is the target
+    assert float(loss) == pytest.approx(ce - ent, rel=1e-5)  # no stake: the loss is the mean KL
+    exact = distill_terms(_Fixed(torch.log(target.clamp_min(1e-30))), batch, bf16=False)[1]
+    np.testing.assert_allclose(exact[:3].numpy(), [0.0, ent, 1.0], atol=1e-5)  # the policy is the target
     wrong = torch.zeros(2, NUM_ACTIONS)
     wrong[0, 9], wrong[1, 1] = 5.0, 5.0
-    assert distill_terms(_Fixed(wrong), batch, bf16=False)[2] == 0  # never the search's move
+    assert distill_terms(_Fixed(wrong), batch, bf16=False)[1][2] == 0  # never the search's move
+
+
+def test_the_regret_is_the_la_the_policy_gives_away_by_the_search_values() -> None:
+    # row 0: candidates 3, 5, 8 worth +2, -1, +0.5 lá; the policy 1/2, 1/4 and 1/8 on them, 1/8 on 9
+    # row 1: one candidate, nothing to give away; row 2: the policy all on the best of two
+    batch = _targets([[2.0, -1.0, 0.5], [4.0, 0.0, 0.0], [1.0, -2.0, 0.0]],
+                     [[3, 5, 8], [2, -1, -1], [1, 4, -1]], [[3, 5, 8, 9], [1, 2], [1, 4]])
+    logits = torch.full((3, NUM_ACTIONS), -30.0)
+    logits[0, [3, 5, 8, 9]] = torch.log(torch.tensor([0.5, 0.25, 0.125, 0.125]))
+    logits[1, [1, 2]] = 0.0
+    logits[2, 1] = 0.0
+    # row 0 over its candidates: 4/7, 2/7, 1/7 give away 0, 3 and 1.5 lá: 6/7 + 1.5/7 = 7.5/7
+    expected = np.array([7.5 / 7, 0.0, 3 * np.exp(-30) / (1 + np.exp(-30))])
+    _, terms = distill_terms(_Fixed(logits), batch, bf16=False)
+    assert float(terms[3]) == pytest.approx(expected.mean(), rel=1e-5)
+
+
+def test_the_stake_weights_each_decision_s_kl_by_its_regret_and_changes_no_measure() -> None:
+    rows = ([[2.0, -1.0], [0.3, 0.0], [5.0, 0.0]], [[3, 5], [1, 2], [4, 6]], [[3, 5], [1, 2], [4, 6]])
+    logits = torch.zeros(3, NUM_ACTIONS)  # even between each row's two moves: regrets 1.5, 0.15, 2.5 lá
+    net = _Fixed(logits)
+    plain_loss, plain = distill_terms(net, _targets(*rows), bf16=False)
+    regret = np.array([1.5, 0.15, 2.5])
+    for stake in (0.5, 1.0):
+        loss, terms = distill_terms(net, _targets(*rows, stake=stake), bf16=False)
+        batch = _targets(*rows)
+        kl = (-(batch["target"] * torch.log_softmax(
+            torch.where(batch["mask"] > 0, logits, torch.full_like(logits, -1e9)), -1)).sum(-1)
+              - batch["target_entropy"]).numpy()
+        weight = (1 - stake) + stake * regret / regret.mean()
+        assert float(loss) == pytest.approx(float((weight * kl).mean()), rel=1e-5)
+        assert float(loss) > float(plain_loss)  # the costly rows are the far ones here
+        np.testing.assert_allclose(terms.numpy(), plain.numpy(), rtol=1e-6)  # what is logged is unweighted
+    assert float(plain[3]) == pytest.approx(regret.mean(), rel=1e-5)
 
 
 # ---- the config ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("overrides, words", [
     (["distill.coef=0"], "distill.coef must be positive"),
     (["distill.temperature=-0.5"], "distill.temperature must be >= 0"),
+    (["distill.stake=1.5"], "distill.stake must be in [0, 1]"),
     (["distill.round_updates=0"], "distill.round_updates"),
     (["distill.num_workers=0"], "distill.num_workers"),
     (["distill.candidates=1"], "distill.candidates must be an integer from 2 to 201, not 1"),

@@ -98,6 +98,7 @@ class ExpertIteration(Algorithm):
         return [f"  expert iteration: {d.num_workers} x {d.cpus_per_worker:g} CPU search workers"
                 f" (candidates {d.candidates}, worlds {d.worlds}, horizon {d.horizon}, critic {d.critic});"
                 f" KL x {d.coef:g} at temperature {d.temperature:g} lá"
+                + (f", weighted by regret at stake {d.stake:g}" if d.stake else "")
                 + (" beside PPO" if d.ppo else ", no PPO") + f"; rounds of {d.round_updates:,} updates"]
 
     def begin(self, restored: Restored | None) -> None:
@@ -275,7 +276,7 @@ class ExpertIteration(Algorithm):
         if len(self.buffer) < d.minibatch or self.drawn + d.minibatch > d.reuse * self.received + 1e-9:
             return None
         self.drawn += d.minibatch
-        return self.buffer.sample(d.minibatch, self.state.gen, self.learner.device, d.temperature)
+        return self.buffer.sample(d.minibatch, self.state.gen, self.learner.device, d.temperature, d.stake)
 
     def take(self, run: "RunLoop") -> list[dict[str, Any]]:
         if self.rollout_workers:
@@ -347,6 +348,7 @@ class ExpertIteration(Algorithm):
                                          self.settings.temperature)
             run.board.scalar("losses/distill_kl_heldout", self.held_kl["distill_kl"], step)
             run.board.scalar("charts/search_agreement_heldout", self.held_kl["search_agreement"], step)
+            run.board.scalar("losses/distill_regret_heldout", self.held_kl["distill_regret"], step)
 
     def _search_rate(self) -> float | None:
         """Searched decisions received per second over the last log intervals."""
@@ -362,7 +364,8 @@ class ExpertIteration(Algorithm):
         if "distill_kl" in ls:
             text += f", KL {ls['distill_kl']:.3f}, agreement {100 * ls['search_agreement']:.0f}%"
         if self.held_kl:
-            text += f", held out {self.held_kl['distill_kl']:.3f}"
+            text += (f", held out {self.held_kl['distill_kl']:.3f}"
+                     f" (regret {self.held_kl['distill_regret']:.2f} lá)")
         rows, _ = super().display_rows()
         return rows + [("search", text)], [("search", text)]
 

@@ -87,6 +87,11 @@ class DistillConfig(Section):
     temperature: float = 1.0
     """In lá: the target is a softmax of the candidates' mean values / temperature, so moves the search
     cannot tell apart share it (0: all of it on the search's move)."""
+    stake: float = 0.0
+    """How much each searched decision's KL is weighted by what the policy stands to lose there: weight
+    (1 - stake) + stake x its regret / the minibatch's mean regret, the regret being the lá the policy's
+    choice among the candidates gives away by the search's values (training/algorithms/losses.py,
+    distill_terms).  0: every decision alike; 1: by regret alone."""
     round_updates: int = 500
     """Learner updates per round.  The search plays with the network frozen at the round's start, so its
     targets do not chase the network they train; at a round's end the trainer retrains the belief
@@ -147,6 +152,7 @@ class DistillConfig(Section):
         want(self.coef > 0, f"coef must be positive, not {self.coef}")
         want(self.temperature >= 0,
              f"temperature must be >= 0 lá (0: the search's move), not {self.temperature}")
+        want(0 <= self.stake <= 1, f"stake must be in [0, 1] (0: every decision alike), not {self.stake}")
         want(self.round_updates >= 1, f"round_updates must be at least 1, not {self.round_updates}")
         want(1 <= self.num_workers <= MAX_WORKERS, f"num_workers must be from 1 to {MAX_WORKERS:,}")
         want(self.cpus_per_worker > 0, "cpus_per_worker must be positive")
@@ -340,10 +346,11 @@ def _search_actor_class() -> type:
 
 
 # ---- the learner's side ----------------------------------------------------------------------------
-def target_batch(packed: dict[str, np.ndarray], device: torch.device,
-                 temperature: float) -> dict[str, torch.Tensor]:
+def target_batch(packed: dict[str, np.ndarray], device: torch.device, temperature: float,
+                 stake: float = 0.0) -> dict[str, Any]:
     """Searched decisions (a search worker's ``batch``) as the learner's minibatch: ``obs``, ``mask``, the
-    ``target`` distribution at ``temperature``, its entropy and the search's ``move``."""
+    ``target`` distribution at ``temperature``, its entropy, the search's ``move``, the ``cands`` (-1:
+    none) and their ``values`` in lá, and ``stake``, how its rows' KL is weighted (losses.distill_terms)."""
     obs, mask = compact.expand_obs(compact.to_device({k: v for k, v in packed.items()
                                                       if k not in ("cands", "values")}, device))
     cands, values = packed["cands"].astype(np.int64), packed["values"]
@@ -354,7 +361,9 @@ def target_batch(packed: dict[str, np.ndarray], device: torch.device,
     entropy = -(t * np.log(np.where(t > 0, t, 1.0))).sum(axis=1)
     return {"obs": obs, "mask": mask, "target": torch.from_numpy(target).to(device),
             "target_entropy": torch.from_numpy(entropy.astype(np.float32)).to(device),
-            "move": torch.from_numpy(move).to(device)}
+            "move": torch.from_numpy(move).to(device), "cands": torch.from_numpy(cands).to(device),
+            "values": torch.from_numpy(np.where(cands >= 0, values, 0).astype(np.float32)).to(device),
+            "stake": float(stake)}
 
 
 class TargetBuffer:
@@ -385,19 +394,19 @@ class TargetBuffer:
     def rows(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         return {k: a[idx] for k, a in self.arrays.items()}
 
-    def sample(self, n: int, gen: torch.Generator, device: torch.device,
-               temperature: float) -> dict[str, torch.Tensor]:
+    def sample(self, n: int, gen: torch.Generator, device: torch.device, temperature: float,
+               stake: float = 0.0) -> dict[str, Any]:
         idx = torch.randint(self.size, (n,), generator=gen).numpy()
-        return target_batch(self.rows(idx), device, temperature)
+        return target_batch(self.rows(idx), device, temperature, stake)
 
 
 @torch.no_grad()
 def kl_to_targets(net: torch.nn.Module, packed: dict[str, np.ndarray],
                   temperature: float) -> dict[str, float]:
-    """KL(target || policy), cross-entropy and agreement of ``net`` (in eval mode) on searched decisions
-    it was not trained on, on the network's device."""
+    """KL(target || policy), cross-entropy, agreement and regret of ``net`` (in eval mode) on searched
+    decisions it was not trained on, on the network's device."""
     device = next(net.parameters()).device
-    terms = distill_terms(net.eval(), target_batch(packed, device, temperature), bf16=False)
+    _, terms = distill_terms(net.eval(), target_batch(packed, device, temperature), bf16=False)
     return dict(zip(DISTILL_NAMES, terms.tolist()))
 
 

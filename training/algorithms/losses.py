@@ -3,7 +3,8 @@ variance of a baseline, and expert iteration's distillation term, which rides on
 (:func:`training.algorithms.ppo.ppo_update`) or, without PPO, makes steps of its own (:func:`distill_update`).
 
 The distillation term is KL(search target || policy) on a minibatch of decisions the play-time search
-answered (training/algorithms/expert_search.py makes them), weighted by ``distill.coef``."""
+answered (training/algorithms/expert_search.py makes them), weighted by ``distill.coef``; ``distill.stake``
+weights each decision's KL by the lá the policy stands to lose there by the search's values (its regret)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import torch
 
 from agents.nets.interface import PolicyNetwork
 
-#: A minibatch of search targets (``obs``, ``mask``, ``target``, ``target_entropy``, ``move``), or None
-#: when none is due (training/algorithms/expert_search.py: ``TargetBuffer.sample``).
+#: A minibatch of search targets (``obs``, ``mask``, ``target``, ``target_entropy``, ``move``, ``cands``,
+#: ``values``, ``stake``), or None when none is due (training/algorithms/expert_search.py:
+#: ``TargetBuffer.sample``).
 DistillSampler = Callable[[], Optional[dict]]
-DISTILL_NAMES = ("distill_kl", "distill_ce", "search_agreement")
+DISTILL_NAMES = ("distill_kl", "distill_ce", "search_agreement", "distill_regret")
 #: The learner's gradient step on a loss, returning the gradient norm before clipping (``Learner.step``).
 Step = Callable[[torch.Tensor], torch.Tensor]
 
@@ -36,24 +38,42 @@ def minibatch_indices(n: int, size: int, gen: torch.Generator) -> tuple[torch.Te
     return torch.tensor_split(torch.randperm(n, generator=gen), -(-n // size))
 
 
-def distill_terms(net: PolicyNetwork, batch: dict[str, torch.Tensor], bf16: bool) -> torch.Tensor:
-    """``[KL(target || policy), cross-entropy, agreement]`` on a minibatch of search targets, KL first
-    (the loss: cross-entropy less the target's entropy, so it is 0 when the policy is the target).
-    Agreement is the share of decisions whose most probable move is the search's own."""
+def distill_terms(net: PolicyNetwork, batch: dict, bf16: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loss and ``[KL(target || policy), cross-entropy, agreement, regret]`` on a minibatch of search
+    targets.  KL is the cross-entropy less the target's entropy, so 0 when the policy is the target;
+    agreement is the share of decisions whose most probable move is the search's own; regret is the lá a
+    decision's policy gives away by the search's values, sum_c p(c) (best value - value(c)) over its
+    candidates c, p the policy renormalized over them (what it puts elsewhere the search did not value).
+
+    The loss is the mean KL with each decision weighted by ``(1 - stake) + stake * regret / mean regret``
+    (``batch["stake"]``, ``distill.stake``; 0: the plain mean KL): a decision where the policy's choice
+    costs 3 lá counts for more than one where the candidates are within a few tenths of each other, which
+    a uniform KL treats alike.  The weights are not differentiated through."""
     with torch.autocast(batch["obs"].device.type, torch.bfloat16, enabled=bf16):
         logits, _ = net(batch["obs"], batch["mask"])
     logp = torch.log_softmax(logits.float(), dim=-1)
     # the target is 0 off the candidates, which are legal: illegal moves' (finite) log-probs add 0
-    ce = -(batch["target"] * logp).sum(-1).mean()
+    ce_rows = -(batch["target"] * logp).sum(-1)
+    kl_rows = ce_rows - batch["target_entropy"]
     agree = (logits.argmax(-1) == batch["move"]).float().mean()
-    return torch.stack([ce - batch["target_entropy"].mean(), ce, agree.detach()])
+    with torch.no_grad():
+        valid = batch["cands"] >= 0
+        on_cands = logp.gather(1, batch["cands"].clamp(min=0)).masked_fill(~valid, -torch.inf)
+        values = batch["values"].masked_fill(~valid, -torch.inf)
+        lost = (values.max(1, keepdim=True).values - values).masked_fill(~valid, 0.0)
+        regret = (torch.softmax(on_cands, dim=1) * lost).sum(1)
+        stake = float(batch.get("stake", 0.0))
+        weight = (1 - stake) + stake * regret / regret.mean().clamp(min=1e-6) if stake else None
+    loss = kl_rows.mean() if weight is None else (weight * kl_rows).mean()
+    return loss, torch.stack([kl_rows.mean().detach(), ce_rows.mean().detach(), agree.detach(),
+                              regret.mean()])
 
 
 def distill_update(net: PolicyNetwork, step: Step, sample: DistillSampler, steps: int, bf16: bool,
                    between_steps: Callable[[], None] | None = None) -> dict[str, float]:
     """Up to ``steps`` gradient steps (``step``: the learner's) on the distillation term alone (a stage
-    without PPO); returns the mean KL, cross-entropy, agreement and gradient norm, and ``distill_steps``
-    (steps the sampler fed)."""
+    without PPO); returns the mean KL, cross-entropy, agreement, regret and gradient norm, and
+    ``distill_steps`` (steps the sampler fed)."""
     net.train()
     sums = torch.zeros(len(DISTILL_NAMES) + 1)
     done = 0
@@ -61,9 +81,9 @@ def distill_update(net: PolicyNetwork, step: Step, sample: DistillSampler, steps
         batch = sample()
         if batch is None:
             break
-        terms = distill_terms(net, batch, bf16)
-        grad_norm = step(terms[0])
-        sums += torch.cat([terms.detach(), grad_norm.float()[None]]).cpu()
+        loss, terms = distill_terms(net, batch, bf16)
+        grad_norm = step(loss)
+        sums += torch.cat([terms, grad_norm.float()[None]]).cpu()
         done += 1
         if between_steps is not None:
             between_steps()

@@ -152,9 +152,9 @@ def ppo_update(net: PolicyNetwork, step: Step, data: dict[str, torch.Tensor], cf
                 loss = loss + cfg.sam_lesson_coef * lesson
             dbatch = distill() if distill is not None else None
             if dbatch is not None:
-                terms = distill_terms(net, dbatch, bf16)
-                loss = loss + distill_coef * terms[0]
-                dsums += terms.detach()
+                dloss, terms = distill_terms(net, dbatch, bf16)
+                loss = loss + distill_coef * dloss
+                dsums += terms
                 dsteps += 1
             grad_norm = step(loss)
             with torch.no_grad():  # summed on the device: no host sync per step
