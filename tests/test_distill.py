@@ -22,7 +22,6 @@ from agents.nets import checkpoint as ckpt
 from agents.nets import format as ckfmt
 from agents.nets.belief import BeliefNet, load_belief, save_belief
 from agents.nets.policy import build_net
-from agents.players.search import search_targets
 from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import OBS_SIZE
 from training.config import ConfigError
@@ -30,8 +29,8 @@ from training.config_load import load_config
 from training.algorithms import algorithm_class
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO
-from training.algorithms.expert_search import (SearchEngine, TargetBuffer, kl_to_targets, search_request_seed,
-                                               target_batch)
+from training.algorithms.expert_search import (SearchEngine, TargetBuffer, kl_to_targets, search_answer,
+                                               search_request_seed, target_batch)
 from training.algorithms.losses import distill_terms
 from training.run.rollout import request_seed, weights_to_numpy
 from training.run.loop import RunLoop
@@ -189,18 +188,11 @@ class _Fixed(torch.nn.Module):
 def _targets(values: list[list[float]], cands: list[list[int]], mask_rows: list[list[int]],
              temperature: float = 0.25, stake: float = 0.0) -> dict:
     """A minibatch as ``TargetBuffer.sample`` makes it, from candidates and their values (-1: none)."""
-    packed_cands, packed_values = np.array(cands, dtype=np.int64), np.array(values, dtype=np.float32)
-    target = torch.from_numpy(search_targets(packed_cands, packed_values, temperature))
-    t = target.double()
     mask = torch.zeros(len(cands), NUM_ACTIONS, dtype=torch.int8)
     for r, legal in enumerate(mask_rows):
         mask[r, legal] = 1
-    best = np.where(packed_cands >= 0, packed_values, -np.inf).argmax(1)
-    return {"obs": torch.zeros(len(cands), OBS_SIZE), "mask": mask, "target": target,
-            "target_entropy": -(t * torch.log(torch.where(t > 0, t, torch.ones_like(t)))).sum(1).float(),
-            "move": torch.from_numpy(packed_cands[np.arange(len(cands)), best]),
-            "cands": torch.from_numpy(packed_cands), "values": torch.from_numpy(packed_values),
-            "stake": stake}
+    answer = search_answer(np.array(cands), np.array(values), temperature, torch.device("cpu"))
+    return {"obs": torch.zeros(len(cands), OBS_SIZE), "mask": mask, **answer, "stake": stake}
 
 
 def test_the_distillation_term_is_the_kl_to_the_target() -> None:

@@ -348,22 +348,28 @@ def _search_actor_class() -> type:
 # ---- the learner's side ----------------------------------------------------------------------------
 def target_batch(packed: dict[str, np.ndarray], device: torch.device, temperature: float,
                  stake: float = 0.0) -> dict[str, Any]:
-    """Searched decisions (a search worker's ``batch``) as the learner's minibatch: ``obs``, ``mask``, the
-    ``target`` distribution at ``temperature``, its entropy, the search's ``move``, the ``cands`` (-1:
-    none) and their ``values`` in lá, and ``stake``, how its rows' KL is weighted (losses.distill_terms)."""
+    """Searched decisions (a search worker's ``batch``) as the learner's minibatch: ``obs`` and ``mask``,
+    then :func:`search_answer`'s tensors, and ``stake``, how its rows' KL is weighted (distill_terms)."""
     obs, mask = compact.expand_obs(compact.to_device({k: v for k, v in packed.items()
                                                       if k not in ("cands", "values")}, device))
-    cands, values = packed["cands"].astype(np.int64), packed["values"]
+    return {"obs": obs, "mask": mask, **search_answer(packed["cands"], packed["values"], temperature, device),
+            "stake": float(stake)}
+
+
+def search_answer(cands: np.ndarray, values: np.ndarray, temperature: float,
+                  device: torch.device) -> dict[str, torch.Tensor]:
+    """What the search said of each decision, as tensors: the ``target`` distribution at ``temperature``,
+    its entropy, the search's ``move``, the ``cands`` (-1: none) and their ``values`` in lá."""
+    cands = cands.astype(np.int64)
     target = search_targets(cands, values, temperature)
     best = np.where(cands >= 0, values, -np.inf).argmax(axis=1)
-    move = cands[np.arange(len(cands)), best]
     t = target.astype(np.float64)
     entropy = -(t * np.log(np.where(t > 0, t, 1.0))).sum(axis=1)
-    return {"obs": obs, "mask": mask, "target": torch.from_numpy(target).to(device),
+    return {"target": torch.from_numpy(target).to(device),
             "target_entropy": torch.from_numpy(entropy.astype(np.float32)).to(device),
-            "move": torch.from_numpy(move).to(device), "cands": torch.from_numpy(cands).to(device),
-            "values": torch.from_numpy(np.where(cands >= 0, values, 0).astype(np.float32)).to(device),
-            "stake": float(stake)}
+            "move": torch.from_numpy(cands[np.arange(len(cands)), best]).to(device),
+            "cands": torch.from_numpy(cands).to(device),
+            "values": torch.from_numpy(values.astype(np.float32)).to(device)}
 
 
 class TargetBuffer:
