@@ -46,13 +46,21 @@ if TYPE_CHECKING:  # the loop imports the algorithms: a type only
     from ..run.loop import RunLoop
 
 
+ANNEAL_BY = ("decisions", "minutes")
+
+
 @dataclass
 class PPOConfig(OnPolicySettings):
     """Masked PPO with GAE over per-seat trajectories."""
 
     anneal_lr: bool = False
-    """Decay the learning rate linearly to 0 at total_decisions (a resume that raises total_decisions
-    raises the rate again: lr x the share still to train)."""
+    """Decay the learning rate linearly to 0 at the end of the budget anneal_by names."""
+    anneal_by: str = "decisions"
+    """What anneal_lr counts: "decisions" (lr x the share of total_decisions still to train) or "minutes"
+    (lr x the share of the stage's minutes still to run: from where the stage began, the run's start without
+    stages, to the end of max_minutes; for runs whose budget is the minutes).  A resume that raises the
+    budget raises the rate again.  "minutes" reads the wall clock, so it is refused with
+    rollout.deterministic."""
     clip: float = 0.2
     """PPO ratio clip."""
     epochs: int = 2
@@ -77,6 +85,13 @@ class PPOConfig(OnPolicySettings):
              f"{name}.clip, epochs and minibatch must be positive")
         need(self.correct_from_lag >= 0, f"{name}.correct_from_lag must be >= 0")
         need(self.is_clip > 0, f"{name}.is_clip must be positive")
+        need(self.anneal_by in ANNEAL_BY, f"{name}.anneal_by must be one of {', '.join(ANNEAL_BY)},"
+             f" not {self.anneal_by!r}")
+        if self.anneal_lr and self.anneal_by == "minutes":
+            need(cfg.max_minutes > 0, f"{name}.anneal_by minutes needs max_minutes (the minutes it anneals"
+                 " over)")
+            need(not cfg.rollout.deterministic, f"{name}.anneal_by minutes does not run with"
+                 " rollout.deterministic (the rate would follow the wall clock)")
 
 
 @torch.no_grad()
@@ -200,11 +215,15 @@ class PPO(Algorithm):
         return RolloutTargets(gamma=s.gamma, gae_lambda=s.gae_lambda, teach=s.sam_lesson_coef > 0)
 
     def learning_rate(self) -> float:
-        """``ppo.lr``; with ``ppo.anneal_lr``, for the share of ``total_decisions`` still to train."""
-        s = self.settings
+        """``ppo.lr``; with ``ppo.anneal_lr``, times the share of the budget still to go (``anneal_by``)."""
+        s, c = self.settings, self.state.c
         if not s.anneal_lr:
             return s.lr
-        return s.lr * max(0.0, 1.0 - self.state.c.decisions_trained / self.cfg.total_decisions)
+        if s.anneal_by == "decisions":
+            return s.lr * max(0.0, 1.0 - c.decisions_trained / self.cfg.total_decisions)
+        start = self.state.stage_starts[-1]["wall_s"] if self.state.stage_starts else 0.0
+        end = 60.0 * self.cfg.max_minutes
+        return s.lr * min(1.0, max(0.0, (end - c.wall_s) / max(end - start, 1.0)))
 
     def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
         """One PPO update on these rollouts."""

@@ -242,6 +242,7 @@ class RunLoop:
         """One update: the algorithm's learning rate set, its learn, the new weights published, the update
         counted."""
         algo = self.algo
+        self.state.c.wall_s = self.wall()  # what a learning rate annealed by the minutes reads
         lr = algo.learning_rate()
         algo.learner.set_lr(lr)
         t0 = time.perf_counter()
