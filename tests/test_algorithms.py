@@ -139,6 +139,63 @@ def test_reinforce_trains_its_critic_and_its_policy(tmp_path: Path) -> None:
     assert critic <= moved and len(moved) == len(before) and np.isfinite(losses["value"])
 
 
+@pytest.mark.parametrize("anneal_by, where, at, want", [
+    # decisions: lr x the share of total_decisions still to train (1,000 here)
+    ("decisions", [], {"decisions_trained": 250}, 0.75),
+    ("decisions", [], {"decisions_trained": 5_000}, 0.0),
+    # minutes, no stages: from the run's start to the end of max_minutes (10 minutes: 600 s)
+    ("minutes", [], {"wall_s": 150.0}, 0.75),
+    ("minutes", [], {"wall_s": 700.0}, 0.0),
+    # minutes, in a stage that began at 300 s: its own 300 s to the end, whatever came before
+    ("minutes", [0.0, 300.0], {"wall_s": 300.0}, 1.0),
+    ("minutes", [0.0, 300.0], {"wall_s": 450.0}, 0.5),
+    ("minutes", [0.0, 300.0], {"wall_s": 540.0}, 0.2),
+])
+def test_ppo_anneals_its_learning_rate_over_the_budget_it_names(
+        tmp_path: Path, anneal_by: str, where: list[float], at: dict[str, float], want: float) -> None:
+    """``ppo.anneal_lr`` with ``anneal_by``: the rate is lr x the share still to go of the decisions, or of
+    the stage's minutes (from the wall time its stage began to the end of ``max_minutes``); without
+    ``anneal_lr`` it is ``lr`` whatever the counters say."""
+    from training.run.runstate import RunState
+
+    over = [*TINY, "ppo.lr=1e-3", "total_decisions=1000", "max_minutes=10", "ppo.anneal_lr=true",
+            f"ppo.anneal_by={anneal_by}"]
+    for anneal in (True, False):
+        cfg = load_config("quick", [*over, f"ppo.anneal_lr={str(anneal).lower()}"])
+        state = RunState(cfg, tmp_path / "run", "test", print)
+        state.stage_starts = [{"stage": i, "wall_s": w} for i, w in enumerate(where)]
+        algo = PPO(cfg, state, print)
+        for k, v in at.items():
+            setattr(state.c, k, v)
+        assert algo.learning_rate() == pytest.approx(1e-3 * (want if anneal else 1.0))
+
+
+def test_a_resume_that_adds_minutes_raises_the_annealed_rate_again(tmp_path: Path) -> None:
+    """A sitting that raises max_minutes (``--more-minutes``) re-spreads what is left of the stage: at 600 s
+    of a stage begun at 300 s, 20 minutes leave 600 of its 900 s, so two thirds of the rate."""
+    from training.run.runstate import RunState
+
+    cfg = load_config("quick", [*TINY, "ppo.lr=1e-3", "max_minutes=20", "ppo.anneal_lr=true",
+                                "ppo.anneal_by=minutes"])
+    state = RunState(cfg, tmp_path / "run", "test", print)
+    state.stage_starts = [{"stage": 0, "wall_s": 0.0}, {"stage": 1, "wall_s": 300.0}]
+    state.c.wall_s = 600.0
+    assert PPO(cfg, state, print).learning_rate() == pytest.approx(1e-3 * 2 / 3)
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["ppo.anneal_by=hours"], "ppo.anneal_by must be one of decisions, minutes, not 'hours'"),
+    (["ppo.anneal_lr=true", "ppo.anneal_by=minutes", "max_minutes=0"],
+     "ppo.anneal_by minutes needs max_minutes"),
+    (["ppo.anneal_lr=true", "ppo.anneal_by=minutes", "max_minutes=5", "rollout.deterministic=true"],
+     "ppo.anneal_by minutes does not run with rollout.deterministic"),
+])
+def test_an_anneal_by_that_cannot_run_is_refused_in_one_line(overrides: list[str], words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("quick", [*TINY, *overrides])
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
 def test_an_outside_algorithm_brings_its_section_through_train_resume_and_export(tmp_path: Path) -> None:
     """examples/custom_algorithm.py as a researcher runs it: ``samloc train`` with PYTHONPATH=examples and
     its ``a2c`` section on the command line trains, checkpoints (the section in the metadata), exports
