@@ -508,3 +508,37 @@ def test_house_rules_train_and_serve(tmp_path: Path) -> None:
                                         "opener": g.opener,
                                         "seat": s, "hand": [card_str(x) for x in g.hand(s)], "events": []})
             assert r.status_code == status, r.text
+
+
+def test_an_evaluation_an_error_leaves_in_flight_is_cancelled_and_settled_before_ray_stops() -> None:
+    """A run that stops on an error drops the evaluation in flight: cancelled, and waited for until Ray has
+    settled it, so its worker's death does not reach the driver after ``ray.shutdown()`` (Ray then ends the
+    whole process: the suite once vanished so)."""
+    import ray
+
+    from training.run.evaluation import PeriodicEval
+
+    @ray.remote(num_cpus=0)
+    def slow() -> int:
+        time.sleep(60)
+        return 1
+
+    class Target:
+        def launch(self, *args: Any) -> tuple[Any, dict[str, Any]]:
+            return slow.remote(), {"decisions_trained": 0}
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        state = type("S", (), {"stage_starts": []})()
+        ev = PeriodicEval(Target(), state, None, lambda at: None)  # type: ignore[arg-type]
+        ev.launch({}, {}, 1)
+        ref = ev.in_flight[0]  # type: ignore[index]
+        t0 = time.perf_counter()
+        ev.abandon()
+        assert ev.in_flight is None and time.perf_counter() - t0 < 30
+        assert ray.wait([ref], timeout=0)[0] == [ref]  # settled: cancelled, not left running
+        with pytest.raises(ray.exceptions.TaskCancelledError):
+            ray.get(ref)
+        ev.abandon()  # nothing in flight: nothing to do
+    finally:
+        ray.shutdown()

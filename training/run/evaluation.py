@@ -141,6 +141,16 @@ class PeriodicEval:
         if self.in_flight is not None and ray.wait([self.in_flight[0]], timeout=0)[0]:
             self.finish()
 
+    def abandon(self, timeout_s: float = 10.0) -> None:
+        """Cancel the evaluation in flight (a run that stops on an error) and wait until Ray has settled it:
+        a task still running when an embedded Ray shuts down can have Ray end this whole process when the
+        task's failure reaches it after the disconnect (seen in the test suite, the driver gone mid-run)."""
+        ref, self.in_flight = (self.in_flight or (None, None))[0], None
+        if ref is None or not ray.is_initialized():
+            return
+        ray.cancel(ref, force=True)
+        ray.wait([ref], timeout=timeout_s)
+
     def finish(self) -> None:
         """Wait for the evaluation in flight (if any) and record it: it is part of the curve."""
         if self.in_flight is not None:

@@ -162,6 +162,8 @@ class RunLoop:
                 self.log_scalars()
                 final = self.save()
         finally:
+            if hasattr(self, "evaluator"):  # start() makes it: after a clean end none is in flight
+                self.evaluator.abandon()
             self.algo.stop()
             self.workers.stop()
             torch.use_deterministic_algorithms(self.was_deterministic)
