@@ -148,8 +148,11 @@ class PeriodicEval:
         ref, self.in_flight = (self.in_flight or (None, None))[0], None
         if ref is None or not ray.is_initialized():
             return
-        ray.cancel(ref, force=True)
-        ray.wait([ref], timeout=timeout_s)
+        try:
+            ray.cancel(ref, force=True)
+            ray.wait([ref], timeout=timeout_s)
+        except Exception:  # noqa: BLE001  Ray itself failing here must not hide the error the run stops on
+            pass
 
     def finish(self) -> None:
         """Wait for the evaluation in flight (if any) and record it: it is part of the curve."""
