@@ -145,9 +145,10 @@ class PeriodicEval:
         """Cancel the evaluation in flight (a run that stops on an error) and wait until Ray has settled it:
         a task still running when an embedded Ray shuts down can have Ray end this whole process when the
         task's failure reaches it after the disconnect (seen in the test suite, the driver gone mid-run)."""
-        ref, self.in_flight = (self.in_flight or (None, None))[0], None
-        if ref is None or not ray.is_initialized():
+        in_flight, self.in_flight = self.in_flight, None
+        if in_flight is None or not ray.is_initialized():
             return
+        ref = in_flight[0]
         try:
             ray.cancel(ref, force=True)
             ray.wait([ref], timeout=timeout_s)
