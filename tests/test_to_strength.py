@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +42,9 @@ def test_a_tiny_benchmark_writes_its_report_and_plot(tmp_path: Path) -> None:
     assert doc["command"].startswith("samloc bench --to-strength --config quick --minutes 0.5")
     assert doc["machine"]["cpus"] == os.cpu_count() and len(doc["machine"]["load_before"]) == 3
     assert isinstance(doc["machine"]["quiet"], bool)
+    rates = doc["machine"]["learner_rows_per_s"]  # the host's speed, measured before training
+    assert set(rates) == {"fp32", "bf16"} and all(isinstance(v, int) and v > 0 for v in rates.values())
+    assert lines[-2].endswith(f"learner {rates['fp32']:,} rows/s fp32, {rates['bf16']:,} bf16)")
     assert doc["resolved_config"]["checkpoint"]["keep"] == 0
     assert [r["seed"] for r in doc["seeds"]] == [0, 1]
     for run in doc["seeds"]:
@@ -73,6 +75,7 @@ def test_a_tiny_benchmark_writes_its_report_and_plot(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     scored = json.loads((again / "to_strength.json").read_text())
     assert scored["config"] == "(runs trained before)" and scored["machine"]["quiet"] is None
+    assert scored["machine"]["learner_rows_per_s"] is None  # this machine now is not the one they trained on
     assert [r["label"] for r in scored["seeds"]] == ["quick ppo seed 0", "quick ppo seed 1"]
     assert {r["group"] for r in scored["seeds"]} == {"quick ppo"}
     figures = ("minutes", "games", "checkpoint", "la", "ci_low", "ci_high", "win_rate", "deals", "eval_seed")
@@ -234,6 +237,15 @@ def test_the_plot_title_stays_inside_the_figure(overrides: list[str], quiet: boo
     box, inside = ax.title.get_window_extent(), fig.bbox
     plt.close(fig)
     assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and box.y1 <= inside.y1
+
+
+def test_the_machine_line_gives_the_learners_speed_where_it_was_measured() -> None:
+    machine = {"cpus": 2, "load_before": [0.27, 0.8, 1.1], "quiet": True}
+    doc = {"config": "strong", "machine": machine}  # a report written before the speed was measured
+    assert to_strength._machine(doc) == "machine quiet (1-min load 0.27 before, 2 CPUs)"
+    doc["machine"] = machine | {"learner_rows_per_s": {"fp32": 29_690, "bf16": 43_434}}
+    assert to_strength._machine(doc) == ("machine quiet (1-min load 0.27 before, 2 CPUs;"
+                                         " learner 29,690 rows/s fp32, 43,434 bf16)")
 
 
 # ---- --combine: reports scored before, drawn as one -------------------------------------------------------

@@ -6,7 +6,7 @@ and at minute 0 (``checkpoint.every_minutes``), none pruned.  Only after every s
 checkpoint scored against the heuristic, on one set of duplicate deals for all
 (``agents.evaluation.evaluate``, its 95% CI), so the scoring takes no time from the training it measures.  The
 machine's load average is sampled before, during and after training, and the report says whether the machine
-was quiet.
+was quiet and how fast its learner is (:func:`machine_speed`): minutes on one host are not minutes on another.
 
 ``--score RUN ...`` scores runs trained before instead (``samloc train``, in any number of sittings, or a
 benchmark's seed folders) the same way, one line per run labelled by its config and algorithm: how runs
@@ -38,6 +38,7 @@ from sam_env.rules import RuleSet
 
 from ..config import ConfigError, TrainConfig, eval_table, to_dict
 from ..run.launch import new_run_folder, read_run_config, resolve_launch
+from ..run.precision import REPEATS, ROWS, learner_rates
 from .curve import stage_marks
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
 
@@ -247,8 +248,22 @@ def quiet(load_before: list[float]) -> bool:
     return load_before[0] < QUIET_LOAD
 
 
-def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float]) -> dict[str, Any]:
-    """``to_strength.json``'s document."""
+def machine_speed(cfg: TrainConfig) -> dict[str, Any]:
+    """How fast this machine's CPU learner is, measured before training: what a run's minutes buy moves
+    with the host (the same command made 70% of the updates on one 2-core VM that it made on another), so
+    a report of minutes says how fast its minutes were.  The config's network, fresh, on the CPU: the rows a
+    second of a forward+backward pass in fp32 and bf16 (:func:`training.run.precision.learner_rates`, what
+    ``learner.precision: auto`` measures at a run's start)."""
+    net = cfg.model.build()
+    rates = learner_rates(net, net.takes_sparse_rows)
+    return {"learner_rows_per_s": {k: round(v) for k, v in rates.items()},
+            "speed_probe": f"forward+backward of the config's network on {ROWS:,} synthetic rows on the CPU,"
+                           f" the best of {REPEATS}, before training"}
+
+
+def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float],
+           speed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``to_strength.json``'s document; ``speed``: :func:`machine_speed`, where the runs trained here."""
     return {
         "command": plan.command, "config": plan.config, "overrides": plan.overrides,
         "resolved_config": to_dict(cfg) | {"seed": "per seed"},
@@ -257,7 +272,8 @@ def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float
         "deals": plan.deals, "eval_seed": plan.eval_seed,
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in before],
                     "quiet": quiet(before),
-                    "quiet_rule": f"1-minute load average before training < {QUIET_LOAD}"},
+                    "quiet_rule": f"1-minute load average before training < {QUIET_LOAD}",
+                    **(speed or {"learner_rows_per_s": None})},
         "seeds": [_run_doc(r) for r in runs],
         "all_beat_heuristic": all_beat([run.points for run in runs], plan.seeds),
     }
@@ -282,8 +298,10 @@ def _machine(doc: dict[str, Any]) -> str:
     if m["quiet"] is None:
         why = "each report's own, in sources" if doc["config"] == COMBINED else "runs trained before"
         return f"load while training not recorded here ({why}; {m['cpus']} CPUs)"
+    rates = m.get("learner_rows_per_s")  # reports written before it was measured have none
+    speed = f"; learner {rates['fp32']:,} rows/s fp32, {rates['bf16']:,} bf16" if rates else ""
     return (f"machine {'quiet' if m['quiet'] else 'busy'} (1-min load {m['load_before'][0]:.2f} before,"
-            f" {m['cpus']} CPUs)")
+            f" {m['cpus']} CPUs{speed})")
 
 
 FIGSIZE = (8, 4.5)  # inches: the plot
@@ -358,10 +376,14 @@ def run_benchmark(plan: Plan, say: Callable[[str], None], few_deals_ok: bool = F
     ``plan.out`` and return the document.  ConfigError before anything starts; TrainError, CheckpointError,
     OSError from training."""
     cfg = check_plan(plan, few_deals_ok)
-    before = list(os.getloadavg())
+    before = list(os.getloadavg())  # before the probe, which is load of its own
+    speed = machine_speed(cfg)
+    rates = speed["learner_rows_per_s"]
+    say(f"this machine's learner: {rates['fp32']:,} rows/s in fp32, {rates['bf16']:,} in bf16"
+        " (forward+backward of the config's network, before training)")
     runs = train_seeds(plan, say)
     score_runs(plan, runs, cfg, say)
-    doc = report(plan, runs, cfg, before)
+    doc = report(plan, runs, cfg, before, speed)
     write_json_atomic(plan.out / "to_strength.json", doc)
     plot(doc, plan.out / "to_strength.png")
     return doc
