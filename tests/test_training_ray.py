@@ -527,9 +527,10 @@ def test_an_evaluation_an_error_leaves_in_flight_is_cancelled_and_settled_before
         def launch(self, *args: Any) -> tuple[Any, dict[str, Any]]:
             return slow.remote(), {"decisions_trained": 0}
 
-    # a Ray of its own, as a run starts it: never a cluster another test or the machine left running
-    ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=1, include_dashboard=False,
-             log_to_driver=False)
+    from training.run.workers import WorkerPool
+
+    pool = WorkerPool(load_config("quick", TINY), None, False, print)
+    pool.start()  # an embedded Ray, as a run starts it: never a cluster another test left running
     try:
         state = type("S", (), {"stage_starts": []})()
         ev = PeriodicEval(Target(), state, None, lambda at: None)  # type: ignore[arg-type]
@@ -543,4 +544,4 @@ def test_an_evaluation_an_error_leaves_in_flight_is_cancelled_and_settled_before
             ray.get(ref)
         ev.abandon()  # nothing in flight: nothing to do
     finally:
-        ray.shutdown()
+        pool.stop()

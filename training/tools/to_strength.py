@@ -292,6 +292,10 @@ def _run_doc(r: SeedRun) -> dict[str, Any]:
             "points": r.points}
 
 
+def _speed(rates: dict[str, int]) -> str:
+    return f"{rates['fp32']:,} rows/s fp32, {rates['bf16']:,} bf16"
+
+
 def _machine(doc: dict[str, Any]) -> str:
     """The machine's state while the runs trained, in words."""
     m = doc["machine"]
@@ -299,7 +303,7 @@ def _machine(doc: dict[str, Any]) -> str:
         why = "each report's own, in sources" if doc["config"] == COMBINED else "runs trained before"
         return f"load while training not recorded here ({why}; {m['cpus']} CPUs)"
     rates = m.get("learner_rows_per_s")  # reports written before it was measured have none
-    speed = f"; learner {rates['fp32']:,} rows/s fp32, {rates['bf16']:,} bf16" if rates else ""
+    speed = f"; learner {_speed(rates)}" if rates else ""
     return (f"machine {'quiet' if m['quiet'] else 'busy'} (1-min load {m['load_before'][0]:.2f} before,"
             f" {m['cpus']} CPUs{speed})")
 
@@ -378,9 +382,7 @@ def run_benchmark(plan: Plan, say: Callable[[str], None], few_deals_ok: bool = F
     cfg = check_plan(plan, few_deals_ok)
     before = list(os.getloadavg())  # before the probe, which is load of its own
     speed = machine_speed(cfg)
-    rates = speed["learner_rows_per_s"]
-    say(f"this machine's learner: {rates['fp32']:,} rows/s in fp32, {rates['bf16']:,} in bf16"
-        " (forward+backward of the config's network, before training)")
+    say(f"this machine's learner: {_speed(speed['learner_rows_per_s'])} ({speed['speed_probe']})")
     runs = train_seeds(plan, say)
     score_runs(plan, runs, cfg, say)
     doc = report(plan, runs, cfg, before, speed)
