@@ -286,6 +286,27 @@ def test_the_dry_run_and_print_config_show_the_stages(tmp_path: Path,
     assert load_config_text(text, tmp_path).stages == load_config("strong").stages  # it reads back
 
 
+def test_a_resumes_dry_run_shows_the_stages_done_and_the_one_it_continues_in() -> None:
+    from training.run.launch import stage_lines
+
+    cfg = load_config("strong", ["max_minutes=270"])  # a resume given more minutes: the shares move on
+    record = {"index": 1, "starts": [{"stage": 0, "wall_s": 0.0}, {"stage": 1, "wall_s": 3601.1}]}
+    assert stage_lines(cfg, record) == [
+        "  stage 0:     ppo, done (minute 0.0 to 60.0)",
+        "  stage 1:     expert, resumed in it (begun at minute 60.0), until the run stops;"
+        " distill.enabled=True, ppo.ent_coef=0.01, rollout.num_workers=auto"]
+    three = load_config("strong", ["max_minutes=100", "stages=[{name: a, share: 0.2}, {name: b, share: 0.3},"
+                                   " {name: c}]"])
+    assert stage_lines(three, {"index": 1, "starts": [{"wall_s": 0}, {"wall_s": 1230}]}) == [
+        "  stage 0:     a, done (minute 0.0 to 20.5)",
+        "  stage 1:     b, resumed in it (begun at minute 20.5), until minute 50; the run's config",
+        "  stage 2:     c, until the run stops; the run's config"]
+    new = stage_lines(three)
+    assert new[0] == "  stage 0:     a, until minute 20; the run's config"
+    for bad in ({"index": 5, "starts": []}, {"index": 1, "starts": [{}]}, {"index": "1"}, {}):
+        assert stage_lines(three, bad) == new  # a record these stages do not match: shown as a new run's
+
+
 def load_config_text(text: str, tmp_path: Path) -> Any:
     path = tmp_path / "printed.yaml"
     path.write_text(text, encoding="utf-8")

@@ -56,20 +56,22 @@ def run_name(cfg: TrainConfig, overrides: list[str]) -> str:
 
 @dataclass
 class Launch:
-    """A run to start or continue: its config; for a resume its folder, the checkpoint it continues and
-    that checkpoint's counters."""
+    """A run to start or continue: its config; for a resume its folder, the checkpoint it continues,
+    that checkpoint's counters and, for a run in stages, its stage record (``{"index", "starts"}``)."""
 
     cfg: TrainConfig
     run_dir: Path | None = None
     ckpt: Path | None = None
     counters: dict[str, Any] | None = None
+    stage: dict[str, Any] | None = None
 
 
-def _progress(run_dir: Path) -> tuple[Path, dict[str, Any]]:
-    """The checkpoint a resume starts from and its counters (read without torch; the loop verifies it
-    again and says so when it skips a damaged one)."""
+def _progress(run_dir: Path) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
+    """The checkpoint a resume starts from, its counters and its stage record (read without torch; the
+    loop verifies it again and says so when it skips a damaged one)."""
     ckpt = latest_good(run_dir, trainer=True)
     state = read_json_file(ckpt / TRAINER_JSON)
+    stage = state.get("stage") if isinstance(state, dict) else None
     counters = state.get("counters") if isinstance(state, dict) else None
     if not isinstance(counters, dict):
         raise ConfigError(f"{ckpt}: trainer.json holds no counters")
@@ -81,7 +83,7 @@ def _progress(run_dir: Path) -> tuple[Path, dict[str, Any]]:
         if not shape_ok or not all(isinstance(i, kinds) and not isinstance(i, bool) for i in items):
             raise ConfigError(f"{ckpt / TRAINER_JSON}: counters.{f.name} is {json.dumps(v)[:40]}, not"
                               f" {'a list of integers' if f.type == 'list[int]' else 'a number'}")
-    return ckpt, counters
+    return ckpt, counters, stage if isinstance(stage, dict) else None
 
 
 def resolve_launch(config: str | None, resume: str | None, overrides: list[str], more_minutes: float | None,
@@ -108,12 +110,12 @@ def resolve_launch(config: str | None, resume: str | None, overrides: list[str],
                               " not both")
     run_dir = Path(resume)
     cfg = read_run_config(run_dir, overrides)
-    ckpt, counters = _progress(run_dir)
+    ckpt, counters, stage = _progress(run_dir)
     if more_minutes is not None:
         cfg.max_minutes = round(float(counters.get("wall_s", 0.0)) / 60 + more_minutes, 3)
     if more_decisions is not None:
         cfg.total_decisions = int(counters.get("decisions_trained", 0)) + more_decisions
-    return Launch(cfg, run_dir, ckpt, counters)
+    return Launch(cfg, run_dir, ckpt, counters, stage)
 
 
 def read_run_config(run_dir: Path, overrides: list[str] | None = None) -> TrainConfig:
@@ -225,11 +227,18 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any,
     return device, sized
 
 
-def stage_lines(cfg: TrainConfig) -> list[str]:
-    """A line per stage of a run in stages: what ends it and what it changes (none without stages)."""
+def stage_lines(cfg: TrainConfig, resumed: dict[str, Any] | None = None) -> list[str]:
+    """A line per stage of a run in stages: what ends it and what it changes (none without stages).  For a
+    resume (``resumed``: the checkpoint's stage record) the stages before the one it continues in are done,
+    with the minutes they ran, and that one says so: the shares of a new max_minutes never send a run back."""
     out, mark = [], 0.0
+    index, starts = _resumed_stage(resumed, len(cfg.stages))
     for i, s in enumerate(cfg.stages):
         mark += s.share
+        if i < index:
+            began, ended = (starts[j].get("wall_s", 0.0) / 60 for j in (i, i + 1))
+            out.append(f"  stage {i}:     {s.name}, done (minute {began:.1f} to {ended:.1f})")
+            continue
         ends = []
         if s.share:
             ends.append(f"minute {mark * cfg.max_minutes:g}")
@@ -239,9 +248,22 @@ def stage_lines(cfg: TrainConfig) -> list[str]:
             ends.append(f"a plateau (its last {s.plateau_evals} evaluations within {s.plateau_gain:g} lá"
                         f" vs {s.plateau_opponent})")
         until = "until the run stops" if i == len(cfg.stages) - 1 else "until " + " or ".join(ends)
+        if starts and i == index:
+            until = f"resumed in it (begun at minute {starts[i].get('wall_s', 0.0) / 60:.1f}), {until}"
         changes = ", ".join(f"{k}={v}" for k, v in flat_settings(s.settings).items()) or "the run's config"
         out.append(f"  stage {i}:     {s.name}, {until}; {changes}")
     return out
+
+
+def _resumed_stage(resumed: dict[str, Any] | None, count: int) -> tuple[int, list[dict[str, Any]]]:
+    """The stage a resume continues in and the records of when each stage so far began (0 and none for a
+    new run, or a record this config's stages do not match: the loop says what it makes of those)."""
+    if not resumed:
+        return 0, []
+    index, starts = resumed.get("index"), resumed.get("starts")
+    fits = (isinstance(index, int) and 0 <= index < count and isinstance(starts, list)
+            and len(starts) == index + 1 and all(isinstance(r, dict) for r in starts))
+    return (index, starts) if fits else (0, [])
 
 
 def flat_settings(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -281,7 +303,7 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              + ("; deterministic (reproducible)" if ro.deterministic else "")]
     lines += [f"  sizing:      {line}" for line in sized.splitlines()]
     lines += algo.dry_run_lines(cfg)
-    lines += stage_lines(cfg)
+    lines += stage_lines(cfg, launch.stage if ckpt else None)
     final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
              else "no final evaluation")
     lines.append(f"  at the end:  {final}, ONNX export, curve.png"
