@@ -262,7 +262,8 @@ def _resumed_stage(resumed: dict[str, Any] | None, count: int) -> tuple[int, lis
         return 0, []
     index, starts = resumed.get("index"), resumed.get("starts")
     fits = (isinstance(index, int) and 0 <= index < count and isinstance(starts, list)
-            and len(starts) == index + 1 and all(isinstance(r, dict) for r in starts))
+            and len(starts) == index + 1
+            and all(isinstance(r, dict) and isinstance(r.get("wall_s", 0.0), (int, float)) for r in starts))
     return (index, starts) if fits else (0, [])
 
 
