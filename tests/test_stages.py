@@ -304,7 +304,7 @@ def test_a_resumes_dry_run_shows_the_stages_done_and_the_one_it_continues_in() -
     new = stage_lines(three)
     assert new[0] == "  stage 0:     a, until minute 20; the run's config"
     for bad in ({"index": 5, "starts": []}, {"index": 1, "starts": [{}]}, {"index": "1"}, {},
-                {"index": 1, "starts": [{"wall_s": 0}, {"wall_s": "soon"}]}):
+                {"index": 1, "starts": [{"wall_s": 0}, {"wall_s": "soon"}]}, [1], "stage 1"):
         assert stage_lines(three, bad) == new  # a record these stages do not match: shown as a new run's
 
 

@@ -63,10 +63,10 @@ class Launch:
     run_dir: Path | None = None
     ckpt: Path | None = None
     counters: dict[str, Any] | None = None
-    stage: dict[str, Any] | None = None
+    stage: Any = None  # as trainer.json holds it: stage_lines checks it
 
 
-def _progress(run_dir: Path) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
+def _progress(run_dir: Path) -> tuple[Path, dict[str, Any], Any]:
     """The checkpoint a resume starts from, its counters and its stage record (read without torch; the
     loop verifies it again and says so when it skips a damaged one)."""
     ckpt = latest_good(run_dir, trainer=True)
@@ -83,7 +83,7 @@ def _progress(run_dir: Path) -> tuple[Path, dict[str, Any], dict[str, Any] | Non
         if not shape_ok or not all(isinstance(i, kinds) and not isinstance(i, bool) for i in items):
             raise ConfigError(f"{ckpt / TRAINER_JSON}: counters.{f.name} is {json.dumps(v)[:40]}, not"
                               f" {'a list of integers' if f.type == 'list[int]' else 'a number'}")
-    return ckpt, counters, stage if isinstance(stage, dict) else None
+    return ckpt, counters, stage
 
 
 def resolve_launch(config: str | None, resume: str | None, overrides: list[str], more_minutes: float | None,
@@ -227,7 +227,7 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any,
     return device, sized
 
 
-def stage_lines(cfg: TrainConfig, resumed: dict[str, Any] | None = None) -> list[str]:
+def stage_lines(cfg: TrainConfig, resumed: Any = None) -> list[str]:
     """A line per stage of a run in stages: what ends it and what it changes (none without stages).  For a
     resume (``resumed``: the checkpoint's stage record) the stages before the one it continues in are done,
     with the minutes they ran, and that one says so: the shares of a new max_minutes never send a run back."""
@@ -255,10 +255,10 @@ def stage_lines(cfg: TrainConfig, resumed: dict[str, Any] | None = None) -> list
     return out
 
 
-def _resumed_stage(resumed: dict[str, Any] | None, count: int) -> tuple[int, list[dict[str, Any]]]:
+def _resumed_stage(resumed: Any, count: int) -> tuple[int, list[dict[str, Any]]]:
     """The stage a resume continues in and the records of when each stage so far began (0 and none for a
     new run, or a record this config's stages do not match: the loop says what it makes of those)."""
-    if not resumed:
+    if not isinstance(resumed, dict):
         return 0, []
     index, starts = resumed.get("index"), resumed.get("starts")
     fits = (isinstance(index, int) and 0 <= index < count and isinstance(starts, list)
@@ -304,7 +304,7 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              + ("; deterministic (reproducible)" if ro.deterministic else "")]
     lines += [f"  sizing:      {line}" for line in sized.splitlines()]
     lines += algo.dry_run_lines(cfg)
-    lines += stage_lines(cfg, launch.stage if ckpt else None)
+    lines += stage_lines(cfg, launch.stage)
     final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
              else "no final evaluation")
     lines.append(f"  at the end:  {final}, ONNX export, curve.png"
