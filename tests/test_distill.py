@@ -254,6 +254,32 @@ def test_the_stake_weights_each_decision_s_kl_by_its_regret_and_changes_no_measu
     assert float(plain[3]) == pytest.approx(regret.mean(), rel=1e-5)
 
 
+def test_the_value_loss_is_the_regret_and_one_world_at_a_time_pulls_as_their_mean_does() -> None:
+    """distill.loss: value trains the regret itself: linear in the values, so the gradient of rows of one
+    decision, each valued in one world, is the gradient of those rows valued by the worlds' mean; the KL
+    to a softmax of each world's values is a vote instead, here for the move worse on average."""
+    cands, legal = [[3, 5]] * 3, [[3, 5, 8]] * 3
+    worlds = [[0.5, 0.0], [0.5, 0.0], [-4.0, 0.0]]  # move 3: a little better twice, far worse once
+    mean = [[-1.0, 0.0]] * 3
+
+    def grad(values: list[list[float]], loss: str) -> tuple[torch.Tensor, float, torch.Tensor]:
+        logits = torch.zeros(3, NUM_ACTIONS, requires_grad=True)
+        batch = _targets(values, cands, legal, temperature=0.25) | {"loss": loss}
+        out, terms = distill_terms(_Fixed(logits), batch, bf16=False)
+        out.backward()
+        return logits.grad, float(out.detach()), terms
+
+    g_world, loss, terms = grad(worlds, "value")
+    assert loss == pytest.approx(float(terms[3]), rel=1e-6)  # the loss is the logged regret
+    assert loss == pytest.approx((0.25 + 0.25 + 2.0) / 3, rel=1e-6)  # even over 3 and 5
+    g_mean = grad(mean, "value")[0]
+    torch.testing.assert_close(g_world.sum(0), g_mean.sum(0))
+    assert float(g_mean[:, 3].sum()) > 0 > float(g_mean[:, 5].sum())  # descent lowers 3, the worse
+    assert g_world[:, 8].abs().sum() == 0  # a legal move the search did not value is left alone
+    g_kl = grad(worlds, "kl")[0]  # softmax per world at 0.25 lá: two votes for 3, one for 5
+    assert float(g_kl[:, 3].sum()) < float(g_kl[:, 5].sum())  # descent raises 3 more than 5
+
+
 # ---- the config ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("overrides, words", [
     (["distill.coef=0"], "distill.coef must be positive"),
@@ -278,6 +304,11 @@ def test_the_stake_weights_each_decision_s_kl_by_its_regret_and_changes_no_measu
     (["distill.enabled=true", "rollout.deterministic=true"], "rollout.deterministic"),
     (["distill.temprature=1"], "temprature"),
     (["distill.precision=fp16"], "distill.precision must be auto, bf16 or fp32, not 'fp16'"),
+    (["distill.loss=mse"], "distill.loss must be kl or value, not 'mse'"),
+    (["distill.world=peek"], "distill.world must be sampled or real, not 'peek'"),
+    (["distill.world=real"], "distill.worlds must be 1 with world: real (the one real deal), not 16"),
+    (["distill.world=real", "distill.worlds=1", "distill.belief_deals=20000"],
+     "distill.belief_deals must be 0 with world: real (nothing is dealt), not 20,000"),
 ])
 def test_bad_distill_configs_are_refused_in_one_line(overrides: list[str], words: str) -> None:
     with pytest.raises(ConfigError) as err:

@@ -57,7 +57,8 @@ def test_worlds_keep_what_the_seat_knows_and_deal_only_unseen_cards():
     out = np.zeros((len(pos) * worlds * k, core.STATE_SIZE), dtype=np.int32)
     seats = np.zeros(out.shape[0], dtype=np.int64)
     flat = np.zeros((0, core.MAX_PLAYERS, NR))
-    assert _expand(states, ru, np.arange(len(pos)), cands, k, worlds, 3, out, seats, flat) == out.shape[0]
+    assert _expand(states, ru, np.arange(len(pos)), cands, k, worlds, 3, out, seats, flat, False) \
+        == out.shape[0]
     seen_other_deals = 0
     for i, (g, seat) in enumerate(pos):
         n = g.players
@@ -91,6 +92,46 @@ def test_worlds_keep_what_the_seat_knows_and_deal_only_unseen_cards():
             if w and (out[(i * worlds + w) * k, core.O_HAND:core.O_HAND + n * NR] != hs0).any():
                 seen_other_deals += 1
     assert seen_other_deals > 0  # worlds differ
+
+
+def test_the_true_world_plays_each_candidate_in_the_real_deal_as_a_move_by_move_playout_does():
+    """true_world (expert iteration's targets, never a player): each candidate's value is what the greedy
+    policy in every seat makes of it in the game's own deal, here played to the end move by move with
+    Game objects (an independent playout); no seed enters, and the other seats' cards do."""
+    torch.manual_seed(4)
+    policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
+    agent = SearchAgent(policy, 3, 1, -1, bf16=False, seed=1, true_world=True)
+    pos = _positions(16, seed=21)
+    states = np.stack([g.state for g, _ in pos])
+    masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
+    ru = pos[0][0].rules_array
+    res = agent.search_batch(states.copy(), ru, None, masks)
+    assert len(res.rows) > 8
+    for i, r in enumerate(res.rows):
+        g, seat = pos[r]
+        for c, v in zip(res.cands[i], res.values[i]):
+            if c < 0:
+                continue
+            h = g.copy()
+            h.apply(int(c))
+            while not h.finished:
+                h.apply(policy.act(h, h.to_act))
+            assert v == h.state[core.O_SCORE + seat], f"row {r}, candidate {c}"
+    again = SearchAgent(policy, 3, 1, -1, bf16=False, seed=2, true_world=True)
+    np.testing.assert_array_equal(again.search_batch(states.copy(), ru, None, masks).values, res.values)
+    shuffled = states.copy()  # the other seats' cards dealt again among them: other values
+    for j, (g, seat) in enumerate(pos):
+        others = [s for s in range(g.players) if s != seat]
+        pool = [r for s in others for r in range(NR) for _ in range(shuffled[j, core.O_HAND + s * NR + r])]
+        random.Random(j).shuffle(pool)
+        for s in others:
+            shuffled[j, core.O_HAND + s * NR:core.O_HAND + s * NR + NR] = 0
+            for _ in range(shuffled[j, core.O_SIZE + s]):
+                shuffled[j, core.O_HAND + s * NR + pool.pop()] += 1
+    assert not np.array_equal(agent.search_batch(shuffled, ru, None, masks).values, res.values)
+    assert agent.settings["true_world"] == 1
+    with pytest.raises(ValueError, match="worlds must be 1 and no belief given, not worlds=2"):
+        SearchAgent(policy, 3, 2, -1, true_world=True)
 
 
 # ---- choices ---------------------------------------------------------------------------------------

@@ -117,9 +117,22 @@ def _deal_believed(st, st0, seat, n, pool, m, share, room, room0, wts, z):
 
 
 @njit(cache=True)
-def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief):
+def _shuffle(pool, m, z):
+    """Fisher-Yates over the unseen cards ``pool[:m]``; returns the advanced random state."""
+    for j in range(m - 1, 0, -1):
+        z = mix64(z + GOLDEN_U64)
+        t = np.int64(z % np.uint64(j + 1))
+        pool[j], pool[t] = pool[t], pool[j]
+    return z
+
+
+@njit(cache=True)
+def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief, true_world):
     """Rollout starts: for each decision row, ``worlds`` deals of the unseen cards,
     each copied once per candidate move with that move applied.
+
+    ``true_world``: the row's own cards, as the simulator dealt them, are the one world (training
+    targets only: SearchAgent's ``true_world``).
 
     With ``belief`` (``[rows, 5, 13]`` believed shares of each rank's unseen cards
     at each place: 0 the undealt stock, 1…4 the seats after the searching one)
@@ -149,15 +162,13 @@ def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief)
                 m += 1
         z = _salt(st, seat, seed)
         for w in range(worlds):
-            # Fisher-Yates over the unseen cards, then deal them in seat order
-            for j in range(m - 1, 0, -1):
-                z = mix64(z + GOLDEN_U64)
-                t = np.int64(z % np.uint64(j + 1))
-                pool[j], pool[t] = pool[t], pool[j]
             base = k
             st0[:] = st
-            st0[core.O_HIDDEN] = 0
-            if belief.shape[0] == 0:
+            if true_world:
+                pass  # the hands are the real ones: nothing to shuffle or deal
+            elif belief.shape[0] == 0:
+                z = _shuffle(pool, m, z)
+                st0[core.O_HIDDEN] = 0
                 p = 0
                 for s in range(n):
                     if s == seat:
@@ -168,6 +179,8 @@ def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief)
                         st0[core.O_HAND + s * NR + pool[p]] += 1
                         p += 1
             else:
+                z = _shuffle(pool, m, z)
+                st0[core.O_HIDDEN] = 0
                 z = _deal_believed(st, st0, seat, n, pool, m, belief[i], room, room0, wts, z)
             for c in range(ncand):
                 row = out[base + c]
@@ -322,9 +335,12 @@ class SearchAgent(Agent):
                  worlds: int = DEFAULTS["worlds"], horizon: int = DEFAULTS["horizon"],
                  critic: int = DEFAULTS["critic"], *, belief: BeliefNet | None = None,
                  reward_scale: float = obs_mod.LA_SCALE, seed: int = 0, chunk: int = 8192,
-                 bf16: bool | None = None, deadline_ms: int = 0) -> None:
+                 bf16: bool | None = None, deadline_ms: int = 0, true_world: bool = False) -> None:
         check_search_settings({"candidates": candidates, "worlds": worlds, "horizon": horizon,
                                "critic": critic, "deadline_ms": deadline_ms})
+        if true_world and (worlds != 1 or belief is not None):
+            raise ValueError("true_world searches the one real deal: worlds must be 1 and no belief given,"
+                             f" not worlds={worlds}{' and a belief' if belief is not None else ''}")
         if not reward_scale > 0:
             raise ValueError(f"reward_scale must be positive, not {reward_scale!r}")
         super().__init__(seed)
@@ -333,6 +349,9 @@ class SearchAgent(Agent):
         self.deadline_ms = deadline_ms
         self.reward_scale = float(reward_scale)
         self.belief = belief  # None: uniform worlds
+        #: the states' own hands as the only world: the simulator's perfect information, for expert
+        #: iteration's targets (distill.world: real), never for a player, which would see the hidden cards
+        self.true_world = bool(true_world)
         self.chunk = int(chunk)
         if horizon >= 0 and critic > 0 and not policy.net.has_critic:
             raise ValueError(f"{policy.name} has no critic (trained without model.critic: full): "
@@ -366,6 +385,8 @@ class SearchAgent(Agent):
     def settings(self) -> dict[str, Any]:
         out = {"candidates": self.candidates, "worlds": self.worlds, "horizon": self.horizon,
                "critic": self.critic, "belief": int(self.belief is not None)}
+        if self.true_world:
+            out["true_world"] = 1
         return out | ({"deadline_ms": self.deadline_ms} if self.deadline_ms else {})
 
     def _out_of_time(self, deadline: float | None) -> bool:
@@ -503,7 +524,8 @@ class SearchAgent(Agent):
             seats = np.zeros(r.size * per, dtype=np.int64)
             share = (self.belief.shares(obs[r]) if self.belief is not None
                      else np.zeros((0, core.MAX_PLAYERS, NR)))
-            _expand(states, ru, r.astype(np.int64), c, k, self.worlds, self.seed, sim, seats, share)
+            _expand(states, ru, r.astype(np.int64), c, k, self.worlds, self.seed, sim, seats, share,
+                    self.true_world)
             score = self._scores(sim, ru, seats, r.size, deadline)
             if score is None:
                 break

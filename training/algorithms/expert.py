@@ -95,9 +95,11 @@ class ExpertIteration(Algorithm):
     @classmethod
     def dry_run_lines(cls, cfg: TrainConfig) -> list[str]:
         d = cfg.section(cls.section)
+        world = "the real deal (world: real)" if d.world == "real" else f"worlds {d.worlds}"
+        term = ("regret x" if d.loss == "value" else "KL x") + f" {d.coef:g}"
         return [f"  expert iteration: {d.num_workers} x {d.cpus_per_worker:g} CPU search workers"
-                f" (candidates {d.candidates}, worlds {d.worlds}, horizon {d.horizon}, critic {d.critic});"
-                f" KL x {d.coef:g} at temperature {d.temperature:g} lá"
+                f" (candidates {d.candidates}, {world}, horizon {d.horizon}, critic {d.critic});"
+                f" {term}" + (f" at temperature {d.temperature:g} lá" if d.loss == "kl" else "")
                 + (f", weighted by regret at stake {d.stake:g}" if d.stake else "")
                 + (" beside PPO" if d.ppo else ", no PPO") + f"; rounds of {d.round_updates:,} updates"]
 
@@ -276,7 +278,8 @@ class ExpertIteration(Algorithm):
         if len(self.buffer) < d.minibatch or self.drawn + d.minibatch > d.reuse * self.received + 1e-9:
             return None
         self.drawn += d.minibatch
-        return self.buffer.sample(d.minibatch, self.state.gen, self.learner.device, d.temperature, d.stake)
+        return self.buffer.sample(d.minibatch, self.state.gen, self.learner.device, d.temperature, d.stake,
+                                  d.loss)
 
     def take(self, run: "RunLoop") -> list[dict[str, Any]]:
         if self.rollout_workers:

@@ -83,7 +83,18 @@ class DistillConfig(Section):
     the value heads, which the search's leaves read, in step with the policy); false: a supervised stage
     without rollout workers, an update every batch_decisions new searched decisions."""
     coef: float = 1.0
-    """Weight of the distillation term, KL(search target || policy), beside the PPO loss."""
+    """Weight of the distillation term (``loss``) beside the PPO loss."""
+    loss: str = "kl"
+    """The distillation term: kl, KL(search target || policy), the target a softmax of the candidates' values
+    at ``temperature``; or value, the lá the policy gives away among the candidates by the search's values
+    (its regret), minimized: linear in the values, so a value from one noisy world is as good on average as
+    its mean over many (what ``world: real`` needs), where a softmax of it is not."""
+    world: str = "sampled"
+    """Where each candidate is played out: sampled, in ``worlds`` deals of the unseen cards (the belief's, or
+    uniform), what the seat could know; or real, in the game's real deal alone (``worlds`` 1): the trainer's
+    perfect information, as the full critic is (the targets see the hands, the policy that plays never
+    does), at a fraction of the cost per target.  With ``loss: value`` the policy then learns, over the
+    many deals one observation arises in, the move best on average."""
     temperature: float = 1.0
     """In lá: the target is a softmax of the candidates' mean values / temperature, so moves the search
     cannot tell apart share it (0: all of it on the search's move)."""
@@ -153,6 +164,12 @@ class DistillConfig(Section):
         want(self.temperature >= 0,
              f"temperature must be >= 0 lá (0: the search's move), not {self.temperature}")
         want(0 <= self.stake <= 1, f"stake must be in [0, 1] (0: every decision alike), not {self.stake}")
+        want(self.loss in ("kl", "value"), f"loss must be kl or value, not {self.loss!r}")
+        want(self.world in ("sampled", "real"), f"world must be sampled or real, not {self.world!r}")
+        want(self.world == "sampled" or self.worlds == 1,
+             f"worlds must be 1 with world: real (the one real deal), not {self.worlds}")
+        want(self.world == "sampled" or self.belief_deals == 0,
+             f"belief_deals must be 0 with world: real (nothing is dealt), not {self.belief_deals:,}")
         want(self.round_updates >= 1, f"round_updates must be at least 1, not {self.round_updates}")
         want(1 <= self.num_workers <= MAX_WORKERS, f"num_workers must be from 1 to {MAX_WORKERS:,}")
         want(self.cpus_per_worker > 0, "cpus_per_worker must be positive")
@@ -242,9 +259,11 @@ class SearchEngine:
             else:
                 self.bf16 = d.precision == "bf16"
         self.policy = PolicyAgent(net.eval(), seed=self.seed, name=f"round{round_}")
+        true_world = d.world == "real"
         self.search = SearchAgent(self.policy, d.candidates, d.worlds, d.horizon, d.critic,
-                                  belief=belief_net(belief), reward_scale=self.cfg.env.reward_scale,
-                                  seed=self.seed, bf16=self.bf16)
+                                  belief=None if true_world else belief_net(belief),
+                                  reward_scale=self.cfg.env.reward_scale, seed=self.seed, bf16=self.bf16,
+                                  true_world=true_world)
         self.round = round_
 
     def _draw(self, tb: _Table, games: np.ndarray) -> None:
@@ -347,13 +366,14 @@ def _search_actor_class() -> type:
 
 # ---- the learner's side ----------------------------------------------------------------------------
 def target_batch(packed: dict[str, np.ndarray], device: torch.device, temperature: float,
-                 stake: float = 0.0) -> dict[str, Any]:
+                 stake: float = 0.0, loss: str = "kl") -> dict[str, Any]:
     """Searched decisions (a search worker's ``batch``) as the learner's minibatch: ``obs`` and ``mask``,
-    then :func:`search_answer`'s tensors, and ``stake``, how its rows' KL is weighted (distill_terms)."""
+    then :func:`search_answer`'s tensors, ``stake``, how its rows' KL is weighted, and ``loss``, the term
+    trained (distill_terms)."""
     obs, mask = compact.expand_obs(compact.to_device({k: v for k, v in packed.items()
                                                       if k not in ("cands", "values")}, device))
     return {"obs": obs, "mask": mask, **search_answer(packed["cands"], packed["values"], temperature, device),
-            "stake": float(stake)}
+            "stake": float(stake), "loss": loss}
 
 
 def search_answer(cands: np.ndarray, values: np.ndarray, temperature: float,
@@ -401,9 +421,9 @@ class TargetBuffer:
         return {k: a[idx] for k, a in self.arrays.items()}
 
     def sample(self, n: int, gen: torch.Generator, device: torch.device, temperature: float,
-               stake: float = 0.0) -> dict[str, Any]:
+               stake: float = 0.0, loss: str = "kl") -> dict[str, Any]:
         idx = torch.randint(self.size, (n,), generator=gen).numpy()
-        return target_batch(self.rows(idx), device, temperature, stake)
+        return target_batch(self.rows(idx), device, temperature, stake, loss)
 
 
 @torch.no_grad()

@@ -4,7 +4,8 @@ variance of a baseline, and expert iteration's distillation term, which rides on
 
 The distillation term is KL(search target || policy) on a minibatch of decisions the play-time search
 answered (training/algorithms/expert_search.py makes them), weighted by ``distill.coef``; ``distill.stake``
-weights each decision's KL by the lá the policy stands to lose there by the search's values (its regret)."""
+weights each decision's KL by the lá the policy stands to lose there by the search's values (its regret);
+``distill.loss: value`` trains that regret itself instead of the KL."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 from agents.nets.interface import PolicyNetwork
 
 #: A minibatch of search targets (``obs``, ``mask``, ``target``, ``target_entropy``, ``move``, ``cands``,
-#: ``values``, ``stake``), or None when none is due (training/algorithms/expert_search.py:
+#: ``values``, ``stake``, ``loss``), or None when none is due (training/algorithms/expert_search.py:
 #: ``TargetBuffer.sample``).
 DistillSampler = Callable[[], Optional[dict]]
 DISTILL_NAMES = ("distill_kl", "distill_ce", "search_agreement", "distill_regret")
@@ -45,10 +46,12 @@ def distill_terms(net: PolicyNetwork, batch: dict, bf16: bool) -> tuple[torch.Te
     decision's policy gives away by the search's values, sum_c p(c) (best value - value(c)) over its
     candidates c, p the policy renormalized over them (what it puts elsewhere the search did not value).
 
-    The loss is the mean KL with each decision weighted by ``(1 - stake) + stake * regret / mean regret``
-    (``batch["stake"]``, ``distill.stake``; 0: the plain mean KL): a decision where the policy's choice
-    costs 3 lá counts for more than one where the candidates are within a few tenths of each other, which
-    a uniform KL treats alike.  The weights are not differentiated through."""
+    With ``batch["loss"]`` "kl" (``distill.loss``) the loss is the mean KL with each decision weighted by
+    ``(1 - stake) + stake * regret / mean regret`` (``batch["stake"]``, ``distill.stake``; 0: the plain
+    mean KL): a decision where the policy's choice costs 3 lá counts for more than one where the
+    candidates are within a few tenths of each other, which a uniform KL treats alike.  The weights are
+    not differentiated through.  With "value" the loss is the mean regret itself: linear in the values,
+    so its gradient on one world's values is, on average, its gradient on their mean over the worlds."""
     with torch.autocast(batch["obs"].device.type, torch.bfloat16, enabled=bf16):
         logits, _ = net(batch["obs"], batch["mask"])
     logp = torch.log_softmax(logits.float(), dim=-1)
@@ -56,15 +59,18 @@ def distill_terms(net: PolicyNetwork, batch: dict, bf16: bool) -> tuple[torch.Te
     ce_rows = -(batch["target"] * logp).sum(-1)
     kl_rows = ce_rows - batch["target_entropy"]
     agree = (logits.argmax(-1) == batch["move"]).float().mean()
-    with torch.no_grad():
-        valid = batch["cands"] >= 0
-        on_cands = logp.gather(1, batch["cands"].clamp(min=0)).masked_fill(~valid, -torch.inf)
-        values = batch["values"].masked_fill(~valid, -torch.inf)
-        lost = (values.max(1, keepdim=True).values - values).masked_fill(~valid, 0.0)
-        regret = (torch.softmax(on_cands, dim=1) * lost).sum(1)
+    valid = batch["cands"] >= 0
+    on_cands = logp.gather(1, batch["cands"].clamp(min=0)).masked_fill(~valid, -torch.inf)
+    values = batch["values"].masked_fill(~valid, -torch.inf)
+    lost = (values.max(1, keepdim=True).values - values).masked_fill(~valid, 0.0)
+    regret_rows = (torch.softmax(on_cands, dim=1) * lost).sum(1)
+    regret = regret_rows.detach()
+    if batch.get("loss", "kl") == "value":
+        loss = regret_rows.mean()
+    else:
         stake = float(batch.get("stake", 0.0))
         weight = (1 - stake) + stake * regret / regret.mean().clamp(min=1e-6) if stake else None
-    loss = kl_rows.mean() if weight is None else (weight * kl_rows).mean()
+        loss = kl_rows.mean() if weight is None else (weight * kl_rows).mean()
     return loss, torch.stack([kl_rows.mean().detach(), ce_rows.mean().detach(), agree.detach(),
                               regret.mean()])
 
