@@ -67,7 +67,7 @@ def _worlds(g: Game, share: np.ndarray, worlds: int, seed: int = 3) -> np.ndarra
     out = np.zeros((worlds, core.STATE_SIZE), dtype=np.int32)
     seats = np.zeros(worlds, dtype=np.int64)
     _expand(g.state[None, :], g.rules_array, np.zeros(1, dtype=np.int64), cands, 1, worlds, seed, out,
-            seats, share)
+            seats, share, False)
     return out
 
 

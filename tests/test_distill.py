@@ -305,6 +305,7 @@ def test_the_value_loss_is_the_regret_and_one_world_at_a_time_pulls_as_their_mea
     (["distill.temprature=1"], "temprature"),
     (["distill.precision=fp16"], "distill.precision must be auto, bf16 or fp32, not 'fp16'"),
     (["distill.loss=mse"], "distill.loss must be kl or value, not 'mse'"),
+    (["distill.loss=value", "distill.stake=0.5"], "distill.stake weights the KL: with loss: value"),
     (["distill.world=peek"], "distill.world must be sampled or real, not 'peek'"),
     (["distill.world=real"], "distill.worlds must be 1 with world: real (the one real deal), not 16"),
     (["distill.world=real", "distill.worlds=1", "distill.belief_deals=20000"],

@@ -312,7 +312,7 @@ def test_rollout_moves_are_the_greedy_forwards_moves(bf16: bool):
     cands = np.stack([np.flatnonzero(g.legal_mask())[:1].tolist() + [-1] * 2 for g in pos])
     sim = np.zeros((len(pos) * 4 * 3, core.STATE_SIZE), dtype=np.int32)
     _expand(states, ru, np.arange(len(pos)), cands, 3, 4, 1, sim, np.zeros(len(sim), dtype=np.int64),
-            np.zeros((0, core.MAX_PLAYERS, NR)))
+            np.zeros((0, core.MAX_PLAYERS, NR)), False)
     checked = 0
     for _ in range(8):
         live = np.flatnonzero(sim[:, core.O_PHASE] != core.PH_OVER)

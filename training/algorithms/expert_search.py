@@ -165,6 +165,8 @@ class DistillConfig(Section):
              f"temperature must be >= 0 lá (0: the search's move), not {self.temperature}")
         want(0 <= self.stake <= 1, f"stake must be in [0, 1] (0: every decision alike), not {self.stake}")
         want(self.loss in ("kl", "value"), f"loss must be kl or value, not {self.loss!r}")
+        want(self.loss == "kl" or self.stake == 0,
+             f"stake weights the KL: with loss: value (the regret itself) it must be 0, not {self.stake}")
         want(self.world in ("sampled", "real"), f"world must be sampled or real, not {self.world!r}")
         want(self.world == "sampled" or self.worlds == 1,
              f"worlds must be 1 with world: real (the one real deal), not {self.worlds}")
