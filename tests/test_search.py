@@ -38,6 +38,19 @@ def _positions(count: int, seed: int, players: int = 4) -> list[tuple[Game, int]
     return [(g, g.to_act) for g in play_positions(count, seed, players)]
 
 
+def _others_redealt(state: np.ndarray, seat: int, players: int, seed: int) -> np.ndarray:
+    """A copy of ``state`` with the other seats' cards shuffled among them (each keeps its hand size)."""
+    st = state.copy()
+    others = [s for s in range(players) if s != seat]
+    pool = [r for s in others for r in range(NR) for _ in range(st[core.O_HAND + s * NR + r])]
+    random.Random(seed).shuffle(pool)
+    for s in others:
+        st[core.O_HAND + s * NR:core.O_HAND + s * NR + NR] = 0
+        for _ in range(st[core.O_SIZE + s]):
+            st[core.O_HAND + s * NR + pool.pop()] += 1
+    return st
+
+
 @pytest.fixture(scope="module")
 def shipped() -> SearchAgent:
     if not (SHIPPED / "model.safetensors").is_file():
@@ -119,15 +132,8 @@ def test_the_true_world_plays_each_candidate_in_the_real_deal_as_a_move_by_move_
             assert v == h.state[core.O_SCORE + seat], f"row {r}, candidate {c}"
     again = SearchAgent(policy, 3, 1, -1, bf16=False, seed=2, true_world=True)
     np.testing.assert_array_equal(again.search_batch(states.copy(), ru, None, masks).values, res.values)
-    shuffled = states.copy()  # the other seats' cards dealt again among them: other values
-    for j, (g, seat) in enumerate(pos):
-        others = [s for s in range(g.players) if s != seat]
-        pool = [r for s in others for r in range(NR) for _ in range(shuffled[j, core.O_HAND + s * NR + r])]
-        random.Random(j).shuffle(pool)
-        for s in others:
-            shuffled[j, core.O_HAND + s * NR:core.O_HAND + s * NR + NR] = 0
-            for _ in range(shuffled[j, core.O_SIZE + s]):
-                shuffled[j, core.O_HAND + s * NR + pool.pop()] += 1
+    # the other seats' cards dealt again among them: other values
+    shuffled = np.stack([_others_redealt(g.state, seat, g.players, j) for j, (g, seat) in enumerate(pos)])
     assert not np.array_equal(agent.search_batch(shuffled, ru, None, masks).values, res.values)
     assert agent.settings["true_world"] == 1
     with pytest.raises(ValueError, match="worlds must be 1 and no belief given, not worlds=2"):
@@ -142,14 +148,7 @@ def test_search_never_peeks_and_is_legal_and_reproducible(shipped: SearchAgent):
         assert g.legal_mask()[a] == 1
         view = Game.from_view(g.rules, g.players, g.opener, seat, cards_str(g.hand(seat)), g.events)
         assert shipped.act(view, seat) == a  # the seat's view alone: same move
-        st = g.state.copy()  # other seats' cards shuffled among them: same move
-        others = [s for s in range(g.players) if s != seat]
-        pool = [r for s in others for r in range(NR) for _ in range(st[core.O_HAND + s * NR + r])]
-        random.Random(seat).shuffle(pool)
-        for s in others:
-            st[core.O_HAND + s * NR:core.O_HAND + s * NR + NR] = 0
-            for _ in range(st[core.O_SIZE + s]):
-                st[core.O_HAND + s * NR + pool.pop()] += 1
+        st = _others_redealt(g.state, seat, g.players, seat)  # other seats' cards shuffled: same move
         mask = g.legal_mask()[None, :].astype(np.int8)
         assert shipped.act_batch(st[None, :], g.rules_array, None, mask)[0] == a
     states = np.stack([g.state for g, _ in pos])

@@ -164,24 +164,21 @@ def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief,
         for w in range(worlds):
             base = k
             st0[:] = st
-            if true_world:
-                pass  # the hands are the real ones: nothing to shuffle or deal
-            elif belief.shape[0] == 0:
+            if not true_world:  # (the real hands need nothing shuffled or dealt)
                 z = _shuffle(pool, m, z)
                 st0[core.O_HIDDEN] = 0
-                p = 0
-                for s in range(n):
-                    if s == seat:
-                        continue
-                    for r in range(NR):
-                        st0[core.O_HAND + s * NR + r] = 0
-                    for _ in range(st[core.O_SIZE + s]):
-                        st0[core.O_HAND + s * NR + pool[p]] += 1
-                        p += 1
-            else:
-                z = _shuffle(pool, m, z)
-                st0[core.O_HIDDEN] = 0
-                z = _deal_believed(st, st0, seat, n, pool, m, belief[i], room, room0, wts, z)
+                if belief.shape[0] == 0:
+                    p = 0
+                    for s in range(n):
+                        if s == seat:
+                            continue
+                        for r in range(NR):
+                            st0[core.O_HAND + s * NR + r] = 0
+                        for _ in range(st[core.O_SIZE + s]):
+                            st0[core.O_HAND + s * NR + pool[p]] += 1
+                            p += 1
+                else:
+                    z = _deal_believed(st, st0, seat, n, pool, m, belief[i], room, room0, wts, z)
             for c in range(ncand):
                 row = out[base + c]
                 row[:] = st0

@@ -59,13 +59,15 @@ def distill_terms(net: PolicyNetwork, batch: dict, bf16: bool) -> tuple[torch.Te
     ce_rows = -(batch["target"] * logp).sum(-1)
     kl_rows = ce_rows - batch["target_entropy"]
     agree = (logits.argmax(-1) == batch["move"]).float().mean()
-    valid = batch["cands"] >= 0
-    on_cands = logp.gather(1, batch["cands"].clamp(min=0)).masked_fill(~valid, -torch.inf)
-    values = batch["values"].masked_fill(~valid, -torch.inf)
-    lost = (values.max(1, keepdim=True).values - values).masked_fill(~valid, 0.0)
-    regret_rows = (torch.softmax(on_cands, dim=1) * lost).sum(1)
+    train_regret = batch.get("loss", "kl") == "value"
+    with torch.set_grad_enabled(train_regret and torch.is_grad_enabled()):  # else a measure only
+        valid = batch["cands"] >= 0
+        on_cands = logp.gather(1, batch["cands"].clamp(min=0)).masked_fill(~valid, -torch.inf)
+        values = batch["values"].masked_fill(~valid, -torch.inf)
+        lost = (values.max(1, keepdim=True).values - values).masked_fill(~valid, 0.0)
+        regret_rows = (torch.softmax(on_cands, dim=1) * lost).sum(1)
     regret = regret_rows.detach()
-    if batch.get("loss", "kl") == "value":
+    if train_regret:
         loss = regret_rows.mean()
     else:
         stake = float(batch.get("stake", 0.0))
