@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -196,10 +197,22 @@ def test_an_anneal_by_that_cannot_run_is_refused_in_one_line(overrides: list[str
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
+def test_the_default_display_shows_the_figures_learn_returned_whatever_their_names() -> None:
+    """An outside algorithm's ``learn`` returns its own figures (A2C: no approx_kl): the panel shows them in
+    its order, the loop's ``update_s`` left out, PPO's ``approx_kl`` as ``kl``."""
+    a2c = SimpleNamespace(losses={"policy": -0.0123456, "value": 0.25, "entropy": 1.5, "update_s": 0.2})
+    assert Algorithm.display_rows(a2c) == ([("losses", "policy -0.01235  value 0.25  entropy 1.5")], [])
+    ppo = SimpleNamespace(losses={"approx_kl": 0.002, "policy_lag": 1.0})
+    assert Algorithm.display_rows(ppo) == ([("losses", "kl 0.002  policy_lag 1")], [])
+    assert Algorithm.display_rows(SimpleNamespace(losses={})) == ([], [])
+
+
 def test_an_outside_algorithm_brings_its_section_through_train_resume_and_export(tmp_path: Path) -> None:
     """examples/custom_algorithm.py as a researcher runs it: ``samloc train`` with PYTHONPATH=examples and
     its ``a2c`` section on the command line trains, checkpoints (the section in the metadata), exports
-    ONNX; ``--resume`` alone restores the section exactly and trains on at its learning rate."""
+    ONNX; ``--resume`` alone restores the section exactly and trains on at its learning rate.  The first
+    sitting runs on the terminal's display (``display=rich``, issue #60: it raised KeyError 'approx_kl'),
+    and the panel left at the end shows A2C's own losses."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     env = dict(os.environ, OMP_NUM_THREADS="1",
@@ -207,15 +220,20 @@ def test_an_outside_algorithm_brings_its_section_through_train_resume_and_export
     run = tmp_path / "run"
     tiny = [a for a in TINY if not a.startswith("ppo.")]
 
+    shown: list[str] = []
+
     def train(*args: str) -> dict:
         r = subprocess.run([sys.executable, "-m", "samloc", "train", *args], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, r.stderr[-3000:]
+        shown.append(r.stdout)
         return json.loads((run / "summary.json").read_text())
 
     first = train("--config", "quick", "--run-dir", str(run), *tiny, "algorithm=custom_algorithm:A2C",
                   "a2c.lr=0.00123", "a2c.normalize_advantage=true", "a2c.batch_decisions=100",
-                  "total_decisions=300")
+                  "total_decisions=300", "display=rich")
+    losses = [line for line in shown[0].splitlines() if "│ losses" in line]
+    assert len(losses) == 1 and all(f" {k} " in losses[0] for k in ("policy", "value", "entropy")), shown[0]
     _, meta = ckpt.load_checkpoint(first["checkpoint"])
     a2c = meta.raw["config"]["a2c"]
     assert a2c["lr"] == 0.00123 and a2c["normalize_advantage"] is True and a2c["batch_decisions"] == 100

@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # the loop imports the algorithms: a type only
     from ..run.loop import RunLoop
 
 Rows = list[tuple[str, str]]
+#: shorter names in the progress display for some of the figures a ``learn`` returns
+DISPLAY_LABELS = {"approx_kl": "kl", "explained_variance": "expl_var"}
+#: figures the loop adds to an algorithm's (not shown as its losses)
+LOOP_FIGURES = ("update_s",)
 
 
 @dataclass
@@ -202,11 +206,11 @@ class Algorithm(ABC):
         """Its TensorBoard figures at each logging step (after the loop's counters)."""
 
     def display_rows(self) -> tuple[Rows, Rows]:
-        """(rows of the live panel, rows of the plain log line): the last losses, and its own."""
-        ls = self.losses
-        rows = [("losses", f"policy {ls['policy']:+.4f}  value {ls['value']:.4f}  entropy {ls['entropy']:.3f}"
-                           f"  kl {ls['approx_kl']:.4f}")] if "policy" in ls else []
-        return rows, []
+        """(rows of the live panel, rows of the plain log line): the figures the last :meth:`learn`
+        returned, whatever their names (an outside algorithm's are its own), in its order."""
+        shown = [f"{DISPLAY_LABELS.get(k, k)} {v:.4g}" for k, v in self.losses.items()
+                 if k not in LOOP_FIGURES and isinstance(v, (int, float))]
+        return ([("losses", "  ".join(shown))] if shown else []), []
 
     def eval_note(self, at: dict[str, Any]) -> None:
         """Its fields in the point an evaluation measures (``eval.jsonl``)."""

@@ -7,6 +7,8 @@ them (:data:`CLEANRL`), so a dashboard made for CleanRL works unchanged; every t
 
 from __future__ import annotations
 
+import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -206,6 +208,7 @@ class Display:
         self.mode = mode
         self.live = None
         self.last = 0.0
+        self.rates: dict[str, float] = {}  # the last update's, for the panel left on the screen at the end
 
     def __enter__(self) -> "Display":
         if self.mode == "rich":
@@ -216,6 +219,8 @@ class Display:
 
     def __exit__(self, *exc: Any) -> None:
         if self.live is not None:
+            if exc[0] is None:  # the panel left on the screen is the run's end, not its last half-second
+                self.live.update(self._render(self.rates))
             self.live.__exit__(*exc)
 
     def _eta(self, r: dict[str, float]) -> str:
@@ -263,7 +268,7 @@ class Display:
         if self.mode == "none" or now - self.last < (0.5 if self.mode == "rich" else self.cfg.log_every_s):
             return
         self.last = now
-        r = rate.rates()
+        r = self.rates = rate.rates()
         if self.mode == "rich" and self.live is not None:
             self.live.update(self._render(r))
         elif self.mode == "plain":
@@ -274,6 +279,21 @@ class Display:
                   f" ETA {self._eta(r)}{extra} | eval {self._eval_text()}", flush=True)
 
 
+def tensorboard_command(logdir: Path) -> str:
+    """The command that shows ``logdir`` in TensorBoard: the ``tensorboard`` installed beside this Python
+    (``.venv/bin/tensorboard`` after scripts/setup.sh, which puts nothing on PATH), plain ``tensorboard``
+    when that one is what PATH finds."""
+    exe = Path(sys.executable).parent / "tensorboard"
+    found = shutil.which("tensorboard")
+    if not exe.exists() or (found and Path(found).resolve() == exe.resolve()):
+        return f"tensorboard --logdir {shlex.quote(str(logdir))}"
+    try:
+        exe = exe.absolute().relative_to(Path.cwd())
+    except ValueError:
+        pass  # outside the working directory: the absolute path
+    return f"{shlex.quote(str(exe))} --logdir {shlex.quote(str(logdir))}"
+
+
 def run_dir_note(run_dir: Path) -> str:
     """The line that says where a run writes."""
-    return f"samloc train: run folder {run_dir}  (tensorboard --logdir {run_dir.parent})"
+    return f"samloc train: run folder {run_dir}  ({tensorboard_command(run_dir.parent)})"
