@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 from samloc.commands import seeds as seed_curve
 
@@ -101,3 +106,113 @@ def test_a_seed_run_too_short_for_an_evaluation_is_said_as_such(tmp_path, capsys
     assert err.startswith(f"samloc seeds: {short}: a run with no evaluation yet: "
                           "it stopped before its first"), err
     assert err.count("\n") == 1
+
+
+def test_without_opponents_the_columns_are_those_every_evaluation_has(tmp_path, capsys):
+    """Runs evaluated against the heuristic and a snapshot, never random (issue #60): the default columns
+    are what the runs have, in their order, and no --opponents is needed."""
+    runs = []
+    for k, name in enumerate(("s0", "s1")):
+        d = tmp_path / name
+        d.mkdir()
+        res = {"heuristic": {"mean_score": -1.0 + k}, "snapshot": {"mean_score": 0.5 * k},
+               "oddball": {"mean_score": 3.0}} if k == 0 else {"snapshot": {"mean_score": 0.5},
+                                                                 "heuristic": {"mean_score": 0.0}}
+        (d / "eval.jsonl").write_text(json.dumps({"updates": 10, "decisions_trained": 1000, "wall_s": 60.0,
+                                                  "results": res}) + "\n")
+        runs.append(str(d))
+    assert seed_curve.main([*runs, "--by", "update"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("| updates | wall min | decisions trained | seeds | vs heuristic: mean (lowest …"
+                        " highest seed) | vs snapshot: mean (lowest … highest seed) |")
+    assert lines[2] == "| 10 | 1.0 | 0.00 M | 2 | -0.50 (-1.00 … +0.00) | +0.25 (+0.00 … +0.50) |"
+    (tmp_path / "s1" / "eval.jsonl").write_text(json.dumps(
+        {"updates": 10, "decisions_trained": 1000, "wall_s": 60.0,
+         "results": {"random": {"mean_score": 9.0}}}))
+    assert seed_curve.main(runs) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no opponent is in every evaluation" in err
+
+
+def test_the_png_draws_the_mean_over_seeds_in_a_band_with_each_seed_faint(tmp_path):
+    """openrlbenchmark's way: per opponent a mean line over the table's rows, a band from the lowest to the
+    highest seed, each seed's own curve faint behind them."""
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    from training.tools.seed_curve import SEED_ALPHA, align, figure, load_run
+    runs = [load_run(_run(tmp_path, "fast", FAST, (-0.5, 12.0))),
+            load_run(_run(tmp_path, "slow", SLOW, (-1.5, 11.0)))]
+    fig = figure(runs, ["fast", "slow"], ["heuristic", "random"], "update")
+    rows = align(runs, ["heuristic", "random"], "update")
+    for k, ax in enumerate(fig.axes):
+        lines = {ln.get_label(): ln for ln in ax.get_lines()}
+        mean = lines["mean of 2 seeds"]
+        assert list(mean.get_xdata()) == [0, 34, 46, 68, 82, 102, 120]
+        means = [np.mean([f[3 + k] for f in figs]) for figs, _ in rows]
+        assert list(mean.get_ydata()) == pytest.approx(means)
+        assert lines["fast"].get_alpha() == lines["slow"].get_alpha() == SEED_ALPHA
+        assert mean.get_alpha() is None
+        (band,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        assert band.get_label() == "lowest … highest seed"
+        ys = band.get_paths()[0].vertices[:, 1]
+        lows = [min(f[3 + k] for f in figs) for figs, _ in rows]
+        highs = [max(f[3 + k] for f in figs) for figs, _ in rows]
+        assert min(ys) == pytest.approx(min(lows)) and max(ys) == pytest.approx(max(highs))
+    plt.close(fig)
+
+
+GOOD = {"updates": 30, "decisions_trained": 300_000, "wall_s": 60.0,
+        "results": {"heuristic": {"mean_score": -1.0, "ci95": [-1.3, -0.7]}, "random": {"mean_score": 12.0}}}
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("eval.jsonl", "[1,2]\n", "line 1: not an evaluation"),
+    ("eval.jsonl", json.dumps(GOOD) + "\n"
+     + json.dumps(GOOD | {"results": {"heuristic": {"mean_score": "-1"}}}),
+     "line 2: results.heuristic: not an opponent's result"),
+    ("eval.jsonl", json.dumps(GOOD | {"wall_s": "60"}), "line 1: not an evaluation"),
+    ("eval.jsonl", json.dumps(GOOD | {"results": {"heuristic": 5}}), "line 1: results.heuristic"),
+    ("eval.jsonl", json.dumps(GOOD | {"results": {"heuristic": {"mean_score": 1, "ci95": [1]}}}),
+     "line 1: results.heuristic"),
+    ("eval.jsonl", "{not json\n", "line 1: not JSON"),
+    ("eval.jsonl", "\n\n", "no evaluation in it"),
+    ("eval.jsonl", b"\xff\xfe", "not UTF-8 text"),
+    ("eval_report.json", "[]", "not an evaluation"),
+    ("eval_report.json", "5", "not an evaluation"),
+    ("eval_report.json", json.dumps({"decisions_trained": 1, "results": []}), "not an evaluation"),
+    ("eval_report.json", '{"results": {', "not JSON"),
+    ("summary.json", "{", "not JSON"),
+    ("summary.json", "[1]", "not a run summary"),
+    ("summary.json", '{"wall_s": "480"}', "not a run summary"),
+    ("summary.json", '{"wall_s": NaN}', "not a run summary"),
+])
+def test_a_damaged_run_file_is_one_line_naming_the_file_and_exit_2(tmp_path, capsys, name, text, words):
+    """issue #62: damaged eval.jsonl lines, reports and summaries each gave a traceback."""
+    run = _run(tmp_path, "s0", [(30, 60.0, -1.0, 12.0)], (0.0, 14.0))
+    (run / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert seed_curve.main([str(run), "--png", str(tmp_path / "c.png")]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith(f"samloc seeds: {run / name}: ") and words in out.err, out.err
+    assert out.err.count("\n") == 1 and "Traceback" not in out.err
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_a_png_in_a_folder_that_cannot_be_written_is_one_line(tmp_path, capsys, monkeypatch):
+    """issue #62: ``--png`` into a read-only folder gave a PermissionError traceback after the table."""
+    run = _run(tmp_path, "s0", [(30, 60.0, -1.0, 12.0)], (0.0, 14.0))
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if os.geteuid() == 0:  # root writes anyway: refuse the write as the kernel does for a user
+            def refused(path, write, mode=0o644):
+                raise PermissionError(errno.EACCES, "Permission denied", str(path))
+            monkeypatch.setattr("training.tools.seed_curve.write_with", refused)
+        code = seed_curve.main([str(run), "--png", str(ro / "c.png")])
+    finally:
+        ro.chmod(0o755)
+    err = capsys.readouterr().err
+    assert code in (1, 2) and err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(ro) in err and ("cannot be written" in err or "Permission denied" in err)
+    assert not (ro / "c.png").exists()

@@ -10,8 +10,11 @@ samloc seeds command that takes them.)
 
 A Markdown table: per evaluation point, the runs lined up by wall minutes (default), decisions trained or
 update, the mean over seeds of the updates, wall minutes and decisions trained and, per opponent, the mean
-lá with the lowest and highest seed; then the final evaluations.  ``--png`` draws every seed's curve.
-Exit 2 on a folder that is not a run, or a run with no evaluation.
+lá with the lowest and highest seed; then the final evaluations.  The columns are the opponents every
+evaluation of the runs has, unless --opponents names them.  ``--png`` draws per opponent the mean over
+seeds in a band from the lowest to the highest seed, every seed faint behind it.
+Exit 2 on a folder that is not a run, a run with no evaluation, or a damaged run file (named); exit 1
+when the PNG cannot be written.
 """
 
 from __future__ import annotations
@@ -21,18 +24,17 @@ import sys
 from pathlib import Path
 
 from sam_env.atomic import check_target
-from training.tools import seed_curve
-from training.tools.seed_curve import AXES, check_opponents, load_run, plot, table
+from training.tools.seed_curve import AXES, check_opponents, common_opponents, load_run, plot, table
 
 from .args import Parser, nonempty, parse, path
 
 
 def _parser() -> Parser:
-    p = Parser(prog="samloc seeds", description=__doc__ + "\n" + (seed_curve.__doc__ or ""),
+    p = Parser(prog="samloc seeds", description=__doc__,  # seed_curve's docstring says it again, for code
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", type=path, help="run folders of one config, different seeds")
-    p.add_argument("--opponents", nargs="+", type=nonempty, default=["heuristic", "random"],
-                   help="the opponents' columns")
+    p.add_argument("--opponents", nargs="+", type=nonempty,
+                   help="the opponents' columns (default: those every evaluation of the runs has)")
     p.add_argument("--by", choices=list(AXES), default="minutes",
                    help="line the runs up by wall minutes (default), decisions trained or update")
     p.add_argument("--png", type=path, help="also draw the curves here")
@@ -47,12 +49,17 @@ def main(argv: list[str]) -> int:
         if args.png is not None:
             check_target(args.png)  # UnsafeTarget (a ValueError) before anything is read
         runs = [load_run(Path(r)) for r in args.runs]
-        check_opponents(runs, [str(r) for r in args.runs], args.opponents)
-    except (ValueError, OSError, KeyError) as exc:  # json's errors are ValueErrors
+        opponents = args.opponents or common_opponents(runs, [str(r) for r in args.runs])
+        check_opponents(runs, [str(r) for r in args.runs], opponents)
+    except (ValueError, OSError) as exc:  # load_run's damaged files and json's errors are ValueErrors
         print(f"samloc seeds: {exc}", file=sys.stderr)
         return 2
-    print(table(runs, args.opponents, args.by))
+    print(table(runs, opponents, args.by))
     if args.png:
-        plot(runs, [Path(r).name for r in args.runs], args.opponents, Path(args.png), args.by)
+        try:
+            plot(runs, [Path(r).name for r in args.runs], opponents, Path(args.png), args.by)
+        except OSError as exc:  # the folder went read-only, the disk is full, ...
+            print(f"samloc seeds: cannot write {args.png}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
         print(f"curves: {args.png}")
     return 0

@@ -5,7 +5,11 @@ Reads each run folder's periodic evaluations (``eval.jsonl``) and final one (``e
 lines them up (:func:`align`) by wall minutes (the default), decisions trained or update, and prints a
 Markdown table: per row the mean over seeds of the updates, wall minutes and decisions trained, the
 seeds in it, and per opponent the mean lá over seeds with the lowest and highest seed.  ``--png``
-draws every seed's curve over the same axis.
+draws, per opponent, the mean over seeds as a line in a band from the lowest to the highest seed (the
+same rows as the table), every seed's own curve faint behind it (openrlbenchmark's way).  The opponents
+are, unless given, those every evaluation of every run has.  A damaged run file (a line of
+``eval.jsonl`` that is not an evaluation, a report that is not an object, a figure that is not a
+number) is a ValueError naming the file.
 
 Every evaluation of every run is in a row.  Runs evaluated by minutes (``eval.every_minutes``) reach
 different updates, and no run evaluates at exactly the same second or decision count as another: by
@@ -34,7 +38,8 @@ AXES = {"minutes": ("wall_s", 60.0, "wall minutes"),
 
 
 def load_run(run: Path) -> Run:
-    """(periodic evaluations, final report or None, wall seconds of the run) of a run folder."""
+    """(periodic evaluations, final report or None, wall seconds of the run) of a run folder; ValueError
+    (one line, naming the file) for a folder that is not a run or a file that is damaged."""
     hist = run / "eval.jsonl"
     if not hist.is_file() and (run / "config.yaml").is_file():
         raise ValueError(f"{run}: a run with no evaluation yet: it stopped before its first"
@@ -42,11 +47,55 @@ def load_run(run: Path) -> Run:
                          " or leave it out")
     if not hist.is_file():
         raise ValueError(f"{run}: not a run folder (no config.yaml, no eval.jsonl)")
-    evals = [json.loads(line) for line in hist.read_text().splitlines() if line.strip()]
-    final = (json.loads((run / "eval_report.json").read_text()) if (run / "eval_report.json").is_file()
-             else None)
-    summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}
-    return evals, final, float(summary.get("wall_s", evals[-1]["wall_s"] if evals else 0.0))
+    evals = [_evaluation(_json(hist, line, f"line {n}"), hist, f"line {n}: ", COUNTERS)
+             for n, line in enumerate(_text(hist).splitlines(), 1) if line.strip()]
+    if not evals:
+        raise ValueError(f"{hist}: no evaluation in it")
+    report, summary_file = run / "eval_report.json", run / "summary.json"
+    final = (_evaluation(_json(report, _text(report)), report, "", ("decisions_trained",))
+             if report.is_file() else None)
+    summary = _json(summary_file, _text(summary_file)) if summary_file.is_file() else {}
+    if not isinstance(summary, dict) or not _number(summary.get("wall_s", 0.0)):
+        raise ValueError(f"{summary_file}: not a run summary (an object whose wall_s is a number)")
+    return evals, final, float(summary.get("wall_s", evals[-1]["wall_s"]))
+
+
+#: the counters every periodic evaluation carries (the axes of :data:`AXES`)
+COUNTERS = ("updates", "wall_s", "decisions_trained")
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+
+
+def _json(path: Path, text: str, where: str = "") -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {where + ': ' if where else ''}not JSON ({exc})"[:300]) from None
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+
+def _evaluation(e: Any, path: Path, where: str, counters: tuple[str, ...]) -> dict[str, Any]:
+    """``e`` when it is an evaluation: an object with numeric ``counters`` and ``results`` mapping each
+    opponent to an object whose ``mean_score`` (and ``ci95``, when given) are numbers."""
+    what = "an evaluation: {" + ", ".join(f'"{c}": N' for c in counters) + ', "results": {OPPONENT: {...}}}'
+    if not isinstance(e, dict) or not all(_number(e.get(c)) for c in counters) \
+            or not isinstance(e.get("results"), dict):
+        raise ValueError(f"{path}: {where}not {what}")
+    for opp, r in e["results"].items():
+        ci = r.get("ci95", [0, 0]) if isinstance(r, dict) else None
+        if not (isinstance(r, dict) and _number(r.get("mean_score", 0.0)) and isinstance(ci, list)
+                and len(ci) == 2 and all(map(_number, ci))):
+            raise ValueError(f"{path}: {where}results.{opp}: not an opponent's result (mean_score a number,"
+                             " ci95 two numbers)")
+    return e
 
 
 def _spread(values: list[float]) -> str:
@@ -129,24 +178,37 @@ def table(runs: list[Run], opponents: list[str], by: str = "minutes") -> str:
     return "\n".join(lines)
 
 
-def plot(runs: list[Run], names: list[str], opponents: list[str], path: Path, by: str = "minutes") -> None:
-    """One panel per opponent: every seed's evaluations (and final point) over wall minutes, decisions
-    trained or updates."""
+#: where each axis's figure is in a row of :func:`align` (updates, wall seconds, decisions trained)
+COLUMN = {"update": 0, "minutes": 1, "decisions": 2}
+SEED_ALPHA = 0.3  # each seed's own curve, faint behind the mean
+
+
+def figure(runs: list[Run], names: list[str], opponents: list[str], by: str = "minutes") -> Any:
+    """The matplotlib figure of :func:`plot`: per opponent, the mean over seeds of the table's rows with a
+    band from the lowest to the highest seed, each seed's curve (and final point) faint behind."""
     import matplotlib  # only when a plot is asked for
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     key, scale, label = AXES[by]
+    rows = align(runs, opponents, by)
+    xs = np.array([np.mean([f[COLUMN[by]] for f in figs]) for figs, _ in rows]) / scale
     fig, axes = plt.subplots(1, len(opponents), figsize=(5 * len(opponents), 4), squeeze=False)
-    for ax, opp in zip(axes[0], opponents):
+    for k, (ax, opp) in enumerate(zip(axes[0], opponents)):
         for i, ((evals, final, wall), name) in enumerate(zip(runs, names)):
             ax.plot([_x(e, by) / scale for e in evals], [e["results"][opp]["mean_score"] for e in evals],
-                    marker="o", ms=3, color=f"C{i}", label=name)
+                    lw=1, marker="o", ms=2, color=f"C{i}", alpha=SEED_ALPHA, label=name)
             end = wall if by == "minutes" else (final or {}).get(key)
             if final is not None and end is not None:
                 r = final["results"][opp]
+                ci = r.get("ci95", [r["mean_score"]] * 2)
                 ax.errorbar([end / scale], [r["mean_score"]], fmt="D", color=f"C{i}", capsize=3,
-                            yerr=[[r["mean_score"] - r["ci95"][0]], [r["ci95"][1] - r["mean_score"]]])
+                            alpha=SEED_ALPHA, yerr=[[r["mean_score"] - ci[0]], [ci[1] - r["mean_score"]]])
+        scores = [[f[3 + k] for f in figs] for figs, _ in rows]
+        ax.fill_between(xs, [min(v) for v in scores], [max(v) for v in scores], color="black", alpha=0.15,
+                        lw=0, label="lowest … highest seed")
+        ax.plot(xs, [float(np.mean(v)) for v in scores], color="black", lw=2,
+                label=f"mean of {len(runs)} seeds")
         ax.axhline(0, color="black", lw=0.8)
         ax.set_title(f"vs 3 x {opp}", fontsize=10)
         ax.set_xlabel(label)
@@ -154,13 +216,39 @@ def plot(runs: list[Run], names: list[str], opponents: list[str], path: Path, by
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    write_with(path, lambda f: fig.savefig(f, format="png", dpi=100))
-    plt.close(fig)
+    return fig
+
+
+def plot(runs: list[Run], names: list[str], opponents: list[str], path: Path, by: str = "minutes") -> None:
+    """:func:`figure` written to ``path`` as a PNG."""
+    import matplotlib.pyplot as plt  # only when a plot is asked for
+
+    fig = figure(runs, names, opponents, by)
+    try:
+        write_with(path, lambda f: fig.savefig(f, format="png", dpi=100))
+    finally:
+        plt.close(fig)
+
+
+def _scored(e: dict[str, Any]) -> list[str]:
+    """The opponents an evaluation has a mean lá against."""
+    return [o for o, r in e["results"].items() if "mean_score" in r]
 
 
 def check_opponents(runs: list[Run], names: list[str], opponents: list[str]) -> None:
     """ValueError naming the run whose evaluations lack one of ``opponents``."""
     for (evals, final, _), name in zip(runs, names):
         for o in opponents:
-            if any(o not in e["results"] for e in evals) or (final and o not in final["results"]):
+            if any(o not in _scored(e) for e in evals) or (final and o not in _scored(final)):
                 raise ValueError(f"{name}: an evaluation without opponent {o!r}")
+
+
+def common_opponents(runs: list[Run], names: list[str]) -> list[str]:
+    """The opponents every evaluation of every run has (the default columns), in the first evaluation's
+    order; ValueError when there is none."""
+    every = [e for evals, final, _ in runs for e in [*evals, *([final] if final else [])]]
+    out = [o for o in _scored(every[0]) if all(o in _scored(e) for e in every)] if every else []
+    if not out:
+        raise ValueError(f"{', '.join(names)}: no opponent is in every evaluation of these runs"
+                         " (each run's eval.jsonl and eval_report.json)")
+    return out
