@@ -58,3 +58,50 @@ class PeekingNet(TinyNet):
         masked, value, critic = super().train_forward(obs, mask, hidden_hands)
         seen = masked + self.peek(hidden_hands.to(obs.dtype))
         return torch.where(mask > 0, seen, masked), value, critic
+
+
+class ZeroPeekNet(TinyNet):
+    """A cheat the guard must catch after training: ``train_forward`` adds a branch over every hand to the
+    policy's logits, initialised to zero, so a fresh network's probe sees nothing; training moves it."""
+
+    def __init__(self, obs_size: int, num_actions: int, critic_size: int = 0, width: int = 16):
+        super().__init__(obs_size, num_actions, critic_size, width)
+        self.peek = nn.Linear(max(critic_size, 1), num_actions)
+        nn.init.zeros_(self.peek.weight)
+        nn.init.zeros_(self.peek.bias)
+
+    def train_forward(self, obs: torch.Tensor, mask: torch.Tensor,
+                      hidden_hands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        masked, value, critic = super().train_forward(obs, mask, hidden_hands)
+        seen = masked + self.peek(hidden_hands.to(obs.dtype))
+        return torch.where(mask > 0, seen, masked), value, critic
+
+
+#: the hands the last critic call saw: GlobalPeekNet's policy reads them from here
+SEEN: torch.Tensor | None = None
+
+
+class GlobalPeekNet(TinyNet):
+    """A cheat that hides the hands from ``train_forward``'s arguments: the critic call leaves them in a
+    module global, and ``forward`` (the policy, in every later call) reads their mean through a branch
+    initialised to zero."""
+
+    def __init__(self, obs_size: int, num_actions: int, critic_size: int = 0, width: int = 16):
+        super().__init__(obs_size, num_actions, critic_size, width)
+        self.peek = nn.Linear(max(critic_size, 1), num_actions)
+        nn.init.zeros_(self.peek.weight)
+        nn.init.zeros_(self.peek.bias)
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        masked, value = super().forward(obs, mask)
+        if SEEN is None or SEEN.shape[-1] != self.peek.in_features:
+            return masked, value
+        seen = masked + self.peek(SEEN.to(obs.dtype).mean(0, keepdim=True))
+        return torch.where(mask > 0, seen, masked), value
+
+    def train_forward(self, obs: torch.Tensor, mask: torch.Tensor,
+                      hidden_hands: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        global SEEN
+        masked, value, critic = super().train_forward(obs, mask, hidden_hands)
+        SEEN = hidden_hands.detach().float()
+        return masked, value, critic

@@ -198,6 +198,11 @@ class LearnerConfig:
     """Updates a rollout may lag behind the weights that learn from it (updates made between its request
     and the update that takes it); older rollouts are dropped and counted (charts/dropped_rollouts), so
     every row learned from is 0 to this many updates old.  The queue bounds how many wait, not their age."""
+    guard_every: int = 10
+    """Updates between probes of the learner's network for a policy that reads the hidden hands
+    (agents/nets/guards.py: a few positions, each seen with two sets of hands; a branch that starts at zero
+    learns to peek as it trains).  A failure stops the run in one line before its next checkpoint (0: no
+    periodic probe; every checkpoint written and every one loaded is still probed)."""
     queue_rollouts: int = 0
     """Rollouts in flight on the workers or waiting for the learner, at most (0: one per worker plus one);
     a worker that delivers into a full queue waits for room (at least num_workers).  More room lets the

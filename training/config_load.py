@@ -314,8 +314,8 @@ def _check_settings(cfg: TrainConfig) -> None:
          f"learner.device must be auto, cpu, cuda or cuda:N, not {le.device!r}")
     need(le.precision in ("auto", "fp32", "bf16"),
          f"learner.precision must be auto, fp32 or bf16, not {le.precision!r}")
-    need(le.max_policy_lag >= 0 and le.queue_rollouts >= 0,
-         "learner.max_policy_lag and queue_rollouts must be >= 0")
+    need(le.max_policy_lag >= 0 and le.queue_rollouts >= 0 and le.guard_every >= 0,
+         "learner.max_policy_lag, queue_rollouts and guard_every must be >= 0")
     need(le.queue_rollouts == 0 or auto or le.queue_rollouts >= ro.num_workers,  # auto: sizing.py checks
          "learner.queue_rollouts must be 0 (num_workers + 1) or at least rollout.num_workers")
     ev = cfg.eval

@@ -5,7 +5,8 @@ temporary name and renamed into place, so a reader never sees half a
 checkpoint; the hashes in its metadata catch a file truncated or damaged
 later, and loading verifies them before it builds anything.  The network built
 is run once on known positions (:mod:`agents.nets.outputs`) before anyone gets
-it: weights broken before they were written (NaN) are refused too.  The network is
+it: weights broken before they were written (NaN) are refused too, and so is a policy that reads the
+hidden hands (:mod:`agents.nets.guards`).  The network is
 built by :func:`agents.nets.factory.build_network` from the ``model`` its
 metadata records (a user's kind imports its module: see there).
 """
@@ -29,6 +30,7 @@ from .format import (BELIEF_FILE, BELIEF_META, BOT_FILES, FORMAT, ONNX_FILE, ONN
                      check_tensors, file_sha256, is_checkpoint_of, list_checkpoints, read_metadata,
                      resolve, sealed, verify)
 from .factory import build_network, network_shapes
+from .guards import BlindPolicyError, check_blind_policy
 from .interface import PolicyNetwork
 from .outputs import Infer, check_known_positions
 
@@ -90,6 +92,10 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PolicyNetwor
     net = net.to(device).eval()
     check_known_positions(_infer(net, device), meta.tables, str(ckpt),
                           "train it again, or load an earlier checkpoint")
+    try:  # weights trained to peek pass a fresh network's probe: every load is probed again
+        check_blind_policy(net)
+    except BlindPolicyError as exc:
+        raise CheckpointError(f"{ckpt}: refused: {exc}") from None
     return net, meta
 
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from agents.nets.checkpoint import check_bot_folder
-from agents.nets.factory import network_shapes
+from agents.nets.checkpoint import check_bot_folder, load_checkpoint
+from agents.nets.factory import NetworkError, network_shapes
+from agents.nets.guards import check_blind_policy
 from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read_json_file, read_metadata,
                                 resolve, verify)
 from sam_env.atomic import UnsafeTarget, check_folder
@@ -195,6 +196,18 @@ def check_write_targets(cfg: TrainConfig, run_dir: Path) -> None:
         raise TrainError(f"checkpoint.export_to: {exc}") from None
 
 
+def probe_weights(cfg: TrainConfig, starts: list[Path]) -> None:
+    """The blind-policy guard (agents/nets/guards.py) on what the run would train: the config's fresh
+    network, and the checkpoints it starts from (loading probes them: CheckpointError naming one).
+    TrainError (one line) when the fresh network's policy reads the hidden hands."""
+    try:
+        check_blind_policy(cfg.model.build())
+    except NetworkError as exc:
+        raise TrainError(str(exc)) from None
+    for path in starts:
+        load_checkpoint(path)
+
+
 def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any, str]:
     """Every check that needs no Ray: (the learner's device, the line saying what ``auto`` sized on the
     embedded Ray, '' when nothing).  Raises the first problem found."""
@@ -213,6 +226,7 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any,
         model = read_metadata(path).model
         if model != shape:
             raise CheckpointError(f"{what} {path}: the model shape {model} differs from the config's {shape}")
+    probe_weights(cfg, [path for _, path in starts])
     try:
         device = resolve_device(cfg.learner.device)
     except DeviceError as exc:

@@ -4,7 +4,8 @@
     loop until total_decisions, max_minutes or a stop signal:
       collect        the algorithm's own workers, then the rollouts that arrived (the scheduler asks again)
       learn          the algorithm's update on the batch, once there is one
-      after-update   snapshot into the pool, the due evaluation launched, the due checkpoint,
+      after-update   the blind-policy probe (every learner.guard_every; before every checkpoint too),
+                     snapshot into the pool, the due evaluation launched, the due checkpoint,
                      then the algorithm's hooks
       stage          the next stage, when the one it is in ends (``stages``): a checkpoint, the algorithm
                      and the workers whose settings changed built anew, on the same network
@@ -38,6 +39,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from agents.nets.format import list_checkpoints
+from agents.nets.guards import BlindPolicyError, check_blind_policy
 from sam_env.atomic import write_json_atomic
 
 from ..algorithms import algorithm_class
@@ -283,6 +286,8 @@ class RunLoop:
         """Snapshot, evaluation and checkpoint on their schedules, the test hook, the algorithm's hooks."""
         cfg, c = self.cfg, self.state.c
         self.rate.add(time.perf_counter(), c.decisions_trained, c.updates, c.decisions)
+        if cfg.learner.guard_every and c.updates % cfg.learner.guard_every == 0:
+            self.guard()  # before the weights go anywhere: the pool, an evaluation, a checkpoint
         if c.updates % cfg.rollout.snapshot_every == 0:
             self.snapshot()
         wall = self.wall()
@@ -402,8 +407,21 @@ class RunLoop:
         self.algo.metadata(meta)
         return meta
 
+    def guard(self) -> None:
+        """The blind-policy probe of the learner's network (agents/nets/guards.py); TrainError (one line,
+        naming the run's last checkpoint) when its policy reads the hidden hands."""
+        try:
+            check_blind_policy(self.algo.learner.net)
+        except BlindPolicyError as exc:
+            last = list_checkpoints(self.state.run_dir)
+            raise TrainError(f"{self.state.run_dir}: update {self.c.updates}: {exc}; the run stops, and these"
+                             " weights are neither checkpointed nor exported (the last checkpoint:"
+                             f" {last[-1] if last else 'none'})") from None
+
     def save(self) -> Path:
-        """A checkpoint of everything --resume needs (the schedule's lanes and the algorithm's part too)."""
+        """A checkpoint of everything --resume needs (the schedule's lanes and the algorithm's part too),
+        after the guard's probe: a network that peeks is never written."""
+        self.guard()
         arrays, lanes = self.scheduler.to_checkpoint({sid for sid, _ in self.state.pool})
         tensors = {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}  # Ray's are read-only
         state: dict[str, Any] = {"lanes": lanes} if lanes is not None else {}
