@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from agents.nets.format import DEFAULT_KIND
+from agents.nets.format import DEFAULT_KIND, SIZED_KINDS
 from sam_env.actions import NUM_ACTIONS
 from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.obs import FULL_EXTRA, LA_SCALE, OBS_SIZE
@@ -83,7 +83,9 @@ class ModelConfig:
     """The policy/value network: the registered MLP, or a user's class (agents/nets/interface.py)."""
 
     kind: str = DEFAULT_KIND
-    """The network: mlp (sized by hidden and layers), or a user's class as package.module:Class that
+    """The network: mlp (sized by hidden and layers); a network part sized the same way (agents/nets/parts.py):
+    moves (each legal move scored from its features), history (a GRU over the last 16 decisions), shape (the
+    hand's fewest moves to play out) or combined (all three); or a user's class as package.module:Class that
     subclasses agents.nets.interface.PolicyNetwork (built with model.kwargs; docs/agents.md)."""
     hidden: int = 256
     """Width of the hidden layers."""
@@ -93,13 +95,16 @@ class ModelConfig:
     """Baseline for the advantages: "full" (a critic MLP that also sees every hand; training only) or
     "obs"."""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    """A user's model.kind: its keyword arguments besides obs_size, num_actions and critic_size
-    (numbers or strings)."""
+    """A network's keyword arguments besides obs_size, num_actions and critic_size (numbers or strings): a
+    user's model.kind's, or a part's own (moves: move_width; history: history_width)."""
 
     def label(self) -> str:
         """The network in a few words, for benchmark and log lines."""
-        shape = (f"{self.hidden}x{self.layers}" if self.kind == DEFAULT_KIND
-                 else self.kind + "(" + ", ".join(f"{k}={v}" for k, v in self.kwargs.items()) + ")")
+        if self.kind == DEFAULT_KIND:
+            shape = f"{self.hidden}x{self.layers}"
+        else:
+            sized = [f"{self.hidden}x{self.layers}"] if self.kind in SIZED_KINDS else []
+            shape = self.kind + "(" + ", ".join(sized + [f"{k}={v}" for k, v in self.kwargs.items()]) + ")"
         return f"{shape} critic={self.critic}"
 
     def __post_init__(self) -> None:
@@ -110,6 +115,8 @@ class ModelConfig:
                                   " model.hidden and model.layers")
             return
         given = ("obs_size", "num_actions", "critic_size")  # every network's, besides model.kwargs
+        if self.kind in SIZED_KINDS:
+            given += ("hidden", "layers")
         bad = [k for k, v in self.kwargs.items() if k in given or not isinstance(v, (int, float, str, bool))]
         if bad:
             raise ConfigError(f"model.kwargs.{bad[0]}: the kwargs are numbers or strings, and not "
@@ -126,8 +133,8 @@ class ModelConfig:
         """The network's ``kind`` and constructor arguments: what ``build_network`` builds."""
         sizes = {"obs_size": OBS_SIZE, "num_actions": NUM_ACTIONS,
                  "critic_size": FULL_EXTRA if self.critic == "full" else 0}
-        if self.kind == DEFAULT_KIND:
-            return {"kind": self.kind, **sizes, "hidden": self.hidden, "layers": self.layers}
+        if self.kind in SIZED_KINDS:
+            return {"kind": self.kind, **sizes, "hidden": self.hidden, "layers": self.layers, **self.kwargs}
         return {"kind": self.kind, **sizes, **self.kwargs}
 
     def build(self) -> "PolicyNetwork":

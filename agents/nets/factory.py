@@ -24,10 +24,11 @@ import torch
 
 from .format import DEFAULT_KIND, KIND_PATH, CheckpointError
 from .interface import HParam, PolicyNetwork
+from .parts import PART_NETWORKS
 from .policy import PolicyNet
 
 #: The networks ``model.kind`` names without an import path.
-NETWORKS: dict[str, type[PolicyNetwork]] = {PolicyNet.kind: PolicyNet}
+NETWORKS: dict[str, type[PolicyNetwork]] = {PolicyNet.kind: PolicyNet, **{n.kind: n for n in PART_NETWORKS}}
 
 
 class NetworkError(ValueError):

@@ -55,6 +55,9 @@ BOT_FILES = frozenset({MODEL_FILE, META_FILE, BELIEF_FILE, BELIEF_META, ONNX_FIL
 CHECKPOINT_FILES = BOT_FILES | {TRAINER_TENSORS, TRAINER_JSON}
 FORMAT = "samloc-checkpoint/1"
 DEFAULT_KIND = "mlp"  # the registered network (agents.nets.policy.PolicyNet); a model without "kind" is one
+#: The registered networks sized by ``model.hidden`` and ``model.layers``: the MLP and the parts of
+#: agents/nets/parts.py (agents.nets.factory.NETWORKS holds their classes; a test keeps the two in step).
+SIZED_KINDS = (DEFAULT_KIND, "moves", "history", "shape", "combined")
 #: A user's network: ``package.module:Class`` (agents.nets.factory imports it).
 KIND_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 MAX_JSON_BYTES = 1 << 20          # a metadata, sidecar, belief or report file (they are a few KiB)
@@ -172,10 +175,10 @@ def check_size(shapes: Mapping[str, tuple[int, ...]], where: str) -> None:
 
 
 def check_kind(kind: Any, where: str) -> None:
-    """A model kind is ``mlp`` or an import path ``package.module:Class``."""
-    if not isinstance(kind, str) or not (kind == DEFAULT_KIND or KIND_PATH.fullmatch(kind)):
-        raise CheckpointError(f"{where}: model kind {str(kind)[:80]!r} is neither {DEFAULT_KIND} nor an"
-                              " import path package.module:Class")
+    """A model kind is a registered network or an import path ``package.module:Class``."""
+    if not isinstance(kind, str) or not (kind in SIZED_KINDS or KIND_PATH.fullmatch(kind)):
+        raise CheckpointError(f"{where}: model kind {str(kind)[:80]!r} is neither a registered network"
+                              f" ({', '.join(SIZED_KINDS)}) nor an import path package.module:Class")
 
 
 def _check_model_fields(model: Any, where: str) -> None:
