@@ -151,13 +151,24 @@ def _fake_run(root: Path) -> Path:
     return run
 
 
-def test_a_run_folder_stands_for_its_checkpoints_in_training_order(tmp_path, capsys):
+def test_a_run_folder_stands_for_its_last_checkpoint_unless_all_are_asked_for(tmp_path, capsys):
+    """issue #60: a run folder expanded to every kept checkpoint (6 agents became 13); now its last one that
+    verifies (ckpt_00000003 is cut short: skipped with a warning), every one with --all-checkpoints."""
     run = _fake_run(tmp_path)
     ckpts = [str(run / "checkpoints" / f"ckpt_{k:08d}") for k in (1, 2)]
-    assert [(e.name, e.run, e.decisions_trained) for e in expand([str(run) + "/", "random"])] == [
+    warned: list[str] = []
+    got = expand([str(run) + "/", "random"], warned.append)
+    assert [(e.name, e.run, e.decisions_trained) for e in got] == [(ckpts[1], str(run), 2000),
+                                                                   ("random", None, None)]
+    assert len(warned) == 1 and "ckpt_00000003" in warned[0]
+    assert main([str(run), "random", "--deals", "4", "--json", "--out", str(tmp_path / "last")]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert list(res["ratings"]) == [ckpts[1], "random"] and len(res["pairs"]) == 2
+    assert [(e.name, e.run, e.decisions_trained) for e in expand([str(run) + "/", "random"],
+                                                                 all_checkpoints=True)] == [
         (ckpts[0], str(run), 1000), (ckpts[1], str(run), 2000), ("random", None, None)]
     out = tmp_path / "lg"
-    assert main([str(run), "random", "--deals", "4", "--json", "--out", str(out)]) == 0
+    assert main([str(run), "random", "--all-checkpoints", "--deals", "4", "--json", "--out", str(out)]) == 0
     cap = capsys.readouterr()
     assert "skipping bad checkpoint" in cap.err and "ckpt_00000003" in cap.err
     res = json.loads(cap.out.strip().splitlines()[-1])
@@ -185,3 +196,48 @@ def test_cli_usage_errors(argv, words, capsys):
     assert samloc_main(["league", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1, err
+
+
+def test_short_names_are_the_shortest_unique_ends_of_the_paths():
+    from agents.evaluation.league import short_names
+    names = ["runs/quick__0__20261201/checkpoints/ckpt_00000040",
+             "runs/quick__1__20261201/checkpoints/ckpt_00000040",
+             "runs/quick__1__20261201/checkpoints/ckpt_00000080", "heuristic", "checkpoints/standard+search",
+             "runs/quick__0__20261201"]
+    assert short_names(names) == {
+        names[0]: "quick__0__20261201/checkpoints/ckpt_00000040",
+        names[1]: "quick__1__20261201/checkpoints/ckpt_00000040",
+        names[2]: "ckpt_00000080", "heuristic": "heuristic", names[4]: "standard+search",
+        names[5]: "quick__0__20261201"}
+    assert short_names(["a/x", "x"]) == {"a/x": "a/x", "x": "x"}
+
+
+def _res(agents: list[dict], pin: str) -> dict:
+    rt = {a["name"]: {"rating": float(k), "ci95": [k - 0.5, k + 0.5], "se": 0.2}
+          for k, a in enumerate(agents)}
+    return {"ratings": rt, "agents": agents, "table": "hoi_quan_bai/4", "deals": 1000, "pin": pin}
+
+
+def test_ratings_png_names_agents_shortly_and_its_title_fits(tmp_path):
+    """issue #60: the title was clipped by long paths and the legend showed them whole."""
+    import matplotlib.pyplot as plt
+    from agents.evaluation.league import _figure
+    deep = "/very/long/path/to/some/experiments/folder/of/a/researcher/runs"
+    runs = [f"{deep}/quick__{s}__20261201-000000" for s in (0, 1)]
+    agents = [{"name": f"{r}/checkpoints/ckpt_{u:08d}", "run": r, "decisions_trained": u * 1000}
+              for r in runs for u in (40, 80)]
+    agents.append({"name": f"{deep}/../shipped/checkpoints/standard", "run": None, "decisions_trained": None})
+    fig = _figure(_res(agents, agents[0]["name"]))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["standard +4.00", "quick__0__20261201-000000", "quick__1__20261201-000000"]
+    fig.canvas.draw()
+    box, whole = ax.title.get_window_extent(), fig.bbox
+    assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and box.y1 <= whole.y1
+    assert "quick__0__20261201-000000/checkpoints/ckpt_00000040 = 0" in ax.title.get_text().replace("\n", " ")
+    plt.close(fig)
+    names = [f"{deep}/a/{n}" for n in ("heuristic_net", "random_net")]
+    fig = _figure(_res([{"name": n, "run": None, "decisions_trained": None} for n in names] +
+                       [{"name": "random", "run": None, "decisions_trained": None}], "random"))
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["heuristic_net", "random_net", "random"]
+    plt.close(fig)

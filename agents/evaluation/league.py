@@ -3,13 +3,16 @@
 Each ordered pair (A, B) is one :func:`agents.evaluation.evaluate.evaluate` run (A in one seat,
 B in the others, A's seat rotated), all pairs on the same deals of ``--seed``; the
 ratings, their bootstrap intervals and the model's misfits are :func:`agents.evaluation.ratings.rate`'s.
-A run folder among the agents stands for its checkpoints, oldest first, so a league of
-one run shows how its training went (``ratings.png``: rating against decisions trained).
+A run folder among the agents stands for its last checkpoint (the bot it made), or with
+``all_checkpoints`` for every checkpoint it kept, oldest first, so that a league of one run shows how its
+training went (``ratings.png``: rating against decisions trained).  The plot names each agent by the
+shortest end of its path that no other agent's shares, so that long paths fit.
 """
 
 from __future__ import annotations
 
 import os
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -41,28 +44,36 @@ def _is_run(path: str) -> bool:
     return p.is_dir() and not (p / META_FILE).exists() and (p / "checkpoints").is_dir()
 
 
-def expand(specs: Sequence[str], warn: Callable[[str], None] | None = None) -> list[Entry]:
+def _run_entries(run: str, all_checkpoints: bool, warn: Callable[[str], None] | None) -> list[Entry]:
+    """A run folder's checkpoints that verify, in training order: every one, or only the newest (a newer
+    one that does not verify is skipped, ``warn`` hears of it)."""
+    out: list[Entry] = []
+    for ck in (list_checkpoints(run) if all_checkpoints else reversed(list_checkpoints(run))):
+        try:
+            meta = verify(ck)
+        except CheckpointError as exc:
+            if warn is not None:
+                warn(f"skipping bad checkpoint: {exc}")
+            continue
+        out.append(Entry(str(ck), str(ck), run, meta.decisions_trained))
+        if not all_checkpoints:
+            break
+    if not out:
+        raise ValueError(f"{run}: no usable checkpoint in this run folder")
+    return out
+
+
+def expand(specs: Sequence[str], warn: Callable[[str], None] | None = None,
+           all_checkpoints: bool = False) -> list[Entry]:
     """The league's agents: each spec checked (:func:`agents.registry.parse_spec`), a run folder
-    replaced by its checkpoints in training order (a checkpoint that does not verify is skipped,
-    ``warn`` hears of it).  ValueError (one line) for a bad spec, a run without a usable
-    checkpoint, or an agent listed twice."""
+    replaced by its last checkpoint, or by every one it kept in training order with ``all_checkpoints``
+    (a checkpoint that does not verify is skipped, ``warn`` hears of it).  ValueError (one line) for a
+    bad spec, a run without a usable checkpoint, or an agent listed twice."""
     out: list[Entry] = []
     for raw in specs:
         s = raw.strip()
         if _is_run(s):
-            run = os.path.normpath(s)
-            kept = 0
-            for ck in list_checkpoints(run):
-                try:
-                    meta = verify(ck)
-                except CheckpointError as exc:
-                    if warn is not None:
-                        warn(f"skipping bad checkpoint: {exc}")
-                    continue
-                out.append(Entry(str(ck), str(ck), run, meta.decisions_trained))
-                kept += 1
-            if not kept:
-                raise ValueError(f"{s}: no usable checkpoint in this run folder")
+            out += _run_entries(os.path.normpath(s), all_checkpoints, warn)
             continue
         p = parse_spec(s)
         name, decisions = s, None
@@ -178,11 +189,36 @@ def _markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def short_names(names: Sequence[str]) -> dict[str, str]:
+    """Each name as the shortest end of its path (``runs/a/checkpoints/ckpt_9`` → ``ckpt_9``) that is no
+    other name's end of as many parts; every name whole when that still leaves two the same."""
+    parts = {n: n.replace(os.sep, "/").rstrip("/").split("/") for n in names}
+
+    def end(n: str, k: int) -> str:
+        return "/".join(parts[n][-k:])
+
+    out = {}
+    for n in names:
+        k = 1
+        while k < len(parts[n]) and any(end(m, k) == end(n, k) for m in names if m != n):
+            k += 1
+        out[n] = end(n, k)
+    return out if len(set(out.values())) == len(out) else {n: n for n in names}
+
+
 def _plot(res: dict[str, Any], path: Path) -> None:
+    save_png(_figure(res), path)
+
+
+def _figure(res: dict[str, Any]) -> Any:
+    """``ratings.png``'s figure: rating against decisions trained for networks (one line per run), a band
+    per agent that is not one; agents named by :func:`short_names`."""
     import matplotlib  # optional (the train extra), and slow to import: only when a report is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rt = res["ratings"]
+    short = short_names([a["name"] for a in res["agents"]]
+                        + sorted({a["run"] for a in res["agents"] if a["run"]}))
     nets = [a for a in res["agents"] if a["decisions_trained"] is not None]
     fig, ax = plt.subplots(figsize=(8, 4.8))
     if nets:
@@ -194,12 +230,12 @@ def _plot(res: dict[str, Any], path: Path) -> None:
             ys = np.array([rt[a["name"]]["rating"] for a in items])
             err = np.array([[y - rt[a["name"]]["ci95"][0], rt[a["name"]]["ci95"][1] - y]
                             for a, y in zip(items, ys)]).T
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=short[label])
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         for k, a in enumerate(x for x in res["agents"] if x["decisions_trained"] is None):
             c = colors[(len(series) + k) % len(colors)]
             r = rt[a["name"]]
-            ax.axhline(r["rating"], color=c, ls="--", lw=1, label=f"{a['name']} {r['rating']:+.2f}")
+            ax.axhline(r["rating"], color=c, ls="--", lw=1, label=f"{short[a['name']]} {r['rating']:+.2f}")
             ax.axhspan(r["ci95"][0], r["ci95"][1], color=c, alpha=0.12)
         ax.set_xlim(left=0)
         ax.set_xlabel("decisions trained (millions)")
@@ -210,14 +246,16 @@ def _plot(res: dict[str, Any], path: Path) -> None:
         xs = np.array([rt[n]["rating"] for n in order])
         err = np.array([[x - rt[n]["ci95"][0], rt[n]["ci95"][1] - x] for n, x in zip(order, xs)]).T
         ax.errorbar(xs, ys, xerr=err, fmt="o", capsize=3)
-        ax.set_yticks(ys, order)
+        ax.set_yticks(ys, [short[n] for n in order])
         ax.set_xlabel("rating (lá per game)")
-    ax.set_title(f"League ratings, {res['table']} ({res['deals']} deals, {res['pin']} = 0, 95% intervals)")
+    pin = short.get(res["pin"], res["pin"])
+    ax.set_title(textwrap.fill(f"League ratings, {res['table']} ({res['deals']} deals, {pin} = 0,"
+                               " 95% intervals)", 70), fontsize=10)
     if nets:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    save_png(fig, path)
+    return fig
 
 
 def write_report(res: dict[str, Any], out_dir: str | Path) -> Path:

@@ -32,7 +32,10 @@ def _parser() -> Parser:
                             "(one seat A, the others B), then one rating per agent on the lá scale: "
                             "score(A vs B) ≈ r_A − r_B.")
     ap.add_argument("agents", nargs="+", type=agent_spec, metavar="AGENT",
-                    help="agent specs (as samloc eval's); a run folder stands for its checkpoints")
+                    help="agent specs (as samloc eval's); a run folder stands for its last checkpoint")
+    ap.add_argument("--all-checkpoints", action="store_true",
+                    help="a run folder stands for every checkpoint it kept, oldest first (how its training"
+                         " went: ratings.png draws rating against decisions trained)")
     ap.add_argument("--rules", type=nonempty, help=f"preset name (default {DEFAULT_PRESET})")
     ap.add_argument("--players", type=nonempty, help=f"player count (default {DEFAULT_PLAYERS})")
     ap.add_argument("--deals", type=integer(2), default=1000,
@@ -57,7 +60,8 @@ def _plan(args: argparse.Namespace) -> tuple[Table, list[Entry], str, list[str]]
     if len(tables) != 1:
         raise ValueError("a league plays one table: give one rule set and one player count")
     here = tables[0]
-    entries = expand(args.agents, warn=lambda m: print(f"samloc league: {m}", file=sys.stderr))
+    entries = expand(args.agents, warn=lambda m: print(f"samloc league: {m}", file=sys.stderr),
+                     all_checkpoints=args.all_checkpoints)
     names = [e.name for e in entries]
     pin = args.pin if args.pin is not None else ("random" if "random" in names else names[0])
     if pin not in names:
