@@ -384,14 +384,18 @@ def weighted_tables(cfg: TrainConfig) -> list[tuple[Table, float]]:
     if not specs or any(not players for _, players, _ in specs):
         raise ConfigError(f"{where}: no tables (give at least one rule set and one player count)")
     out: list[tuple[Table, float]] = []
-    for rules, players, weight in specs:
+    for k, (rules, players, weight) in enumerate(specs):
         if not weight > 0:
             raise ConfigError(f"{where}: weight must be positive, not {weight}")
         try:
             rs = RuleSet.parse(OmegaConf.to_container(rules) if OmegaConf.is_config(rules) else rules)
-            out += [(Table(rs, p), weight) for p in players]
         except RulesError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        try:  # a count the rules forbid is the players key's mistake, not the rules'
+            out += [(Table(rs, p), weight) for p in players]
+        except RulesError as exc:
+            raise ConfigError(f"{f'env.tables[{k}].players' if cfg.env.tables else 'env.players'}: {exc}"
+                              ) from None
     keys = [t.key for t, _ in out]
     if len(set(keys)) != len(keys):
         raise ConfigError(f"{where}: a table is listed twice")
