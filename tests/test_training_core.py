@@ -80,7 +80,8 @@ def test_overrides_apply_with_types() -> None:
     (["env.rules=[mien_bac]", "eval.players=5"],
      "eval.players: players must be an integer from 2 to 4 under mien_bac"),
     # issue #60: a player count the rules forbid names the players key, not env.rules
-    (["env.rules=mien_bac", "env.players=5"], "env.players: players must be an integer from 2 to 4 under mien_bac"),
+    (["env.rules=mien_bac", "env.players=5"],
+     "env.players: players must be an integer from 2 to 4 under mien_bac"),
     (["env.tables=[{rules: online, players: [3]}, {rules: mien_bac, players: [3, 5]}]"],
      "env.tables[1].players: players must be an integer from 2 to 4 under mien_bac"),
     (["eval.rules=mien_bac", "env.players=[5]"],
