@@ -197,6 +197,31 @@ def test_an_anneal_by_that_cannot_run_is_refused_in_one_line(overrides: list[str
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
+def test_print_config_and_the_dry_run_name_the_sections_the_algorithm_does_not_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue #60: quick's tuned ppo section was silently ignored under an outside algorithm (its ent_coef
+    fell back to a2c's default).  Both outputs name the unread sections and the keys set in them."""
+    from samloc.commands import train as train_cmd
+    from training.config_load import unread_sections
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    cfg = load_config("quick", ["algorithm=custom_algorithm:A2C", "ppo.clip=0.3"])
+    assert unread_sections(cfg) == {"ppo": ["ppo.lr", "ppo.batch_decisions", "ppo.ent_coef", "ppo.clip"],
+                                    "dmc": [], "distill": [], "reinforce": []}
+    assert list(unread_sections(load_config("quick"))) == ["dmc", "distill", "reinforce"]
+    assert list(unread_sections(load_config("expert"))) == ["dmc", "reinforce"]  # it runs PPO's update
+    assert list(unread_sections(load_config("strong"))) == ["dmc", "reinforce"]  # stages: ppo, then expert
+    note = ("ppo (set here: ppo.lr, ppo.batch_decisions, ppo.ent_coef), dmc, distill, reinforce: algorithm"
+            " custom_algorithm:A2C does not read them (their settings change nothing in this run)")
+    args = ["--config", "quick", "algorithm=custom_algorithm:A2C", "--run-dir", str(tmp_path / "run")]
+    assert train_cmd.main([*args, "--print-config"]) == 0
+    text = capsys.readouterr().out
+    assert f"# Sections {note}." in text.splitlines()[:4]
+    heads = [ln.split("#")[0].strip() for ln in text.splitlines() if "NOT READ in this run" in ln]
+    assert heads == ["ppo:", "dmc:", "distill:", "reinforce:"]
+    assert train_cmd.main([*args, "--dry-run"]) == 0
+    assert f"  unread:      {note}" in capsys.readouterr().out.splitlines()
+
+
 def test_the_default_display_shows_the_figures_learn_returned_whatever_their_names() -> None:
     """An outside algorithm's ``learn`` returns its own figures (A2C: no approx_kl): the panel shows them in
     its order, the loop's ``update_s`` left out, PPO's ``approx_kl`` as ``kl``."""

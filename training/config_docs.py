@@ -16,6 +16,7 @@ import yaml
 from . import config
 from .algorithms import sections
 from .config import TrainConfig, core_fields
+from .config_load import unread_note, unread_sections
 
 
 def field_docs() -> dict[str, dict[str, str]]:
@@ -70,12 +71,14 @@ def _flow(value: Any) -> str:
 def config_text(cfg: TrainConfig, source: str = "") -> str:
     """The config as YAML that ``--config`` reads back, every field with its doc as a comment."""
     rows: list[tuple[str, str]] = []
+    unread = unread_sections(cfg)  # another algorithm's section: said at its head, and at the top
 
     def walk(obj: Any, keys: list[tuple[str, Any]], indent: str) -> None:
         docs = docs_of(type(obj))
         for name, value in keys:
             if dataclasses.is_dataclass(value):
-                rows.append((f"{indent}{name}:", _summary_line(value)))
+                note = "NOT READ in this run (not its algorithm's): " if not indent and name in unread else ""
+                rows.append((f"{indent}{name}:", note + _summary_line(value)))
                 inner = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
                 walk(value, inner, indent + "  ")
             else:
@@ -86,6 +89,7 @@ def config_text(cfg: TrainConfig, source: str = "") -> str:
     head = [f"# samloc train config{' from ' + source if source else ''}, resolved"
             " (defaults <- file <- key=value).",
             "# Any key can be given as key=value (env.players=3, ppo.lr=1e-4); this is a --config file."]
+    head += [f"# Sections {unread_note(cfg)}."] if unread else []
     return "\n".join(head + [f"{code:<{width}}  # {doc}" if doc else code for code, doc in rows]) + "\n"
 
 

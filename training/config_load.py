@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from agents.registry import make_agent, parse_spec
 
-from .algorithms import resolve, sections
+from .algorithms import STAGES, algorithm_class, resolve, sections
 from .config import (AUTO, CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_table, need,
                      to_dict, training_tables)
 
@@ -414,6 +414,41 @@ def _check_stages(cfg: TrainConfig) -> None:
                  " evaluation: give eval.every_updates or eval.every_minutes")
             need(s.plateau_opponent in ev.opponents, f"{where}.plateau_opponent: {s.plateau_opponent!r}"
                  f" is not one of eval.opponents ({', '.join(ev.opponents)})")
+
+
+def unread_sections(cfg: TrainConfig) -> dict[str, list[str]]:
+    """The sections no algorithm of this run reads (``ppo`` under ``algorithm=dmc`` or an outside one; a
+    run in stages reads each stage's algorithm's), each with its keys the config set away from their
+    defaults: settings that change nothing, which ``--print-config`` and ``--dry-run`` name."""
+    read = set(STAGES)  # the warm start runs beside any algorithm
+    for cls in _run_algorithms(cfg).values():
+        read |= {cls.section, *cls.reads}
+    out = {}
+    for name, settings in cfg.sections.items():
+        if name not in read:
+            default = type(settings)()
+            out[name] = [f"{name}.{f.name}" for f in dataclasses.fields(settings)
+                         if getattr(settings, f.name) != getattr(default, f.name)]
+    return out
+
+
+def unread_note(cfg: TrainConfig) -> str:
+    """:func:`unread_sections` in a sentence ('' when every section is read)."""
+    unread = unread_sections(cfg)
+    if not unread:
+        return ""
+    parts = [name + (f" (set here: {', '.join(keys)})" if keys else "") for name, keys in unread.items()]
+    return (f"{', '.join(parts)}: algorithm {', '.join(_run_algorithms(cfg))} does not read them"
+            f" (their settings change nothing in this run)")
+
+
+def _run_algorithms(cfg: TrainConfig) -> dict[str, Any]:
+    """The algorithm of the run and of each of its stages, by what the config calls it."""
+    out = {}
+    for c in [cfg, *(stage_config(cfg, i) for i in range(len(cfg.stages)))]:
+        cls = algorithm_class(c)
+        out["expert_iteration" if cls.section == "distill" else c.algorithm] = cls
+    return out
 
 
 def _check_opponent(spec: str, temperature: float) -> None:

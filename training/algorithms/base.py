@@ -98,6 +98,9 @@ class Algorithm(ABC):
     name: ClassVar[str] = ""
     section: ClassVar[str] = ""
     Settings: ClassVar[type[Section] | None] = None
+    #: other algorithms' sections it reads too (expert iteration runs PPO's update): the sections neither
+    #: names are said to be unread (``--print-config``, ``--dry-run``)
+    reads: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

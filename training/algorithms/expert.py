@@ -49,6 +49,7 @@ class ExpertIteration(Algorithm):
     name = "expert_iteration"
     section = "distill"
     Settings = DistillConfig
+    reads = ("ppo",)  # PPO's update and learning rate, on the same network
 
     def __init__(self, cfg: TrainConfig, state: RunState, log: Callable[[str], None]):
         ppo = PPO(cfg, state, log)  # PPO's update and settings, on the same network

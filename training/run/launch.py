@@ -21,7 +21,7 @@ from sam_env.atomic import UnsafeTarget, check_folder
 
 from ..algorithms import algorithm_class
 from ..config import AUTO, ConfigError, TrainConfig, stop_reason, training_tables
-from ..config_load import load_config
+from ..config_load import load_config, unread_note
 from ..errors import TrainError
 from .learner import DeviceError, resolve_device
 from .precision import planned
@@ -318,6 +318,8 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              + ("; deterministic (reproducible)" if ro.deterministic else "")]
     lines += [f"  sizing:      {line}" for line in sized.splitlines()]
     lines += algo.dry_run_lines(cfg)
+    unread = unread_note(cfg)  # a tuned section of another algorithm changes nothing: say so
+    lines += [f"  unread:      {unread}"] if unread else []
     lines += stage_lines(cfg, launch.stage)
     final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
              else "no final evaluation")
