@@ -18,6 +18,7 @@ from .players.heuristic_params import VARIANTS
 from .nets.format import DEFAULT_KIND, read_metadata, resolve
 from .players.random_agent import RandomAgent
 from .players.search_settings import parse_search_spec
+from .serving.shipped import ENV_VAR, NoCheckpoints, checkpoints_dir
 
 SPEC_HELP = ("random, random:uniform, heuristic, heuristic:" + "|".join(v for v in VARIANTS if v)
              + ", a checkpoint directory (DIR+search for play-time search), a .onnx file,"
@@ -56,7 +57,7 @@ def parse_spec(spec: str) -> AgentSpec:
     if "+search" in s:
         path, _, settings = s.partition("+search")
         if not os.path.isdir(path):
-            raise ValueError(f"no such checkpoint directory: {path} (in {s!r})")
+            raise ValueError(f"{missing_checkpoint(path)} (in {s!r})")
         parse_search_spec(settings)  # bounded before anything is loaded
         return AgentSpec("search", path, settings)
     name, _, variant = s.partition(":")
@@ -72,8 +73,23 @@ def parse_spec(spec: str) -> AgentSpec:
     if os.path.isdir(s):
         return AgentSpec("checkpoint", s)
     if os.sep in s or "/" in s or s.startswith("."):
-        raise ValueError(f"no such checkpoint directory: {s}")
+        raise ValueError(missing_checkpoint(s))
     raise ValueError(f"unknown agent spec {spec!r} (expected {SPEC_HELP})")
+
+
+def missing_checkpoint(path: str) -> str:
+    """The line for a checkpoint folder that is not there; for ``checkpoints/NAME``, where the shipped ones
+    are: a wheel holds none (``agents/serving/shipped.py``)."""
+    msg, parts = f"no such checkpoint directory: {path}", Path(path).parts
+    if not parts or parts[0] != "checkpoints":
+        return msg
+    try:
+        root = checkpoints_dir()
+    except NoCheckpoints:
+        return (f"{msg} (a wheel holds no checkpoints: the shipped ones are the checkpoints/ folder of the"
+                f" samloc repository; run from a clone of it, or set {ENV_VAR} to that folder)")
+    there = root.joinpath(*parts[1:])
+    return f"{msg} (the shipped checkpoints are in {root}: {there})" if there.is_dir() else msg
 
 
 def _checked_url(url: str) -> str:

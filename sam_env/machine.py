@@ -33,7 +33,7 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         pass  # no git here: the package version says what code ran
     try:
-        return f"samloc {metadata.version('samloc')}"
+        return f"samloc {metadata.version('samloc-engine')}"  # the distribution (pyproject.toml's name)
     except metadata.PackageNotFoundError:
         return "unknown"
 

@@ -28,6 +28,8 @@ SUBCOMMANDS: dict[str, str] = {
     "sweep": "a grid or random search of config values over seeds, on Ray Tune, scored on the same deals",
 }
 
+#: The name this project installs under (pyproject.toml's; PyPI's `samloc` is another author's package).
+DISTRIBUTION = "samloc-engine"
 #: The extra of pyproject.toml that installs each optional module a command imports (safetensors, in both
 #: train and serve, is :func:`missing_extra`'s to choose).
 EXTRA_OF = {"torch": "train", "ray": "train", "omegaconf": "train", "tensorboard": "train",
@@ -56,7 +58,7 @@ def missing_extra(command: str, exc: ModuleNotFoundError) -> str:
         extra = EXTRA_OF.get(module, "")
     if not extra:
         return f"samloc {command}: not available ({exc})"
-    return f"samloc {command}: needs {module}, which is not installed: pip install 'samloc[{extra}]'"
+    return f"samloc {command}: needs {module}, which is not installed: pip install '{DISTRIBUTION}[{extra}]'"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The test suite: sets up .venv, then runs pytest (extra arguments go to pytest).
+# The test suite: sets up .venv, then runs pytest.  --fast skips the tests marked slow (-m "not slow": the
+# training runs, wheels, servers and sweeps; pyproject.toml registers the marker); every other argument
+# goes to pytest.  CI (.ci/run) runs the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -10,4 +12,8 @@ if [ ! -x /usr/bin/chromium ]; then
   { $SUDO apt-get update -q && $SUDO apt-get install -y -q chromium; } >/dev/null \
     || echo "scripts/test.sh: could not install chromium; the browser test will be skipped" >&2
 fi
-exec .venv/bin/python -m pytest "$@"
+args=()
+for a in "$@"; do
+  if [ "$a" = "--fast" ]; then args+=(-m "not slow"); else args+=("$a"); fi
+done
+exec .venv/bin/python -m pytest ${args[@]+"${args[@]}"}

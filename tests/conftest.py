@@ -19,15 +19,13 @@ import pytest
 
 from sam_env import core
 from sam_env.game import Game
+from sam_env.rules import PRESET_NAMES, RuleSet
 
-# Every preset at every player count it allows, plus two user rule sets that
-# switch on combinations no preset has (passed-seat chops with double quads and
+# Every preset at every player count it allows (read from the presets, so a new one is swept too), plus
+# two user rule sets that switch on combinations no preset has (passed-seat chops with double quads and
 # forbidden 2s; passed-seat chops without single-2 chops).
 CONFIGS: list[tuple[Any, int]] = (
-    [("hoi_quan_bai", p) for p in (2, 3, 4, 5)]
-    + [("s666pg", p) for p in (2, 3, 4, 5)]
-    + [("mien_bac", p) for p in (2, 3, 4)]
-    + [("online", p) for p in (2, 3, 4)]
+    [(name, p) for name in PRESET_NAMES for p in RuleSet.parse(name).player_counts]
     + [({"preset": "s666pg", "ace_low_straights": True, "passed_can_chop": True,
          "double_quad_chops_pair_two": True}, 4),
        ({"preset": "online", "passed_can_chop": True, "quad_chops_single_two": False,

@@ -121,7 +121,7 @@ def _net(kind: str, critic: bool = True, seed: int = 0, scale: float = 0.0) -> P
 
 def _widths(kind: str) -> dict[str, int]:
     return {**({"move_width": 16} if kind in ("moves", "combined") else {}),
-            **({"history_width": 8} if kind in ("history", "combined") else {})}
+            **({"history_width": 8, "history_heads": 2} if kind in ("history", "combined") else {})}
 
 
 @lru_cache(maxsize=1)

@@ -53,7 +53,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dic
     _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q",
           "-w", str(dist)],
          base, dict(os.environ))
-    (wheel,) = dist.glob("samloc-*.whl")
+    (wheel,) = dist.glob("samloc_engine-*.whl")  # the distribution samloc-engine
     venv.EnvBuilder(with_pip=True).create(env_dir)
     bin_dir = env_dir / "bin"
     _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", f"{wheel}[{EXTRAS}]",

@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from . import config
 from .algorithms import sections
 from .config import TrainConfig, core_fields
 from .config_load import unread_note, unread_sections
+
+#: The width of the help's key list.
+WIDTH = 100
 
 
 def field_docs() -> dict[str, dict[str, str]]:
@@ -50,12 +54,28 @@ def _module_docs(path: str) -> dict[str, dict[str, str]]:
         for a, b in zip(node.body, node.body[1:]):
             if (isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name) and isinstance(b, ast.Expr)
                     and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str)):
-                docs[a.target.id] = " ".join(b.value.value.split())
+                docs[a.target.id] = " ".join(b.value.value.split()).replace("``", "")  # as --help shows it
     return out
 
 
 def _summary_line(obj: Any) -> str:
-    return (type(obj).__doc__ or "").strip().splitlines()[0]
+    """The first paragraph of ``obj``'s class docstring on one line (whole sentences), without its ``."""
+    paragraph = (type(obj).__doc__ or "").strip().split("\n\n")[0]
+    module = type(obj).__module__.replace(".", "/") + ".py"  # what "this module" is, out of its source
+    return " ".join(paragraph.split()).replace("``", "").replace("this module's", f"{module}'s")
+
+
+def _is_records(value: Any) -> bool:
+    """A non-empty list of tables (``stages``, ``env.tables``): printed as block YAML, a line per key."""
+    return isinstance(value, list) and bool(value) and all(
+        dataclasses.is_dataclass(v) or isinstance(v, dict) for v in value)
+
+
+def _block(value: list[Any], indent: str) -> list[str]:
+    """A list of tables as block YAML lines under ``indent``."""
+    plain = [dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value]
+    text = yaml.safe_dump(plain, default_flow_style=None, sort_keys=False, allow_unicode=True, width=10**6)
+    return [indent + line for line in text.splitlines()]
 
 
 def _flow(value: Any) -> str:
@@ -81,6 +101,9 @@ def config_text(cfg: TrainConfig, source: str = "") -> str:
                 rows.append((f"{indent}{name}:", note + _summary_line(value)))
                 inner = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
                 walk(value, inner, indent + "  ")
+            elif _is_records(value):
+                rows.append((f"{indent}{name}:", docs.get(name, "")))
+                rows.extend((line, "") for line in _block(value, indent + "  "))
             else:
                 rows.append((f"{indent}{name}: {_flow(value)}", docs.get(name, "")))
 
@@ -97,9 +120,13 @@ def keys_help() -> str:
     """The keys ``samloc train`` takes, a line per section, for ``--help`` (their docs: --print-config)."""
     cfg = TrainConfig(sections={name: cls() for name, cls in sections(TrainConfig.algorithm).items()})
     keys = [(f.name, getattr(cfg, f.name)) for f in core_fields(cfg)] + list(cfg.sections.items())
-    lines = ["  " + ", ".join(name for name, value in keys if not dataclasses.is_dataclass(value))]
+    lines = [textwrap.fill(", ".join(name for name, value in keys if not dataclasses.is_dataclass(value)),
+                           WIDTH, initial_indent="  ", subsequent_indent="  ")]
     for name, value in keys:
         if dataclasses.is_dataclass(value):
             inner = ", ".join(g.name for g in dataclasses.fields(value))
-            lines.append(f"  {name}.*: {_summary_line(value)} ({inner})")
+            lines.append(textwrap.fill(f"{name}.*: {inner}", WIDTH, initial_indent="  ",
+                                       subsequent_indent="      "))
+            lines.append(textwrap.fill(_summary_line(value), WIDTH, initial_indent="      ",
+                                       subsequent_indent="      "))
     return "\n".join(lines)

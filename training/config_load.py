@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from agents.registry import make_agent, parse_spec
 
@@ -30,6 +30,8 @@ from .config import (AUTO, CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, co
 #: A layer of settings: what to call it (a file, or an override's key), its plain containers, and an
 #: override's value as typed (None for a file).
 Layer = tuple[str, Any, "str | None"]
+#: Where a key that is not one is sent: every key of the config, with its doc.
+KEYS_HINT = "every key, with its doc: samloc train --print-config"
 
 
 def _as_lists(node: Any, cls: type, where: str = "") -> Any:
@@ -203,11 +205,19 @@ def _merge(layers: list[Layer]) -> TrainConfig:
             raise
         except Exception as exc:  # OmegaConf's errors, and a TypeError where container kinds differ
             msg = _one_line(exc)
-            raise ConfigError(msg if where in msg else f"{where}: {msg}") from None
+            msg = msg if where in msg else f"{where}: {msg}"
+            if isinstance(exc, ConfigKeyError):  # a key the config has not: where the keys are listed
+                msg += f" ({KEYS_HINT})"
+            raise ConfigError(msg) from None
     try:
         return _to_config(OmegaConf.to_object(merged))
     except OmegaConfBaseException as exc:
         raise ConfigError(_one_line(exc)) from None
+
+
+def shipped_configs() -> list[str]:
+    """The names ``--config`` takes (``training/configs/*.yaml``)."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
 
 
 def _file_layer(path: str | Path) -> Layer:
@@ -220,7 +230,8 @@ def _file_layer(path: str | Path) -> Layer:
     except OSError as exc:  # a name too long for the file system
         raise ConfigError(f"config file {_shown(str(path))}: {exc.strerror}") from None
     if not found:
-        raise ConfigError(f"config file {_shown(str(path))} not found")
+        raise ConfigError(f"config file {_shown(str(path))} not found (the shipped configs, by name:"
+                          f" {', '.join(shipped_configs())}; or a YAML file's path)")
     try:
         loaded = OmegaConf.load(p)
     except Exception as exc:  # yaml errors carry several lines

@@ -135,15 +135,16 @@ class _Critic(nn.Module):
         nn.init.zeros_(self.v.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._rest(self.inp(x))
+        return self.rest(self.inp(x))
 
     def split(self, h: torch.Tensor, hands: SparseRows) -> torch.Tensor:
         """``forward(cat([h, hands.dense()]))`` with the hands' columns of the first layer sparse and no
         gradient computed for the hands (the dense path's backward computes one and drops it)."""
         w, n = self.inp.weight, h.shape[1]
-        return self._rest(F.linear(h, w[:, :n], self.inp.bias) + sparse_linear(hands, w[:, n:]))
+        return self.rest(F.linear(h, w[:, :n], self.inp.bias) + sparse_linear(hands, w[:, n:]))
 
-    def _rest(self, x: torch.Tensor) -> torch.Tensor:
+    def rest(self, x: torch.Tensor) -> torch.Tensor:
+        """The value from the first layer's output (before its ReLU)."""
         h = torch.relu(x)
         h = h + torch.relu(self.block(h))
         return self.v(h).squeeze(-1)

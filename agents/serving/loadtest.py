@@ -84,7 +84,7 @@ def wait_healthy(url: str, proc: subprocess.Popen | None, timeout: float = 300.0
 
 async def run_phase(url: str, bodies: list[dict], clients: int) -> dict:
     """Send every body once, ``clients`` at a time; latencies in ms."""
-    import aiohttp  # a light client for many at once; installed with ray, not by samloc[serve]
+    import aiohttp  # a light client for many at once; installed with ray, not by the serve extra
 
     lat: list[float] = []
     server: list[float] = []

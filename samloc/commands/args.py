@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import functools
 import os
+import re
 import sys
 from typing import Callable, NoReturn
 
@@ -19,11 +20,26 @@ EXIT_PIPE = 128 + 13  # SIGPIPE, as a shell reports a command whose reader close
 Run = Callable[[argparse.Namespace], int]
 
 
+#: Sphinx's roles in a docstring (``:func:`~a.b```, ``:mod:`a```): the help shows the name alone.
+_ROLE = re.compile(r":(?:\w+:)?\w+:`(~?)([^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """A docstring as help text: Sphinx's markup dropped (``:mod:`a.b``` → a.b, ``:func:`~a.b``` → b,
+    double backquotes removed)."""
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    return text.replace("``", "")
+
+
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage error is one line naming the problem (``PROG: message``), exit 2."""
+    """An ArgumentParser whose usage error is one line naming the problem (``PROG: message``), exit 2, and
+    whose help shows docstrings without their Sphinx markup (:func:`plain_text`)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message}\n")
+
+    def format_help(self) -> str:
+        return plain_text(super().format_help())
 
 
 def parse(parse_args: Callable[[list[str]], argparse.Namespace], argv: list[str]) -> argparse.Namespace | int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import shlex
 import shutil
@@ -28,6 +29,7 @@ from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.rules import DEFAULT_PRESET, RulesError
 from sam_env.table import Table
 
+from ..cli import missing_extra
 from .args import Parser, agent_spec, non_negative, nonempty, parse, parse_tables, path, positive
 
 LINE_EVERY_S = 30.0  # a progress line this often when stderr is not a terminal
@@ -137,15 +139,18 @@ def _duration(seconds: float) -> str:
 
 def _announce(args: argparse.Namespace, plan: _Plan) -> None:
     """Before the run: how many games it plays, and roughly how long that takes, from one deal of the
-    first table timed (a fresh agent, so the run plays as it would have without it)."""
+    first table timed (a fresh agent, so the run plays as it would have without it) after one played to
+    warm up: the first compiles the engine's kernels on a cold cache, which the run does not do again."""
     games = args.deals * sum(t.players for t in plan.tables)
     first = plan.tables[0]
-    one = evaluate(args.agent, args.opponents, first.rules, first.players, deals=1, seed=args.seed)
+    warm, one = (evaluate(args.agent, args.opponents, first.rules, first.players, deals=1, seed=args.seed)
+                 for _ in range(2))  # the first compiles and loads; the second is what a deal costs
     per_game = one["seconds"] / one["games"]
     print(f"samloc eval: {len(plan.tables)} table{'s' * (len(plan.tables) > 1)} x {args.deals} deals, each"
           f" deal in every seat: {games} games; roughly {_duration(games * per_game / args.workers)}"
-          f" (one deal of {first.name}: {one['seconds']:.2f} s for {one['games']} games)",
-          file=sys.stderr, flush=True)
+          f" (one deal of {first.name}: {one['seconds']:.2f} s for {one['games']} games"
+          + (f"; the first, compiling, {warm['seconds']:.0f} s" if warm["seconds"] > 1 + 3 * one["seconds"]
+             else "") + ")", file=sys.stderr, flush=True)
 
 
 class _Lines:
@@ -207,6 +212,10 @@ def main(argv: list[str]) -> int:
     args = parse(_parser().parse_args, argv)
     if isinstance(args, int):
         return args
+    if importlib.util.find_spec("matplotlib") is None:  # the report's scores.png: before any game is played
+        print(missing_extra("eval", ModuleNotFoundError("matplotlib", name="matplotlib"))
+              + " (the report's scores.png)", file=sys.stderr)
+        return 2
     try:
         plan = _plan(args)
     except (RulesError, ValueError) as exc:

@@ -30,10 +30,11 @@ from agents.nets.factory import NetworkError
 from agents.nets.format import CheckpointError
 from training.config import ConfigError
 from training.config_docs import config_text, keys_help
-from training.config_load import check_agents, load_config
+from training.config_load import check_agents, load_config, shipped_configs
 from training.errors import TrainError
 from training.run.launch import (Launch, check_write_targets, dry_run, new_run_folder, nothing_left,
                                  resolve_launch)
+from training.run.runlog import tensorboard_command
 from training.tools.pipeline import TrainResult, run_pipeline
 
 from .args import Parser, count_arg, minutes_arg, nonempty, parse, path, seed_list
@@ -46,7 +47,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                " algorithm's or a\nstage's section in its own module; all of them, resolved, each with its"
                " doc: samloc train --print-config\n[--config F | --resume RUN]):\n" + keys_help())
     ap.add_argument("--config", type=path,
-                    help="a YAML config (configs/quick.yaml, standard, cluster) or its name")
+                    help="a YAML config file, or a shipped config by name: " + ", ".join(shipped_configs())
+                         + " (training/configs/, the checkout's configs/)")
     ap.add_argument("--resume", type=path, metavar="RUN_DIR",
                     help="continue a run from its newest good checkpoint")
     ap.add_argument("--more-minutes", type=minutes_arg, metavar="N",
@@ -116,7 +118,7 @@ def _report(res: TrainResult) -> int:
     print(f"done in {res.seconds:.0f} s ({summary['stop_reason']}): {summary['updates']} updates, "
           f"{summary['games']:,} games, {summary['decisions_trained']:,} decisions trained"
           f" ({r.get('trained_per_s', 0):,.0f}/s)")
-    print(f"logs (TensorBoard): {res.run_dir}")
+    print(f"logs (TensorBoard): {res.run_dir}  ({tensorboard_command(res.run_dir.parent)})")
     print(f"training curve:    {paths['curve']}")
     if "eval_report" in paths:
         print(f"final evaluation:  {paths['eval_report']}")
@@ -125,6 +127,8 @@ def _report(res: TrainResult) -> int:
         print(f"served bot (ONNX): {paths['onnx']}")
     if summary.get("exported_to"):
         print(f"exported bot:      {summary['exported_to']}")
+    print(f"serve it:          samloc serve --agent {shlex.quote(str(summary['checkpoint']))}"
+          "  (plain `samloc serve` serves the shipped bots, not this one)")
     print(json.dumps({"run_dir": str(res.run_dir), "checkpoint": summary["checkpoint"]} | paths))
     return 1 if res.errors else 0
 

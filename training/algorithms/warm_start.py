@@ -15,6 +15,8 @@ batch, so a two-core machine plays and learns at once; the batches are the same 
 from __future__ import annotations
 
 import dataclasses
+import math
+import sys
 import time
 from typing import Any, Callable, Iterator
 
@@ -32,6 +34,12 @@ from .base import value_regression
 from .dmc import MonteCarloEngine
 
 STEPS = 16  # decisions per game slot between two learning passes
+#: Heuristic decisions cloned a second where it was measured (2 cores: 2.01 M in 82 to 176 s,
+#: docs/results.md): the dry run's estimate of the warm start's minutes, and the budget check's.
+RATE = 15_000
+#: The share of max_minutes the warm start may take by that estimate; a budget it would take more of
+#: (``max_minutes=2`` on quick) is refused, as it leaves the algorithm nothing to train.
+MAX_SHARE = 0.75
 
 
 @dataclasses.dataclass
@@ -59,6 +67,73 @@ class WarmStartConfig(Section):
              f"{name}.decisions and value_coef must be >= 0; envs, minibatch, lr and max_grad_norm positive")
         need(not (self.decisions and cfg.init_from), f"{name}.decisions and init_from both give the first"
              " network: choose one")
+
+
+def estimate_s(cfg: TrainConfig) -> float:
+    """The warm start's seconds by :data:`RATE` (0 without one)."""
+    return cfg.section("warm_start").decisions / RATE
+
+
+def dry_run_lines(cfg: TrainConfig) -> list[str]:
+    """The dry run's line for a new run's warm start (none without one)."""
+    ws = cfg.section("warm_start")
+    if not ws.decisions:
+        return []
+    share = f", {estimate_s(cfg) / (60 * cfg.max_minutes):.0%} of max_minutes" if cfg.max_minutes else ""
+    return [f"  warm start:  {ws.decisions:,} heuristic decisions cloned before the first update, about"
+            f" {estimate_s(cfg) / 60:.1f} minutes{share} (at ~{RATE:,}/s, as on 2 cores)"]
+
+
+def budget_problem(cfg: TrainConfig) -> str:
+    """The one line refusing a new run whose warm start would take (nearly) all of max_minutes, leaving
+    nothing to train ('' when the budget holds it)."""
+    ws, est = cfg.section("warm_start"), estimate_s(cfg)
+    if not ws.decisions or not cfg.max_minutes or est <= MAX_SHARE * 60 * cfg.max_minutes:
+        return ""
+    least = math.ceil(est / 60 / MAX_SHARE * 2) / 2
+    return (f"max_minutes={cfg.max_minutes:g} leaves nothing to train: the warm start alone"
+            f" (warm_start.decisions={ws.decisions:,}) takes about {est / 60:.1f} minutes (~{RATE:,}"
+            f" decisions/s, as on 2 cores); give max_minutes={least:g} or more, or fewer"
+            " warm_start.decisions (0: none)")
+
+
+class _Progress:
+    """The warm start's progress as the run's display shows the algorithm's (``display``): a rich bar on
+    a terminal, else a plain line every ``log_every_s``, or nothing."""
+
+    def __init__(self, cfg: TrainConfig, total: int):
+        self.cfg, self.total, self.t0, self.last = cfg, total, time.perf_counter(), 0.0
+        mode = cfg.display
+        self.mode = ("rich" if sys.stdout.isatty() else "plain") if mode == "auto" else mode
+        self.bar: Any = None
+
+    def __enter__(self) -> "_Progress":
+        if self.mode == "rich":
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn  # a terminal only
+            self.bar = Progress(TextColumn("[bold]warm start[/] cloning the heuristic"), BarColumn(),
+                                TextColumn("{task.completed:,.0f} of {task.total:,.0f} decisions"),
+                                TextColumn("{task.fields[note]}"), TimeRemainingColumn())
+            self.bar.__enter__()
+            self.task = self.bar.add_task("warm start", total=self.total, note="")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def update(self, seen: int, figures: dict[str, float]) -> None:
+        note = f"agreement {figures['agreement']:.1%}" if figures else ""
+        if self.bar is not None:
+            self.bar.update(self.task, completed=min(seen, self.total), note=note)
+            return
+        now = time.perf_counter()
+        if self.mode != "plain" or now - self.last < self.cfg.log_every_s:
+            return
+        self.last, spent = now, now - self.t0
+        eta = spent * (self.total - seen) / seen if 0 < seen < self.total else 0.0
+        print(f"[{self.cfg.name}] warm start: {seen:,} of {self.total:,} heuristic decisions cloned"
+              f" ({min(seen / self.total, 1):.0%}), {note or 'first batch'}, ETA {int(eta) // 60}:"
+              f"{int(eta) % 60:02d}", flush=True)
 
 
 class HeuristicEngine(MonteCarloEngine):
@@ -102,30 +177,42 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
     """Train ``learner.net`` on ``warm_start.decisions`` of the heuristic's decisions (see the module
     docstring); returns the figures of the last pass and the time it took."""
     ws, t0 = cfg.section("warm_start"), time.perf_counter()
-    net = learner.net
     opt = learner.new_optimizer(ws.lr)  # its own: the algorithm's optimizer starts without its moments
     gen = torch.Generator().manual_seed(cfg.seed)
     seen, figures = 0, {}
     batches = heuristic_batches(cfg, learner.weights(), remote)
-    while seen < ws.decisions:
-        data = compact.expand(compact.to_device(next(batches), learner.device))
-        n = int(data["act"].shape[0])
-        sums, steps = torch.zeros(3), 0
-        net.train()
-        for i in torch.randperm(n, generator=gen).to(learner.device).split(ws.minibatch):
-            logits, value, base = net.train_forward(data["obs"][i], data["mask"][i], data["hid"][i])
-            ce = torch.nn.functional.cross_entropy(logits.float(), data["act"][i])
-            ret = data["ret"][i].float()
-            v_loss = value_regression(net, value, base, ret)
-            learner.step(ce + ws.value_coef * v_loss, ws.max_grad_norm, opt)
-            agree = (logits.detach().argmax(-1) == data["act"][i]).float().mean()
-            sums += torch.stack([ce.detach(), v_loss.detach(), agree]).cpu()
-            steps += 1
-        net.eval()
-        seen += n
-        figures = dict(zip(("cross_entropy", "value_loss", "agreement"), (sums / max(steps, 1)).tolist()))
+    with _Progress(cfg, ws.decisions) as progress:
+        while seen < ws.decisions:
+            progress.update(seen, figures)
+            data = compact.expand(compact.to_device(next(batches), learner.device))
+            seen += int(data["act"].shape[0])
+            figures = _learn_batch(learner, data, opt, gen, ws)
+        progress.update(seen, figures)
     batches.close()
     figures |= {"decisions": float(seen), "seconds": time.perf_counter() - t0}
     log(f"warm start: {seen:,} heuristic decisions cloned in {figures['seconds']:.0f} s (agreement "
         f"{figures['agreement']:.1%}, cross-entropy {figures['cross_entropy']:.3f})")
+    if cfg.max_minutes and figures["seconds"] >= 60 * cfg.max_minutes:
+        log(f"warm start: it took all of max_minutes={cfg.max_minutes:g}: the run stops before its first"
+            " update (give more minutes, or fewer warm_start.decisions)")
     return figures
+
+
+def _learn_batch(learner: Learner, data: dict[str, torch.Tensor], opt: Any, gen: torch.Generator,
+                 ws: WarmStartConfig) -> dict[str, float]:
+    """One pass of the clone over a batch of the heuristic's decisions; its mean figures."""
+    net = learner.net
+    n = int(data["act"].shape[0])
+    sums, steps = torch.zeros(3), 0
+    net.train()
+    for i in torch.randperm(n, generator=gen).to(learner.device).split(ws.minibatch):
+        logits, value, base = net.train_forward(data["obs"][i], data["mask"][i], data["hid"][i])
+        ce = torch.nn.functional.cross_entropy(logits.float(), data["act"][i])
+        ret = data["ret"][i].float()
+        v_loss = value_regression(net, value, base, ret)
+        learner.step(ce + ws.value_coef * v_loss, ws.max_grad_norm, opt)
+        agree = (logits.detach().argmax(-1) == data["act"][i]).float().mean()
+        sums += torch.stack([ce.detach(), v_loss.detach(), agree]).cpu()
+        steps += 1
+    net.eval()
+    return dict(zip(("cross_entropy", "value_loss", "agreement"), (sums / max(steps, 1)).tolist()))

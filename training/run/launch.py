@@ -19,8 +19,8 @@ from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read
                                 resolve, verify)
 from sam_env.atomic import UnsafeTarget, check_folder
 
-from ..algorithms import algorithm_class
-from ..config import AUTO, ConfigError, TrainConfig, stop_reason, training_tables
+from ..algorithms import algorithm_class, warm_start
+from ..config import AUTO, ConfigError, TrainConfig, eval_table, stop_reason, training_tables
 from ..config_load import load_config, unread_note
 from ..errors import TrainError
 from .learner import DeviceError, resolve_device
@@ -292,12 +292,33 @@ def flat_settings(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+#: Games a second of the final evaluation's greedy policy against its opponents, in one process (the
+#: standard network at hoi_quan_bai/4 on 2 cores: 1,600 games in 1.2 s), and its start (pool, compile).
+FINAL_EVAL_GAMES_PER_S, FINAL_EVAL_START_S = 1_300, 10
+
+
+def final_eval_s(cfg: TrainConfig) -> float:
+    """About how long the final evaluation takes (``eval.final_deals`` per opponent, each deal in every
+    seat), by :data:`FINAL_EVAL_GAMES_PER_S`."""
+    ev = cfg.eval
+    games = ev.final_deals * len(ev.opponents) * eval_table(cfg).players
+    workers = ev.num_workers if isinstance(ev.num_workers, int) else 1
+    return FINAL_EVAL_START_S + games / FINAL_EVAL_GAMES_PER_S / workers
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} minutes"
+
+
 def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> list[str]:
     """Every check that needs no Ray, then the lines that say what the run would do; raises the first
     problem found (TrainError, CheckpointError, ConfigError)."""
     cfg, ckpt, counters = launch.cfg, launch.ckpt, launch.counters
     folder = launch.run_dir or new_run_folder(cfg, run_dir)
     device, sized = _check(launch, folder, ray_address)
+    short = warm_start.budget_problem(cfg) if not ckpt else ""
+    if short:
+        raise TrainError(short)
     tables = ", ".join(t.name for t in training_tables(cfg))
     ro, ev, algo = cfg.rollout, cfg.eval, algorithm_class(cfg)
     where = (f"the Ray cluster at {ray_address} (not contacted)" if ray_address
@@ -317,12 +338,13 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              f" ({planned(cfg, device.type)})"
              + ("; deterministic (reproducible)" if ro.deterministic else "")]
     lines += [f"  sizing:      {line}" for line in sized.splitlines()]
+    lines += warm_start.dry_run_lines(cfg) if not ckpt else []
     lines += algo.dry_run_lines(cfg)
     unread = unread_note(cfg)  # a tuned section of another algorithm changes nothing: say so
     lines += [f"  unread:      {unread}"] if unread else []
     lines += stage_lines(cfg, launch.stage)
-    final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}" if ev.final_deals
-             else "no final evaluation")
+    final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}"
+             f" (about {_duration(final_eval_s(cfg))})" if ev.final_deals else "no final evaluation")
     lines.append(f"  at the end:  {final}, ONNX export, curve.png"
                  + (f", belief {cfg.belief.deals:,} deals" if cfg.belief.deals else "")
                  + (f", copy to {cfg.checkpoint.export_to}" if cfg.checkpoint.export_to else ""))

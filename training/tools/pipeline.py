@@ -20,11 +20,14 @@ from agents.nets.checkpoint import copy_checkpoint
 from sam_env.atomic import write_json_atomic
 
 from .belief import train_belief
+from ..algorithms import warm_start
 from ..config import TrainConfig, eval_table
+from ..errors import TrainError
 from .curve import plot_curve
 from ..run.evaluation import EvalTarget, eval_processes, evaluate_weights
 from ..run.launch import check_memory, check_write_targets
 from ..run.loop import RunLoop
+from ..run.runlog import run_dir_note
 from ..run.rollout import weights_to_numpy
 
 FINAL_EVAL_SEED = 12345  # the final evaluation's deals (samloc exploit's --eval-seed default too)
@@ -122,9 +125,12 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     torch.set_num_threads(1)
     check_memory(cfg, embedded=not ray_address)
     check_write_targets(cfg, run_dir)  # before training: export_to is replaced at the end
+    short = "" if resume else warm_start.budget_problem(cfg)  # as the dry run refuses it
+    if short:
+        raise TrainError(short)
     loop = RunLoop(cfg, run_dir, resume=resume, ray_address=ray_address, command=command, dashboard=dashboard,
                    on_update=on_update, evaluation=evaluation)
-    say(f"samloc train: run folder {run_dir}  (tensorboard --logdir {run_dir.parent})")
+    say(run_dir_note(run_dir))
     res = TrainResult(run_dir, loop.run())                                   # train
     summary, ckpt_dir, report = res.summary, Path(res.summary["checkpoint"]), None
     if cfg.eval.final_deals:                                                 # final evaluation
