@@ -25,8 +25,8 @@ from agents.nets.interface import MASK_LOGIT  # noqa: E402
 from agents.nets.parts import MOVES_ONE_HOT, STATIC_FEATURES, PartsNet  # noqa: E402
 from agents.nets.sparse import SparseRows  # noqa: E402
 from sam_env import hand_moves  # noqa: E402
-from sam_env.actions import (ACT_COUNTS, ACT_KIND, ACT_LEN, ACT_RANK, ACTION_TABLE_VERSION, K_DQUAD,  # noqa: E402
-                             K_STRAIGHT, NUM_ACTIONS, parse_move)
+from sam_env.actions import (ACT_COUNTS, ACT_KIND, ACT_LEN, ACT_RANK, ACTION_TABLE_VERSION,  # noqa: E402
+                             K_DQUAD, K_STRAIGHT, NUM_ACTIONS, parse_move)
 from sam_env.cards import NUM_RANKS, RANKS  # noqa: E402
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, OBS_VERSION  # noqa: E402
 from sam_env.rules import RuleSet  # noqa: E402
@@ -88,7 +88,8 @@ def test_the_table_agrees_with_a_brute_force_split(ace_low: bool) -> None:
 @pytest.mark.parametrize("hand, ace_low, moves", [
     ("", True, 0), ("3", True, 1), ("345", True, 1), ("334455", True, 2), ("A23", True, 1), ("A23", False, 3),
     ("KA2", True, 3), ("3456789TJQ", True, 1), ("33334444", True, 1), ("333344445", True, 2),
-    ("2222", True, 1), ("345567", True, 2), ("3345566", True, 4), ("3344556", True, 2), ("JQKA2", True, 2), ("A2345", False, 3), ("A2345", True, 1),
+    ("2222", True, 1), ("345567", True, 2), ("3345566", True, 4), ("3344556", True, 2), ("JQKA2", True, 2),
+    ("A2345", False, 3), ("A2345", True, 1),
 ])
 def test_scripted_hands(hand: str, ace_low: bool, moves: int) -> None:
     assert hand_moves.min_moves(_counts(hand), ace_low) == moves

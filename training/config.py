@@ -83,8 +83,8 @@ class ModelConfig:
     """The policy/value network: the registered MLP, or a user's class (agents/nets/interface.py)."""
 
     kind: str = DEFAULT_KIND
-    """The network: mlp (sized by hidden and layers); a network part sized the same way (agents/nets/parts.py):
-    moves (each legal move scored from its features), history (a GRU over the last 16 decisions), shape (the
+    """The network: mlp (sized by hidden and layers); a part sized the same way (agents/nets/parts.py): moves
+    (each legal move scored from its features), history (attention over the last 16 decisions), shape (the
     hand's fewest moves to play out) or combined (all three); or a user's class as package.module:Class that
     subclasses agents.nets.interface.PolicyNetwork (built with model.kwargs; docs/agents.md)."""
     hidden: int = 256
@@ -96,7 +96,7 @@ class ModelConfig:
     "obs"."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """A network's keyword arguments besides obs_size, num_actions and critic_size (numbers or strings): a
-    user's model.kind's, or a part's own (moves: move_width; history: history_width)."""
+    user's model.kind's, or a part's own (moves: move_width; history: history_width, history_heads)."""
 
     def label(self) -> str:
         """The network in a few words, for benchmark and log lines."""

@@ -93,10 +93,12 @@ class PartsNet(PolicyNetwork):
     use_shape: ClassVar[bool] = False
 
     def __init__(self, obs_size: int, num_actions: int = NUM_ACTIONS, hidden: int = 256, layers: int = 3,
-                 critic_size: int = 0, move_width: int = 128, history_width: int = 32, history_heads: int = 4):
+                 critic_size: int = 0, move_width: int = 128, history_width: int = 32,
+                 history_heads: int = 4):
         super().__init__()
         if num_actions != NUM_ACTIONS:
-            raise ValueError(f"model kind {self.kind}: scores the engine's {NUM_ACTIONS} actions, not {num_actions}")
+            raise ValueError(f"model kind {self.kind}: scores the engine's {NUM_ACTIONS} actions,"
+                             f" not {num_actions}")
         self.obs_size, self.num_actions, self.hidden, self.layers = obs_size, num_actions, hidden, layers
         self.critic_size, self.move_width = critic_size, move_width
         self.history_width, self.history_heads = history_width, history_heads
@@ -143,7 +145,8 @@ class PartsNet(PolicyNetwork):
 
     def arguments(self) -> dict[str, HParam]:
         args: dict[str, HParam] = {"obs_size": self.obs_size, "num_actions": self.num_actions,
-                                   "hidden": self.hidden, "layers": self.layers, "critic_size": self.critic_size}
+                                   "hidden": self.hidden, "layers": self.layers,
+                                   "critic_size": self.critic_size}
         if self.use_moves:
             args["move_width"] = self.move_width
         if self.use_history:
@@ -214,9 +217,9 @@ class PartsNet(PolicyNetwork):
         broken = (used > 0) & (held > used)
         breaks = torch.stack([(broken & (held == k)).sum(-1) for k in (2, 3, 4)], -1)
         dtype = self.static.dtype
+        change, out = (after - before).to(dtype) / 3.0, (left == 0).to(dtype)
         dyn = torch.cat([F.one_hot(left, MOVES_ONE_HOT).to(dtype), F.one_hot(after, MOVES_ONE_HOT).to(dtype),
-                         ((after - before).to(dtype) / 3.0).unsqueeze(-1), (left == 0).to(dtype).unsqueeze(-1),
-                         breaks.to(dtype) / 2.0], -1)
+                         change.unsqueeze(-1), out.unsqueeze(-1), breaks.to(dtype) / 2.0], -1)
         static = self.static[acts].expand(*dyn.shape[:-1], -1)
         return torch.cat([static, dyn], -1)
 
