@@ -44,7 +44,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--requests", type=positive, default=2,
                     help="timed search requests per precision after one warm-up (default 2)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
-    args = ap.parse_args(argv)
+    ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                    help="config overrides, as samloc train takes them (model.kind=moves)")
+    args = ap.parse_intermixed_args(argv)
     args.config = args.config or ("expert" if args.search else "standard")
     return args
 
@@ -53,7 +55,8 @@ def main(argv: list[str]) -> int:
     args = parse(_parse, argv)
     if isinstance(args, int):
         return args
-    overrides = [f"learner.{k}={v}" for k, v in (("device", args.device), ("precision", args.precision)) if v]
+    overrides = list(args.overrides)
+    overrides += [f"learner.{k}={v}" for k, v in (("device", args.device), ("precision", args.precision)) if v]
     overrides += [f"ppo.{k}={v}" for k, v in (("batch_decisions", args.batch_decisions),
                                               ("minibatch", args.minibatch)) if v]
     try:
