@@ -92,6 +92,20 @@ def missing_checkpoint(path: str) -> str:
     return f"{msg} (the shipped checkpoints are in {root}: {there})" if there.is_dir() else msg
 
 
+def shown_spec(spec: str) -> str:
+    """``spec`` as it may be shown (logs, ``/v1/info``, the play page, errors): an ``http://`` URL's
+    password as ``***`` (``user:***@host``), a user name alone (a token) too.  Everything before
+    the last ``@`` counts as the credentials, even a ``/`` a careless password holds."""
+    scheme, sep, rest = spec.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return spec
+    userinfo, at, host = rest.rpartition("@")
+    if not at:
+        return spec
+    user, colon, _ = userinfo.partition(":")
+    return f"{scheme}://{user.split('/')[0] + ':***' if colon else '***'}@{host}"
+
+
 def _checked_url(url: str) -> str:
     """``url`` if it names a bot: ``http(s)://host[:port][/path]``, without query, fragment or
     spaces; else ValueError naming what is wrong (an ``http://`` without a host once served 503s)."""
@@ -99,12 +113,12 @@ def _checked_url(url: str) -> str:
         parts = urlsplit(url)
         port = parts.port  # ValueError: not a number, or not 0 to 65535
     except ValueError as exc:
-        raise ValueError(f"bad agent URL {url[:80]!r}: {exc}") from None
+        raise ValueError(f"bad agent URL {shown_spec(url)[:80]!r}: {exc}") from None
     if not parts.hostname:
-        raise ValueError(f"the agent URL {url[:80]!r} has no host (expected http://host:port)")
+        raise ValueError(f"the agent URL {shown_spec(url)[:80]!r} has no host (expected http://host:port)")
     if any(c.isspace() or not c.isprintable() for c in url) or parts.query or parts.fragment or port == 0:
-        raise ValueError(f"bad agent URL {url[:80]!r} (expected http://host:port[/path], without spaces,"
-                         " a query or a fragment, and a port from 1 to 65535)")
+        raise ValueError(f"bad agent URL {shown_spec(url)[:80]!r} (expected http://host:port[/path], without"
+                         " spaces, a query or a fragment, and a port from 1 to 65535)")
     return url
 
 

@@ -10,16 +10,20 @@ http://...``), so every call carries :data:`HOPS_HEADER`, the bot servers the re
 passed through, and a call past :data:`MAX_HOPS` is refused (:class:`UpstreamLoop`): bots
 that ask each other in a loop end at once.  The whole answer has a deadline (``timeout``,
 connecting included, not per read: a bot that drips its answer is cut off) and at most
-:data:`MAX_ANSWER_BYTES`.
+:data:`MAX_ANSWER_BYTES`.  Credentials in the URL (``http://user:password@host``) are sent as
+HTTP Basic authentication and never shown: the agent's name and errors carry ``user:***@``
+(:func:`agents.registry.shown_spec`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import threading
 import time
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpcore
 
@@ -28,6 +32,7 @@ from sam_env.cards import CardError, cards_str, parse_cards, rank_counts
 from sam_env.game import Game
 
 from ..base import Agent, AgentFailure, check_seat
+from ..registry import shown_spec
 
 #: The request header that counts the bot servers a ``/v1/act`` request has passed through.  A
 #: client that does not send it is at 0; a server that asks an upstream sends what it got plus one.
@@ -153,8 +158,13 @@ class HttpAgent(Agent):
 
     def __init__(self, url: str, seed: int = 0, timeout: float = 10.0) -> None:
         super().__init__(seed)
-        self.base_url = url.rstrip("/")
-        self.name = self.base_url
+        parts = urlsplit(url.rstrip("/"))
+        #: the URL without its credentials (what errors name), and its Basic authorization, if any
+        self.base_url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        self._auth = (b"Basic " + base64.b64encode(f"{unquote(parts.username or '')}:"
+                                                   f"{unquote(parts.password or '')}".encode())
+                      if "@" in parts.netloc else None)
+        self.name = shown_spec(url.rstrip("/"))
         self.timeout = timeout
         self._backend = _DeadlineBackend()
         self._pool = httpcore.ConnectionPool(network_backend=self._backend)
@@ -184,6 +194,8 @@ class HttpAgent(Agent):
     def _post(self, url: str, body: bytes, hops: int) -> tuple[int, bytes]:
         """(status, body) of one call, within the deadline and the size limit, else AgentError."""
         headers = {"Content-Type": "application/json", HOPS_HEADER: str(hops)}
+        if self._auth is not None:
+            headers["Authorization"] = self._auth.decode()
         deadline = self._backend.deadline
         deadline.at = time.monotonic() + self.timeout
         try:

@@ -13,7 +13,9 @@ temperature ``T > 0`` the action is sampled from ``probs ** (1 / T)``.
 Loading checks what it loads before anyone is answered: the ``.onnx`` bytes
 against the ``onnx_sha256`` its sidecar records (``samloc export`` writes it;
 a lone file, or one exported before the field existed, has only the next
-check), then one run on known positions, whose outputs must be a probability
+check), then its graph, read before onnxruntime builds it (:mod:`agents.players.onnx_check`:
+no loops, a symbolic batch dimension, bounded sizes and cost), then one run on known positions
+within :data:`LOAD_CHECK_S`, whose outputs must be a probability
 distribution with a legal argmax and a finite value of a plausible size (the
 check every loader runs: :mod:`agents.nets.outputs`).
 Every later output is checked the same way: a damaged model raises
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +41,10 @@ from ..base import Agent, AgentFailure, check_seat
 from ..nets.format import (MODEL_FILE, CheckpointError, check_versions, file_sha256, open_regular,
                            parse_tables, read_json_file)
 from ..nets.outputs import check_known_positions, output_problem
+from .onnx_check import check_graph, one_line
 
 MAX_ONNX_BYTES = 1 << 30   # an exported policy is a few MiB
+LOAD_CHECK_S = 10.0        # the known-position run at load must end by then (a policy takes ~1 ms)
 
 
 def sidecar_path(model_path: str | Path) -> Path:
@@ -83,6 +88,7 @@ class OnnxAgent(Agent):
             raise ValueError(f"temperature must be 0 (greedy) or positive, not {temperature!r}")
         blob = self._model_bytes()
         self.metadata: dict[str, Any] = self._sidecar(blob)
+        check_graph(blob, str(self.path))  # before onnxruntime folds or allocates anything in it
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
@@ -109,7 +115,7 @@ class OnnxAgent(Agent):
         self.name = str(self.metadata.get("name") or self.path.stem)
         self.temperature = float(temperature)
         self.rng = np.random.default_rng(seed)
-        check_known_positions(self._infer, self.trained_tables, str(self.path), "export it again")
+        check_known_positions(self._timed_infer, self.trained_tables, str(self.path), "export it again")
 
     def _model_bytes(self) -> bytes:
         """The model file, read once (what is hashed is what runs)."""
@@ -155,17 +161,36 @@ class OnnxAgent(Agent):
     def run(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Batched inference: (probs float32[B, 201], value float32[B]); AgentFailure for outputs
         no sound model gives (:func:`output_problem`)."""
-        probs, value = self._infer(obs, mask)
+        try:
+            probs, value = self._infer(obs, mask)
+        except Exception as exc:  # onnxruntime's own types: a 503 naming it, never a 500
+            raise AgentFailure(f"the model {self.name} cannot run: {one_line(exc)}") from None
         problem = output_problem(probs, value, mask)
         if problem is not None:
             raise AgentFailure(f"the model {self.name} cannot answer this position: {problem}")
         return probs, value
 
-    def _infer(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _infer(self, obs: np.ndarray, mask: np.ndarray, options: Any = None) -> tuple[np.ndarray, np.ndarray]:
         probs, value = self.session.run(["probs", "value"], {
             "obs": np.ascontiguousarray(obs, dtype=np.float32),
-            "mask": np.ascontiguousarray(mask, dtype=np.float32)})
+            "mask": np.ascontiguousarray(mask, dtype=np.float32)}, options)
         return probs, value.reshape(-1)
+
+    def _timed_infer(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_infer` stopped by onnxruntime's terminate flag after :data:`LOAD_CHECK_S`, and
+        any failure as one line (the load check's run: the graph's bounds keep it short)."""
+        import onnxruntime as ort  # as in __init__
+        options = ort.RunOptions()
+        timer = threading.Timer(LOAD_CHECK_S, setattr, (options, "terminate", True))
+        timer.start()
+        try:
+            return self._infer(obs, mask, options)
+        except Exception as exc:
+            why = (f"did not end within {LOAD_CHECK_S:g} s" if options.terminate
+                   else f"failed ({one_line(exc)})")
+            raise CheckpointError(f"{self.path}: its run on known positions {why}") from None
+        finally:
+            timer.cancel()
 
     def policy(self, game: Game, seat: int) -> tuple[np.ndarray, float, np.ndarray]:
         """The model's view of one decision: (probs[201], value, legal mask[201])."""

@@ -57,7 +57,7 @@ from sam_env.table import Table
 from .bots import DEADLINE_MS, Bot, Bots, decide_event
 from .edge import ARRIVED, wrap
 from .protocol import ActRequest, HumanMove, NewSession, RequestError, read_body, read_hops
-from .sessions import PlaySession, SessionStore, deal_seed, session_file
+from .sessions import LiveSessions, PlaySession, SessionStore, client_key, deal_seed, session_file
 
 STATIC = Path(__file__).resolve().parent / "static"  # package data: the play page
 
@@ -91,6 +91,7 @@ def _new_app(load_bots: Callable[[], Bots], sessions: str | None) -> FastAPI:
         app.state.bots = load_bots()
         with session_file(sessions) as path:
             app.state.sessions = SessionStore(path)
+            app.state.live = LiveSessions()
             gc.freeze()  # the loaded model and engine are permanent: keep them out of GC pauses
             try:
                 yield
@@ -141,15 +142,22 @@ def _play_bot(request: Request, table: Table) -> tuple[Bot, bool]:
 
 
 def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
-    """The play page and its API; the sessions live in the app's :class:`SessionStore`."""
+    """The play page and its API; the sessions live in the app's :class:`SessionStore`, and those
+    this process holds at their stored version in its :class:`LiveSessions` (not read again)."""
     def stored(request: Request, sid: str) -> tuple[PlaySession, int]:
-        state, version = request.app.state.sessions.get(sid)
+        live: LiveSessions = request.app.state.live
+        state, version = request.app.state.sessions.get(sid, live.version(sid))
+        held = live.take(sid, version)
+        if held is not None:
+            return held, version
+        assert state is not None
         rules = RuleSet.parse(state["rules"])
         b, stand_in = _play_bot(request, Table(rules, state["players"]))
         return PlaySession.from_json(state, rules, b, stand_in, sid), version
 
     def store(request: Request, s: PlaySession, version: int) -> dict[str, Any]:
         request.app.state.sessions.put(s.id, s.to_json(), version)
+        request.app.state.live.keep(s, version + 1)
         return s.state()
 
     @app.get("/play", include_in_schema=False)
@@ -178,12 +186,16 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
         s = await b.run(PlaySession, b, rules, body.players, body.seat,
                         deal_seed(body.seed, allow_client_seed), stand_in)
-        request.app.state.sessions.add(s.id, request.client.host if request.client else "", s.to_json())
+        client = client_key(request.client.host if request.client else "")
+        request.app.state.sessions.add(s.id, client, s.to_json())
+        request.app.state.live.keep(s, 0)
         return s.state()
 
     @app.get("/play/api/{sid}")
     async def get_state(sid: str, request: Request) -> dict[str, Any]:
-        return stored(request, sid)[0].state()
+        s, version = stored(request, sid)
+        request.app.state.live.keep(s, version)
+        return s.state()
 
     @app.post("/play/api/{sid}/move")
     async def move(sid: str, request: Request) -> dict[str, Any]:
@@ -196,6 +208,7 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
     async def again(sid: str, request: Request) -> dict[str, Any]:
         s, version = stored(request, sid)
         if not s.game.finished:
+            request.app.state.live.keep(s, version)  # unchanged: still held
             raise RequestError("finish this game first")
         await s.bot.run(s.new_game)
         return store(request, s, version)

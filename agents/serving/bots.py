@@ -23,7 +23,7 @@ import numpy as np
 from agents.base import AgentFailure
 from agents.nets.format import read_json_file, resolve
 from agents.players.onnx_agent import choose_action
-from agents.registry import AgentSpec, exported_agent, make_agent, parse_spec
+from agents.registry import AgentSpec, exported_agent, make_agent, parse_spec, shown_spec
 from sam_env.actions import ACTION_NAMES, ACTION_TABLE_VERSION
 from sam_env.game import Game
 from sam_env.rules import DEFAULT_PRESET, RuleSet
@@ -105,14 +105,15 @@ class Bot:
         if spec is None:
             spec, self.note = "heuristic", "no shipped bot in checkpoints/: serving the heuristic player"
         self.spec = spec
+        self.shown = shown_spec(spec)  # the spec as logs, /v1/info and the page show it: no password
         # the registry's grammar (a bad spec fails here, in one line); a run folder: its newest checkpoint
         self._parsed = _resolved(parse_spec(spec))
         self.searches = self._parsed.kind == "search"  # its decisions have a time bound (deadline_ms)
         self._load(self._parsed)
         if temperature and not self.onnx and self.checkpoint is None:
-            raise ValueError(f"--temperature applies to neural bots, not to {spec!r}")
+            raise ValueError(f"--temperature applies to neural bots, not to {self.shown!r}")
         played = self.onnx or self.agent
-        self.name = str(getattr(played, "name", "") or spec)
+        self.name = str(getattr(played, "name", "") or self.shown)
         tables = played.trained_tables if played is not None else None
         #: the tables its network was trained for (the checkpoint's metadata), None: any table
         self.tables: tuple[Table, ...] | None = tables
@@ -197,7 +198,7 @@ class Bot:
         return _as_json(self.supported())
 
     def info(self) -> dict[str, Any]:
-        return {"name": self.name, "agent": self.spec, "checkpoint": self.checkpoint,
+        return {"name": self.name, "agent": self.shown, "checkpoint": self.checkpoint,
                 "supports": self.supports_json(), "any_rule_overrides": self.tables is None,
                 "settings": getattr(self.agent, "settings", {}) if self.agent is not None else {}}
 
@@ -307,7 +308,7 @@ class Bots:
         main = max(self.bots, key=lambda b: sum(c is b for c in chosen))
         onnx = next((b.onnx for b in self.bots if b.onnx is not None), None)
         return {"name": " + ".join(b.name for b in self.bots),
-                "agent": main.spec, "checkpoint": main.checkpoint,
+                "agent": main.shown, "checkpoint": main.checkpoint,
                 "rules": [s["rules"] for s in sup], "players": sorted({p for s in sup for p in s["players"]}),
                 "supports": sup, "any_rule_overrides": any(b.tables is None for b in self.bots),
                 "bots": [b.info() for b in self.bots], "routes": routes,
@@ -362,8 +363,8 @@ def refuse_loop(specs: list[str] | None, host: str, port: int) -> None:
         this_machine = (any(a.is_loopback or a.is_unspecified for a in theirs)
                         or theirs & _addresses(socket.gethostname()))
         if theirs & mine or (this_machine and any(a.is_unspecified for a in mine)):  # 0.0.0.0 takes them all
-            raise ValueError(f"--agent {spec} is this server itself ({host}:{port}): it would ask itself"
-                             " for every decision")
+            raise ValueError(f"--agent {shown_spec(spec)} is this server itself ({host}:{port}): it would ask"
+                             " itself for every decision")
 
 
 def _addresses(host: str) -> set[Any]:

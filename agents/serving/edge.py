@@ -257,11 +257,18 @@ class H11(H11Protocol):
             self.transport.close()
 
 
-def serve_options(host: str, port: int, log_level: str = "warning") -> dict[str, Any]:
+def serve_options(host: str, port: int, log_level: str = "warning",
+                  trusted_proxies: list[str] | None = None) -> dict[str, Any]:
     """uvicorn's settings for ``samloc serve``: the limits a slow or greedy client meets
-    (docs/serving.md, "Slow clients")."""
+    (docs/serving.md, "Slow clients"), and whose ``X-Forwarded-For`` names the client.
+
+    A request's client (the play page's quotas are per client) is the socket's peer, unless the
+    peer is one of ``trusted_proxies`` (addresses or networks, ``--trusted-proxy``): then it is the
+    nearest untrusted address in ``X-Forwarded-For`` (uvicorn's ``forwarded_allow_ips``).  uvicorn
+    on its own trusts 127.0.0.1, so any local process could forge a new client per request."""
     return {"host": host, "port": port, "log_level": log_level, "http": H11,
-            "timeout_keep_alive": KEEP_ALIVE_S, "h11_max_incomplete_event_size": MAX_HEADER_BYTES}
+            "timeout_keep_alive": KEEP_ALIVE_S, "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
+            "proxy_headers": bool(trusted_proxies), "forwarded_allow_ips": list(trusted_proxies or [])}
 
 
 def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:

@@ -1,8 +1,11 @@
 """The play page's sessions: a person at a table of bots (:class:`PlaySession`), kept in one SQLite
-file that every worker process shares (:class:`SessionStore`), bounded and fair between clients."""
+file that every worker process shares (:class:`SessionStore`), bounded and fair between clients
+(:func:`client_key`), and each process's sessions as objects (:class:`LiveSessions`), so that a
+request does not read and replay its session's state when no other process changed it."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import secrets
@@ -10,6 +13,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -29,6 +33,8 @@ from .protocol import HumanMove, RequestError
 MAX_SESSIONS = 512            # play-page sessions kept (SessionStore)
 SESSIONS_PER_CLIENT = 8       # of them, for one client address
 MIN_IDLE_S = 300.0            # a session must be idle this long before another client's may replace it
+HISTORY_KEPT = 50             # the latest games' results a session keeps and shows (the totals count all:
+                              # 2,077 games once made 228 KB answers)
 MAX_SEED = 2**63 - 1
 
 
@@ -36,19 +42,24 @@ class PlaySession:
     """A person at a table of bots, game after game, with a running total.
 
     What the session store keeps of it is :meth:`to_json`: the table, the seed of its deals
-    (the server's secret), the results so far and the events of the game in play; the
-    constructor rebuilds the rest by replaying those events on the same deal."""
+    (the server's secret), the games finished and their running totals, the results of the latest
+    :data:`HISTORY_KEPT` of them (older ones roll off, so a session's size is bounded however long
+    it plays) and the events of the game in play; the constructor rebuilds the rest by replaying
+    those events on the same deal."""
 
     def __init__(self, bot: Bot, rules: RuleSet, players: int, seat: int, seed: int,
                  stand_in: bool = False, *, sid: str | None = None,
                  history: list[dict[str, Any]] | None = None, game: int = 1, opener: int | None = None,
-                 events: list[dict[str, Any]] | None = None):
+                 events: list[dict[str, Any]] | None = None, played: int = 0,
+                 totals: list[int] | None = None):
         """A new session by default (its first game dealt and played up to the person's turn), or
         the stored one ``to_json`` described."""
         self.id = sid or secrets.token_urlsafe(16)
         self.bot, self.rules, self.players, self.seat, self.seed = bot, rules, players, seat, seed
         self.stand_in = stand_in  # the heuristic, sitting in where no served bot was trained
         self.history: list[dict[str, Any]] = list(history or [])
+        self.played = played      # games finished, the rolled-off ones included
+        self.totals: list[int] = list(totals or [0] * players)
         self.game_no = game
         self._deal(opener)
         for ev in events or []:
@@ -61,16 +72,12 @@ class PlaySession:
         """The session ``to_json`` stored (its ``rules`` parsed by the caller, who chose the bot by them)."""
         return cls(bot, rules, state["players"], state["seat"], state["seed"],
                    stand_in, sid=sid, history=state["history"], game=state["game"], opener=state["opener"],
-                   events=state["events"])
+                   events=state["events"], played=state["played"], totals=state["totals"])
 
     def to_json(self) -> dict[str, Any]:
         return {"rules": self.rules.to_record(), "players": self.players, "seat": self.seat,
-                "seed": self.seed, "history": self.history, "game": self.game_no, "opener": self.game.opener,
-                "events": self.game.events}
-
-    @property
-    def totals(self) -> list[int]:
-        return [sum(h["scores"][s] for h in self.history) for s in range(self.players)]
+                "seed": self.seed, "history": self.history, "played": self.played, "totals": self.totals,
+                "game": self.game_no, "opener": self.game.opener, "events": self.game.events}
 
     def new_game(self) -> None:
         """Deal the next game: the previous winner opens it (the same opener after a draw)."""
@@ -117,10 +124,13 @@ class PlaySession:
             view = Game.from_view(self.rules, self.players, g.opener, s, g.hand(s) or [], g.events)
             ev, _ = decide_event(self.bot, view, s)
             self._apply(ev)
-        if g.finished and len(self.history) < self.game_no:
+        if g.finished and self.played < self.game_no:
             res = g.result
             assert res is not None
-            self.history.append({"game": self.game_no, "opener": g.opener, **res.to_json()})
+            entry = {"game": self.game_no, "opener": g.opener, **res.to_json()}
+            self.history = (self.history + [entry])[-HISTORY_KEPT:]
+            self.totals = [t + s for t, s in zip(self.totals, res.scores)]
+            self.played = self.game_no
 
     def _apply(self, event: dict[str, Any]) -> None:
         g, st = self.game, self.game.state
@@ -160,7 +170,7 @@ class PlaySession:
             "legal": ([{"move": ACTION_NAMES[a], "cards": cards_str(cards_for(hand, a))}
                        for a in g.legal_actions()] if mine else []),
             "result": None if res is None else res.to_json(),
-            "totals": self.totals, "history": self.history,
+            "totals": self.totals, "played": self.played, "history": self.history,
             "bot": self.bot.name + (" (stand-in: no trained bot for this table)" if self.stand_in else ""),
             "reveal": [cards_str(g.hand(s) or []) for s in range(n)] if g.finished else None,
         }
@@ -171,7 +181,7 @@ class SessionStore:
     (``samloc serve --workers N``: any worker continues any session).
 
     Bounded and fair: at most ``limit`` sessions in all and ``per_client`` for one client
-    address.  A client starting one more than its share loses its own least recently used
+    (:func:`client_key`: the connection's address, or what a trusted proxy says it is).  A client starting one more than its share loses its own least recently used
     session.  When the store is full, the session idle longest makes room, provided it has been
     idle ``min_idle_s`` at least; otherwise the new session is refused (503, try again later).
     So no client, however fast, pushes out a game another person is playing.  The state is the
@@ -216,14 +226,18 @@ class SessionStore:
             self.db.execute("INSERT INTO sessions VALUES (?, ?, ?, 0, ?)",
                             (sid, client, now, json.dumps(state)))
 
-    def get(self, sid: str) -> tuple[dict[str, Any], int]:
-        """A session's state and version (a look counts as use); 404 for an unknown one."""
+    def get(self, sid: str, known: int | None = None) -> tuple[dict[str, Any] | None, int]:
+        """A session's state and version (a look counts as use), the state None when the version is
+        ``known`` (the caller holds it already: nothing is read or parsed); 404 for an unknown one."""
         with self._transaction():
-            row = self.db.execute("SELECT state, version FROM sessions WHERE id = ?", (sid,)).fetchone()
+            row = self.db.execute("SELECT version FROM sessions WHERE id = ?", (sid,)).fetchone()
             if row is None:
                 raise StarletteHTTPException(404, "unknown or expired session: start a new game")
             self.db.execute("UPDATE sessions SET touched = ? WHERE id = ?", (self.clock(), sid))
-        return json.loads(row[0]), row[1]
+            if row[0] == known:
+                return None, known
+            state = self.db.execute("SELECT state FROM sessions WHERE id = ?", (sid,)).fetchone()[0]
+        return json.loads(state), row[0]
 
     def put(self, sid: str, state: dict[str, Any], version: int) -> None:
         """Store a session's new state, unless it changed since ``version`` was read (409) or is
@@ -246,6 +260,45 @@ class SessionStore:
 
     def close(self) -> None:
         self.db.close()
+
+
+class LiveSessions:
+    """This process's play sessions as objects, each with the store's version it was read or
+    written at, the least recently used dropped past ``limit``.  A request takes its session out
+    (:meth:`take`) and gives it back once stored: one that failed half-way is read again."""
+
+    def __init__(self, limit: int = MAX_SESSIONS):
+        self.limit = limit
+        self._items: OrderedDict[str, tuple[int, PlaySession]] = OrderedDict()
+
+    def version(self, sid: str) -> int | None:
+        item = self._items.get(sid)
+        return item[0] if item else None
+
+    def take(self, sid: str, version: int) -> PlaySession | None:
+        """The session at ``version``, removed from here; None when not held at that version."""
+        item = self._items.pop(sid, None)
+        return item[1] if item is not None and item[0] == version else None
+
+    def keep(self, session: PlaySession, version: int) -> None:
+        self._items[session.id] = (version, session)
+        self._items.move_to_end(session.id)
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+
+def client_key(host: str) -> str:
+    """Whose quota a request counts against: its client's address, an IPv6 one by its /64 (one
+    source, a home or a host, is given a whole /64), an IPv4-mapped one as IPv4."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host  # not an address (a test client, a Unix socket): as it is
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 @contextmanager

@@ -1,5 +1,6 @@
 """Serving until stopped: in this process, or in a worker process per socket (``samloc serve
---workers N``), each loading its own copy of the bots; every process shares the play sessions' file."""
+--workers N``), each loading its own copy of the bots; every process shares the play sessions' file,
+which SIGTERM removes as SIGINT does (it holds every session's deal seed)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,36 @@ from .edge import serve_options
 from .sessions import SessionStore, session_file
 
 
+class Terminated(Exception):
+    """SIGTERM, raised where the process is so that the session file's cleanup runs."""
+
+
+def _terminate(*_: Any) -> None:
+    raise Terminated
+
+
 def serve(bots: Bots, socks: list[socket.socket], *, host: str, port: int, log_level: str = "warning",
-          allow_client_seed: bool = False, specs: list[str] | None = None) -> int:
+          allow_client_seed: bool = False, specs: list[str] | None = None,
+          trusted_proxies: list[str] | None = None) -> int:
     """Answer on ``socks`` until stopped: here with ``bots``, or (several sockets) in a worker process
-    per socket, each loading the bots ``specs`` name with the settings ``bots`` were loaded with.
-    Returns the exit status: 0 when stopped, 1 when a worker ended by itself."""
-    options = serve_options(host, port, log_level)
+    per socket, each loading the bots ``specs`` name with the settings ``bots`` were loaded with;
+    ``trusted_proxies``: whose ``X-Forwarded-For`` names the client (:func:`serve_options`).
+    Returns the exit status: 0 when stopped (SIGTERM or SIGINT), 1 when a worker ended by itself."""
+    # uvicorn stops on SIGTERM, then raises it again for the handler it found: the default one
+    # would end the process before the session file is removed
+    before = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _serve(bots, socks, serve_options(host, port, log_level, trusted_proxies),
+                      allow_client_seed, specs)
+    except Terminated:
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _serve(bots: Bots, socks: list[socket.socket], options: dict[str, Any], allow_client_seed: bool,
+           specs: list[str] | None) -> int:
+    """:func:`serve`'s work, inside its SIGTERM handler."""
     with session_file(None) as sessions:
         SessionStore(sessions).close()  # the table exists before workers open it together
         settings = {"allow_client_seed": allow_client_seed, "sessions": sessions}

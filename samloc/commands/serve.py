@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import ipaddress
 import sys
 
 from agents.serving.bots import DEADLINE_MS, Bots, refuse_loop
@@ -9,6 +11,20 @@ from agents.serving.edge import listening_sockets
 from agents.serving.workers import serve
 
 from .args import Parser, agent_spec, deadline_ms, non_negative, nonempty, parse, port, positive, temperature
+
+
+def trusted_proxy(text: str) -> list[str]:
+    """argparse type: ``IP[,IP…]``, addresses or networks (``10.0.0.0/8``) of the reverse proxies whose
+    ``X-Forwarded-For`` names the client; ``*`` is refused (anyone could then forge one)."""
+    out = []
+    for item in text.split(","):
+        try:
+            out.append(str(ipaddress.ip_network(item.strip(), strict=False)))
+        except ValueError:
+            shown = item.strip() if len(item.strip()) <= 40 else item.strip()[:37] + "..."
+            raise argparse.ArgumentTypeError(f"expected IP addresses or networks separated by commas, not"
+                                             f" {shown!r}") from None
+    return out
 
 
 def _parser() -> Parser:
@@ -37,6 +53,10 @@ def _parser() -> Parser:
                    help="processes answering on the port, each with its own copy of the bots and its own"
                         " socket (the kernel spreads the connections); the play page's sessions are shared"
                         " (default 1)")
+    p.add_argument("--trusted-proxy", action="append", type=trusted_proxy, default=None, metavar="IP[,IP...]",
+                   help="the reverse proxies (addresses or networks) whose X-Forwarded-For names the client;"
+                        " everyone else's is ignored, and a request's client, whose play-page quota it counts"
+                        " against, is the connection's address (default: none, so no header is trusted)")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     return p
@@ -62,8 +82,9 @@ def main(argv: list[str]) -> int:
         print(f"samloc serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
     for b in bots.bots:
-        print(f"samloc serve: agent {b.name} ({b.spec})")
+        print(f"samloc serve: agent {b.name} ({b.shown})")
     print(f"samloc serve: http://{args.host}:{args.port}/play to play, POST /v1/act for bots"
           + (f"; {args.workers} worker processes" if args.workers > 1 else ""))
+    proxies = [ip for group in args.trusted_proxy or [] for ip in group]
     return serve(bots, socks, host=args.host, port=args.port, log_level=args.log_level,
-                 allow_client_seed=args.allow_client_seed, specs=args.agent)
+                 allow_client_seed=args.allow_client_seed, specs=args.agent, trusted_proxies=proxies)

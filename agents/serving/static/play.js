@@ -176,7 +176,7 @@ function renderTotals() {
   for (let s = 0; s < st.players; s++) {
     const v = st.totals[s];
     t.insertAdjacentHTML("beforeend",
-      `<tr><td>${seatName(s)}</td><td class="num">${st.history.length}</td><td class="num ${v > 0 ? "pos" : v < 0 ? "neg" : ""}">${v > 0 ? "+" : ""}${v}</td></tr>`);
+      `<tr><td>${seatName(s)}</td><td class="num">${st.played}</td><td class="num ${v > 0 ? "pos" : v < 0 ? "neg" : ""}">${v > 0 ? "+" : ""}${v}</td></tr>`);
   }
 }
 
