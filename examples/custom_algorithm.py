@@ -6,7 +6,9 @@ It learns from PPO's rollout workers as they are: they compute GAE advantages wi
 ``gae_lambda`` of its own section (``targets``, inherited), and it takes one gradient step per batch on
 the advantage actor-critic loss through the learner's one step.  The ``a2c`` section is given on the
 command line or in YAML, shown by ``--print-config``, checked, saved with the run and restored by
-``--resume``; nothing in the ``training`` package names it.
+``--resume``; nothing in the ``training`` package names it.  What ``learn`` receives (``obs``, ``mask``,
+``hid``, ``act``, ``logp``, ``val``, ``adv``, ``ret``) is in docs/training.md, "Writing an algorithm";
+the figures it returns are what the progress display and TensorBoard's ``losses/*`` show.
 """
 
 from __future__ import annotations
