@@ -110,7 +110,7 @@ COMMANDS: dict[str, Cmd] = {
                   "--sample-seed": "all",
                   "--seeds": "all", "--minutes": "all", "--decisions": "all", "--every-minutes": "all",
                   "--deals": "all", "--eval-seed": "all", "--workers": "all", "--out": "path",
-                  "--ray-address": "any"},
+                  "--resume": "path", "--ray-address": "any"},
                  ["samloc.commands.sweep.run_sweep"], codes=(1, 2), positional="any"),
     "train": Cmd(["--dry-run", "--config", "quick", "@"], TRAIN_FLAGS,
                  ["samloc.commands.train.run_pipeline", "samloc.commands.train.dry_run"], codes=(1, 2),

@@ -20,8 +20,16 @@ Random values (``--random KEY=LO:HI`` uniform, ``KEY=LO:HI:log`` log-uniform, in
 are) are drawn before anything starts, from ``--sample-seed``, so a sweep is the same list of trials each
 time: ``--samples`` draws, each crossed with the grid and the seeds.
 
-``<out>/sweep.json`` holds every trial's settings, seed, budget used and score with its CI; ``sweep.md``
-the table (ranked by lá), ``sweep.png`` the scores with their CIs.
+``<out>/sweep.json`` holds every trial's settings, seed, budget used and score with its CI, and the
+settings ranked by their mean over the seeds with a CI across them (training/tools/sweep_report.py: a
+best only when separated from the rest; a setting with a seed ASHA stopped is not ranked beside full
+ones); ``sweep.md`` the tables, ``sweep.png`` the settings with their CIs.  A trial's run is named by its
+setting (``ppo.lr=3e-4 seed=1``).
+
+Ctrl-C ends Tune's run with its state saved (exit 130): the unfinished trials are marked, nothing is
+ranked, and ``samloc sweep --resume <out>`` continues it through Ray Tune's ``Tuner.restore``.  Equal grid
+values, more than 100 trials and ``checkpoint.export_to`` (every trial would replace that one folder) are
+refused before anything starts.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ import itertools
 import json
 import math
 import os
+import signal
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -40,7 +50,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
 from agents.nets.format import list_checkpoints, read_json_file
-from sam_env.atomic import write_atomic, write_json_atomic, write_with
+from sam_env.atomic import write_atomic, write_json_atomic
 
 from ..algorithms import algorithm_class
 from ..config import AUTO, ConfigError, TrainConfig, eval_table
@@ -50,6 +60,7 @@ from ..run.launch import new_run_folder, resolve_launch
 from ..run.loop import RunLoop
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
 from ..run.sizing import size_workers
+from .sweep_report import UNFINISHED, markdown, plot, rank_settings
 from .to_strength import (AFTER_TRAINING, OPPONENT, check_out, check_scoring, score_snapshots,
                           snapshot_point)
 from ..run.workers import WorkerPool, embedded_cpus
@@ -61,6 +72,8 @@ ASHA_KEYS = {"eval.every_minutes": "--every-minutes", "checkpoint.every_minutes"
              "eval.every_updates": "(ASHA evaluates by minutes)",
              "eval.opponents": "(ASHA ranks by the heuristic)"}
 REDUCTION = 2  # ASHA keeps the better half at each rung
+MAX_TRIALS = 100  # trials in one sweep at most: each is a training run, and resolving each one takes time
+PLAN_FILE = "sweep_plan.json"  # what --resume reads back
 
 
 def parse_grid(text: str) -> tuple[str, list[str]]:
@@ -69,7 +82,20 @@ def parse_grid(text: str) -> tuple[str, list[str]]:
     items = [v.strip() for v in values.split(",")]
     if not eq or not key.strip() or not all(items):
         raise ConfigError(f"--grid {text!r}: give KEY=V1,V2,... (values separated by commas)")
+    seen: dict[Any, str] = {}
+    for v in items:
+        same = seen.setdefault(_as_value(v), v)
+        if same is not v:  # 0.01 and 0.010 are one setting, trained twice under two names
+            raise ConfigError(f"--grid {key.strip()}: {same} and {v} are the same value")
     return key.strip(), items
+
+
+def _as_value(text: str) -> Any:
+    """A grid value as what it sets: a number when it reads as one (``0.01`` = ``0.010`` = ``1e-2``)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text.lower() if text.lower() in ("true", "false", "null") else text
 
 
 def parse_random(text: str) -> tuple[str, str, str, bool]:
@@ -127,7 +153,8 @@ class Trial:
 
     @property
     def label(self) -> str:
-        return f"{' '.join(self.settings) or '(the config)'} seed {self.seed}"
+        """Its setting and seed (``ppo.lr=3e-4 seed=1``): the name its run's reports and checkpoints carry."""
+        return self.cfg.name
 
 
 def _draw(rng: np.random.Generator, lo: str, hi: str, log: bool) -> str:
@@ -180,9 +207,37 @@ def _check_keys(plan: SweepPlan) -> None:
         seen.add(key)
 
 
-def check_plan(plan: SweepPlan, few_deals_ok: bool = False) -> list[Trial]:
+def tune_path(out: Path) -> Path:
+    """Where Ray Tune keeps the sweep's experiment state (what ``Tuner.restore`` reads)."""
+    return out.resolve() / "tune" / "trials"
+
+
+def _check_count(plan: SweepPlan) -> None:
+    """At most :data:`MAX_TRIALS`, counted before any is resolved (a product runs to hours)."""
+    parts = [len(vs) for _, vs in plan.grid] + ([plan.samples] if plan.random else []) + [len(plan.seeds)]
+    if math.prod(parts) > MAX_TRIALS:
+        raise ConfigError(f"the sweep has {math.prod(parts):,} trials ({' x '.join(map(str, parts))}: grid"
+                          f" values, samples, seeds); at most {MAX_TRIALS}: give fewer values, --samples or"
+                          " --seeds")
+
+
+def _check_out(plan: SweepPlan, resuming: bool) -> None:
+    """A new sweep's folder is new or empty, and says so when it holds one to resume; a resumed one holds
+    Tune's state."""
+    if resuming:
+        if not tune.Tuner.can_restore(str(tune_path(plan.out))):
+            raise ConfigError(f"--resume {plan.out}: Ray Tune has no state of this sweep there to restore")
+    elif tune_path(plan.out).exists() and tune.Tuner.can_restore(str(tune_path(plan.out))):
+        raise ConfigError(f"--out {plan.out} holds a sweep that did not finish: continue it with"
+                          f" samloc sweep --resume {plan.out}")
+    else:
+        check_out(plan.out)
+
+
+def check_plan(plan: SweepPlan, few_deals_ok: bool = False, resuming: bool = False) -> list[Trial]:
     """Every trial, its config resolved as ``samloc train`` resolves it, after every check that needs no
-    training; ConfigError names the first problem (an unknown key, a value its field refuses, ...)."""
+    training; ConfigError names the first problem (an unknown key, a value its field refuses, ...).
+    ``resuming``: the sweep's folder holds its Tune state (``--resume``), not nothing."""
     if bool(plan.minutes) == bool(plan.decisions):
         raise ConfigError("give one budget per trial: --minutes M or --decisions N")
     if plan.asha and not plan.minutes:
@@ -194,12 +249,17 @@ def check_plan(plan: SweepPlan, few_deals_ok: bool = False) -> list[Trial]:
     if len(set(plan.seeds)) != len(plan.seeds):
         raise ConfigError(f"--seeds {','.join(map(str, plan.seeds))}: a seed is given twice")
     _check_keys(plan)
+    _check_count(plan)
     check_scoring(plan.deals, few_deals_ok)
-    check_out(plan.out)
+    _check_out(plan, resuming)
     # the config's own problems
     resolve_launch(plan.config, None, [*plan.overrides, *_budget(plan)], None, None)
+    every = trial_settings(plan)
+    twice = next((s for i, s in enumerate(every) if s in every[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"--random draws {' '.join(twice)} twice: give fewer --samples or a wider range")
     trials = []
-    for settings, seed in itertools.product(trial_settings(plan), plan.seeds):
+    for settings, seed in itertools.product(every, plan.seeds):
         name = f"t{len(trials):02d}"
         run_dir = plan.out.resolve() / "trials" / name
         try:
@@ -207,6 +267,11 @@ def check_plan(plan: SweepPlan, few_deals_ok: bool = False) -> list[Trial]:
                                  None, None).cfg
         except ConfigError as exc:  # the trial's settings: say which
             raise ConfigError(f"{' '.join(settings)}: {exc}") from None
+        if cfg.checkpoint.export_to:
+            raise ConfigError(f"checkpoint.export_to={cfg.checkpoint.export_to}: every trial would replace"
+                              " that one folder; a trial's bot stays in its run folder (give"
+                              " checkpoint.export_to= to turn the copy off)")
+        cfg.name = f"{' '.join(settings) or cfg.name} seed={seed}"  # its reports name it by its setting
         trials.append(Trial(name, settings, seed, run_dir, cfg))
     if any(t.cfg.learner.device.startswith("cuda") for t in trials):
         raise ConfigError("learner.device=cuda: a sweep's trials train their learners on the CPU"
@@ -246,16 +311,32 @@ class _Reporter:
         self.done = len(history)
 
 
+def _trial_start(spec: dict[str, Any]) -> tuple[TrainConfig, Path, bool]:
+    """(config, run folder, whether it resumes): a trial of a resumed sweep that an interruption cut short
+    continues its run from its last checkpoint (``samloc train --resume``); one that wrote none starts anew,
+    its first try's folder kept beside it as ``tNN.interrupted-K``."""
+    run_dir = Path(spec["run_dir"])
+    if list_checkpoints(run_dir):
+        return resolve_launch(None, str(run_dir), [], None, None).cfg, run_dir, True
+    if run_dir.exists():
+        k = 1
+        while run_dir.with_name(f"{run_dir.name}.interrupted-{k}").exists():
+            k += 1
+        run_dir.rename(run_dir.with_name(f"{run_dir.name}.interrupted-{k}"))
+    cfg = resolve_launch(spec["config"], None, spec["overrides"], None, None).cfg
+    cfg.name = spec["label"]  # its reports name the trial by its setting
+    return cfg, new_run_folder(cfg, spec["run_dir"]), False
+
+
 def run_trial(config: dict[str, Any]) -> None:
     """Tune's function for one trial: the pipeline on the trial's config; with ASHA, each periodic
     evaluation (the heuristic on the sweep's deals) reported as it is recorded."""
     spec = config["trial"]
-    cfg = resolve_launch(spec["config"], None, spec["overrides"], None, None).cfg
-    run_dir = new_run_folder(cfg, spec["run_dir"])
+    cfg, run_dir, resume = _trial_start(spec)
     asha = spec["asha_deals_seed"] is not None
     reporter = _Reporter() if asha else None
     target = OpponentsEval(cfg, [OPPONENT], spec["asha_deals_seed"]) if asha else None
-    res = run_pipeline(cfg, run_dir, False, spec["command"], lambda line: None, on_update=reporter,
+    res = run_pipeline(cfg, run_dir, resume, spec["command"], lambda line: None, on_update=reporter,
                        evaluation=target)
     if reporter is not None:
         reporter.flush()  # the evaluation recorded after the last update
@@ -296,39 +377,75 @@ class _Progress(tune.Callback):
         self._line(trial, "failed")
 
 
-def _tune(plan: SweepPlan, trials: list[Trial], at_once: int, say: Callable[[str], None]) -> dict[str, Any]:
-    """Tune's run of every trial on the Ray already started: {trial name: its Tune result}."""
-    specs = [{"name": t.name, "config": plan.config, "run_dir": str(t.run_dir),
-              "overrides": trial_overrides(plan, t.settings, t.seed, t.run_dir),
-              "command": f"{plan.command} (trial {t.name})", "label": t.label,
-              "asha_deals_seed": plan.eval_seed if plan.asha else None} for t in trials]
+def _tune(plan: SweepPlan, trials: list[Trial], at_once: int, say: Callable[[str], None],
+          resuming: bool = False) -> tuple[dict[str, Any], dict[str, str], bool]:
+    """Tune's run of every trial on the Ray already started, or the rest of an interrupted one
+    (``Tuner.restore``: the trials it finished stay as they were, the others run): ({trial name: its Tune
+    result}, {trial name: its Tune status}, whether a Ctrl-C cut it short: Tune's state is saved then, for
+    ``Tuner.restore``)."""
+    trainable = tune.with_resources(run_trial, {"cpu": 1})
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # Tune's own display off (the sweep says what happens)
-    scheduler = (ASHAScheduler(time_attr="minutes", metric="la", mode="max", max_t=plan.minutes,
-                               grace_period=plan.interval, reduction_factor=REDUCTION) if plan.asha else None)
-    tuner = tune.Tuner(
-        tune.with_resources(run_trial, {"cpu": 1}),
-        param_space={"trial": tune.grid_search(specs)},
-        tune_config=tune.TuneConfig(scheduler=scheduler, max_concurrent_trials=at_once,
-                                    trial_name_creator=lambda t: t.config["trial"]["name"],
-                                    trial_dirname_creator=lambda t: t.config["trial"]["name"]),
-        run_config=tune.RunConfig(storage_path=str(plan.out.resolve() / "tune"), name="trials", verbose=0,
-                                  callbacks=[_Progress(say)]))
-    return {r.config["trial"]["name"]: r for r in tuner.fit()}
+    if resuming:
+        tuner = tune.Tuner.restore(str(tune_path(plan.out)), trainable, resume_unfinished=True)
+    else:
+        specs = [{"name": t.name, "config": plan.config, "run_dir": str(t.run_dir),
+                  "overrides": trial_overrides(plan, t.settings, t.seed, t.run_dir),
+                  "command": f"{plan.command} (trial {t.name})", "label": t.label,
+                  "asha_deals_seed": plan.eval_seed if plan.asha else None} for t in trials]
+        scheduler = (ASHAScheduler(time_attr="minutes", metric="la", mode="max", max_t=plan.minutes,
+                                   grace_period=plan.interval, reduction_factor=REDUCTION)
+                     if plan.asha else None)
+        tuner = tune.Tuner(
+            trainable, param_space={"trial": tune.grid_search(specs)},
+            tune_config=tune.TuneConfig(scheduler=scheduler, max_concurrent_trials=at_once,
+                                        trial_name_creator=lambda t: t.config["trial"]["name"],
+                                        trial_dirname_creator=lambda t: t.config["trial"]["name"]),
+            run_config=tune.RunConfig(storage_path=str(tune_path(plan.out).parent),
+                                      name=tune_path(plan.out).name, verbose=0, callbacks=[_Progress(say)]))
+    grid, interrupted = _fit(tuner)
+    statuses = {t.config["trial"]["name"]: t.status for t in grid._experiment_analysis.trials}  # Tune's own
+    interrupted = interrupted or any(s not in ("TERMINATED", "ERROR") for s in statuses.values())
+    return {r.config["trial"]["name"]: r for r in grid}, statuses, interrupted
+
+
+def _fit(tuner: Any) -> tuple[Any, bool]:
+    """``tuner.fit()``, and whether a Ctrl-C ended it.  Tune takes SIGINT for the fit (saving its state,
+    stopping the trials: their statuses then read TERMINATED) and, on the signal, puts back the handler it
+    found: finding ours again afterwards means it took one.  Ours, a second Ctrl-C, interrupts at once."""
+    def ours(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+    watch = (threading.current_thread() is threading.main_thread()
+             and os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") == "0")
+    previous = signal.signal(signal.SIGINT, ours) if watch else None
+    try:
+        grid = tuner.fit()
+        return grid, watch and signal.getsignal(signal.SIGINT) is ours
+    finally:
+        if watch:
+            signal.signal(signal.SIGINT, previous)
 
 
 # ---- what the sweep writes -------------------------------------------------------------------------------
-def _trial_doc(plan: SweepPlan, t: Trial, result: Any) -> dict[str, Any]:
+def trial_status(plan: SweepPlan, t: Trial, tune_status: str | None, error: Any,
+                 interrupted: bool = False) -> tuple[str, str]:
+    """(status, why) of a trial from its run folder and Tune's status: done (its summary), failed, stopped
+    by ASHA (Tune ended it early), and for a sweep cut short: interrupted (it had started) or not started."""
+    if (t.run_dir / "summary.json").is_file():
+        return "done", str(read_json_file(t.run_dir / "summary.json").get("stop_reason", ""))
+    if error is not None:
+        return "failed", (str(error).strip().splitlines() or [type(error).__name__])[-1]
+    if interrupted or tune_status not in ("TERMINATED", "ERROR"):
+        if not t.run_dir.exists():
+            return "not started", ""
+        return "interrupted", "the sweep was interrupted before it finished"
+    return ("stopped by ASHA", "trailing at a rung") if plan.asha else ("stopped", "")
+
+
+def _trial_doc(plan: SweepPlan, t: Trial, result: Any, tune_status: str | None,
+               interrupted: bool) -> dict[str, Any]:
     """A trial's entry before scoring: its settings, how it ended, the budget it used, its last checkpoint."""
     ckpts = list_checkpoints(t.run_dir)
-    summary = read_json_file(t.run_dir / "summary.json") if (t.run_dir / "summary.json").is_file() else None
-    error = getattr(result, "error", None)
-    if summary is not None:
-        status, why = "done", summary["stop_reason"]
-    elif error is not None:
-        status, why = "failed", (str(error).strip().splitlines() or [type(error).__name__])[-1]
-    else:
-        status, why = (("stopped by ASHA" if plan.asha else "stopped"),
-                       "trailing at a rung" if plan.asha else "")
+    status, why = trial_status(plan, t, tune_status, getattr(result, "error", None), interrupted)
     doc: dict[str, Any] = {"name": t.name, "settings": t.settings, "seed": t.seed, "label": t.label,
                            "run_dir": str(t.run_dir), "status": status, "stop_reason": why}
     if ckpts:
@@ -341,11 +458,13 @@ def _trial_doc(plan: SweepPlan, t: Trial, result: Any) -> dict[str, Any]:
     return doc
 
 
-def report(plan: SweepPlan, trials: list[Trial], docs: list[dict[str, Any]], at_once: int) -> dict[str, Any]:
-    """``sweep.json``'s document, the trials ranked by lá (unscored ones last)."""
-    ranked = sorted(docs, key=lambda d: -d["score"]["la"] if "score" in d else math.inf)
-    for i, d in enumerate(ranked):
-        d["rank"] = i + 1 if "score" in d else None
+def report(plan: SweepPlan, trials: list[Trial], docs: list[dict[str, Any]], at_once: int,
+           interrupted: bool = False) -> dict[str, Any]:
+    """``sweep.json``'s document: every trial in order, and their settings ranked over the seeds
+    (:mod:`training.tools.sweep_report`); an interrupted sweep ranks nothing and names no best."""
+    settings, best, note = rank_settings(docs)
+    if interrupted:
+        best, note = None, "interrupted: nothing ranked (samloc sweep --resume DIR goes on)"
     cfg = trials[0].cfg
     return {"command": plan.command, "config": plan.config, "overrides": plan.overrides,
             "grid": {k: v for k, v in plan.grid}, "random": {k: [lo, hi] + (["log"] if log else [])
@@ -355,95 +474,69 @@ def report(plan: SweepPlan, trials: list[Trial], docs: list[dict[str, Any]], at_
             "asha": {"every_minutes": plan.interval, "reduction_factor": REDUCTION,
                      "deals": cfg.eval.deals} if plan.asha else None,
             "trials_at_once": at_once, "opponent": OPPONENT, **eval_table(cfg).to_record(),
-            "deals": plan.deals, "eval_seed": plan.eval_seed,
-            "best": ranked[0]["name"] if "score" in ranked[0] else None, "trials": ranked}
+            "deals": plan.deals, "eval_seed": plan.eval_seed, "out": str(plan.out),
+            "interrupted": interrupted,
+            "best": best, "best_note": note, "settings": settings, "trials": docs}
 
 
-def _la(s: dict[str, Any]) -> str:
-    return f"{s['la']:+.3f} [{s['ci_low']:+.3f}, {s['ci_high']:+.3f}]"
+def write_plan(plan: SweepPlan, few_deals_ok: bool) -> None:
+    """``sweep_plan.json``: the plan as given, which ``--resume`` reads back."""
+    doc = {k: str(v) if isinstance(v, Path) else v for k, v in vars(plan).items()}
+    plan.out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(plan.out / PLAN_FILE, doc | {"few_deals_ok": few_deals_ok})
 
 
-TABLE_HEAD = ["rank", "trial", "settings", "seed", "minutes", "decisions trained", "lá/game [95% CI]",
-              "win rate", "end"]
+def read_plan(out: Path, workers: int | None = None) -> tuple[SweepPlan, bool]:
+    """The plan a sweep in ``out`` was started with, and whether it allowed few deals; ConfigError when
+    ``out`` holds no sweep (``workers``: a new count of checkpoints scored side by side)."""
+    try:
+        raw = dict(read_json_file(out / PLAN_FILE))
+        few = bool(raw.pop("few_deals_ok"))
+        raw["grid"] = [(k, list(vs)) for k, vs in raw["grid"]]
+        raw["random"] = [tuple(r) for r in raw["random"]]
+        plan = SweepPlan(**{**raw, "out": out, **({"workers": workers} if workers else {})})
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(f"--resume {out}: not a sweep's folder ({out / PLAN_FILE}: {exc})") from None
+    return plan, few
 
 
-def table_rows(doc: dict[str, Any]) -> list[list[str]]:
-    """The table's rows (:data:`TABLE_HEAD`), best first: what ``sweep.md`` and the command print."""
-    rows = []
-    for t in doc["trials"]:
-        used, s = t.get("budget_used"), t.get("score")
-        end = t["status"] + (f": {t['stop_reason']}" if t["stop_reason"] else "")
-        rows.append([str(t["rank"] or "-"), t["name"], " ".join(t["settings"]) or "(the config)",
-                     str(t["seed"]), f"{used['minutes']:.2f}" if used else "-",
-                     f"{used['decisions_trained']:,}" if used else "-",
-                     _la(s) if s else "-", f"{100 * s['win_rate']:.1f}%" if s else "-", end])
-    return rows
-
-
-def markdown(doc: dict[str, Any]) -> str:
-    """``sweep.md``: what was compared, then the table."""
-    budget = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v:g}" for k, v in doc["budget"].items())
-    head = (f"# {doc['command'] or 'samloc sweep'}\n\n{len(doc['trials'])} trials ({budget} each),"
-            f" scored against the {doc['opponent']} on the same {doc['deals']} duplicate deals"
-            f" (seed {doc['eval_seed']}), {doc['players']} players.\n\n")
-    lines = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
-    lines += ["| " + " | ".join(r) + " |" for r in table_rows(doc)]
-    return head + "\n".join(lines) + "\n"
-
-
-def plot(doc: dict[str, Any], path: Path) -> Path:
-    """Every scored trial's lá with its 95% CI, best at the top, coloured by its settings."""
-    import matplotlib  # optional, and slow to import: only when a plot is drawn
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    scored = [t for t in doc["trials"] if "score" in t][::-1]
-    colours = {s: f"C{i}" for i, s in enumerate(dict.fromkeys(" ".join(t["settings"]) for t in scored))}
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.35 * max(1, len(scored))))
-    for y, t in enumerate(scored):
-        s = t["score"]
-        ax.errorbar([s["la"]], [y], xerr=[[s["la"] - s["ci_low"]], [s["ci_high"] - s["la"]]], fmt="o",
-                    capsize=3, color=colours[" ".join(t["settings"])])
-    ax.set_yticks(range(len(scored)), [f"{t['name']}: {t['label']}"[:60] for t in scored], fontsize=7)
-    ax.axvline(0, color="black", lw=0.8)
-    ax.set_xlabel(f"mean lá per game vs {doc['opponent']} (95% CI), {doc['deals']} duplicate deals")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
-    plt.close(fig)
-    return path
-
-
-def run_sweep(plan: SweepPlan, say: Callable[[str], None], few_deals_ok: bool = False) -> dict[str, Any]:
-    """Check every trial, train them under Ray Tune, score each one's last checkpoint; write ``sweep.json``,
-    ``sweep.md`` and ``sweep.png`` in ``plan.out`` and return the document.  ConfigError before anything
-    starts; TrainError when no trial left a checkpoint; OSError."""
-    trials = check_plan(plan, few_deals_ok)
+def run_sweep(plan: SweepPlan, say: Callable[[str], None], few_deals_ok: bool = False,
+              resuming: bool = False) -> dict[str, Any]:
+    """Check every trial, train them under Ray Tune (``resuming``: the rest of an interrupted sweep, by
+    ``Tuner.restore``), score each one's last checkpoint; write ``sweep.json``, ``sweep.md`` and
+    ``sweep.png`` in ``plan.out`` and return the document.  Interrupted (Ctrl-C): the trials are marked,
+    nothing is scored, and the document says ``interrupted``.  ConfigError before anything starts;
+    TrainError when no trial left a checkpoint; OSError."""
+    trials = check_plan(plan, few_deals_ok, resuming)
+    if not resuming:
+        write_plan(plan, few_deals_ok)
     pool = WorkerPool(trials[0].cfg, plan.ray_address, False, say)
     at_once = concurrency(trials[0].cfg, embedded_cpus())
-    say(f"{len(trials)} trials, {at_once} at a time, in {plan.out}")
+    say(f"{len(trials)} trials, {at_once} at a time, in {plan.out}" + (" (resumed)" if resuming else ""))
     pool.start(extra_cpus=0 if plan.ray_address else at_once)
     try:
         if plan.ray_address:  # joined: the cluster's CPUs decide
             at_once = concurrency(trials[0].cfg, ray.cluster_resources().get("CPU", 0))
-        results = _tune(plan, trials, at_once, say)
+        results, statuses, cut = _tune(plan, trials, at_once, say, resuming)
     finally:
         pool.stop()
-    docs = [_trial_doc(plan, t, results.get(t.name)) for t in trials]
-    todo = [d for d in docs if "checkpoint" in d]
-    if not todo:
+    docs = [_trial_doc(plan, t, results.get(t.name), statuses.get(t.name), cut) for t in trials]
+    interrupted = any(d["status"] in UNFINISHED for d in docs)
+    todo = [d for d in docs if "checkpoint" in d] if not interrupted else []
+    if not todo and not interrupted:
         raise TrainError(f"no trial left a checkpoint; {docs[0]['name']}: {docs[0]['status']}"
                          f" {docs[0]['stop_reason']}")
-    cfg = trials[0].cfg
-    say(f"scoring {len(todo)} trials against the {OPPONENT}, {plan.deals} duplicate deals each"
-        f" (seed {plan.eval_seed})")
-    table = eval_table(cfg)
-    scores = score_snapshots([d["checkpoint"] for d in todo], table.rules, table.players, plan.deals,
-                             plan.eval_seed, plan.workers)
-    for d, s in zip(todo, scores):
-        d["score"] = s
-    doc = report(plan, trials, docs, at_once)
+    table = eval_table(trials[0].cfg)
+    if todo:
+        say(f"scoring {len(todo)} trials against the {OPPONENT}, {plan.deals} duplicate deals each"
+            f" (seed {plan.eval_seed})")
+        scores = score_snapshots([d["checkpoint"] for d in todo], table.rules, table.players, plan.deals,
+                                 plan.eval_seed, plan.workers)
+        for d, s in zip(todo, scores):
+            d["score"] = s
+    doc = report(plan, trials, docs, at_once, interrupted)
     write_json_atomic(plan.out / "sweep.json", doc)
     write_atomic(plan.out / "sweep.md", markdown(doc))
-    plot(doc, plan.out / "sweep.png")
+    if not interrupted:
+        plot(doc, plan.out / "sweep.png")
     return doc
