@@ -12,23 +12,28 @@ empty path, ``.``, ``..``, a folder, a device node, a FIFO, a socket and a
 symbolic link are refused with :class:`UnsafeTarget`, one line naming the path
 and why.  A symbolic link is refused whatever it points to: replacing it would
 cut the link, and writing through it would write somewhere the command line did
-not name.  (Run as root, a rename over ``/dev/null`` would break the machine.)
+not name.  (Run as root, a rename over ``/dev/null`` would break the machine.)  What is above the
+target is checked too (:func:`check_place`): a file where a folder of the path should be, a folder that
+cannot be written, a name or a path longer than the file system takes are each one line, not the
+``NotADirectoryError`` or ``PermissionError`` the write would end in after the work was done.
 A folder (:func:`replace_dir`) replaces only a folder its caller recognises as
 its own.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable
 
-__all__ = ["UnsafeTarget", "check_target", "check_folder", "check_dir_target", "write_atomic",
-           "write_json_atomic", "write_with", "temp_dir_for", "replace_dir"]
+__all__ = ["UnsafeTarget", "check_place", "check_target", "check_folder", "check_dir_target", "write_atomic",
+           "write_json_atomic", "write_with", "temp_dir_for", "replace_dir", "temp_owner"]
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
@@ -55,16 +60,81 @@ def _kind(st: os.stat_result) -> str:
     return next((text for test, text in _KINDS if test(st.st_mode)), "of an unknown kind")
 
 
-def _check_kind(path: str | Path, wanted: Callable[[int], bool], refusal: str) -> Path:
-    """``path`` as a Path when nothing is there (a link is something) or ``wanted(mode)``; else
-    UnsafeTarget with ``refusal`` filled in (``{p}``: the path, ``{kind}``: what is there)."""
+def _shown(p: str | Path) -> str:
+    """``p`` for a one-line message: a path of thousands of bytes shortened in its middle."""
+    s = str(p)
+    return s if len(s) <= 120 else f"{s[:60]}…{s[-50:]} ({len(os.fsencode(s)):,} bytes)"
+
+
+def _limits(near: Path) -> tuple[int, int]:
+    """The longest name and the longest path the file system holding ``near`` takes."""
+    try:
+        return os.pathconf(near, "PC_NAME_MAX"), os.pathconf(near, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 255, 4096
+
+
+def _may_write(folder: Path) -> bool:
+    """Whether files may be made in ``folder`` (write and search permission, as the effective user)."""
+    eff = os.access in os.supports_effective_ids
+    return os.access(folder, os.W_OK | os.X_OK, effective_ids=eff)
+
+
+def _nearest_folder(p: Path, doing: str) -> Path:
+    """The nearest existing folder above ``p`` (what a ``mkdir(parents=True)`` would start from);
+    UnsafeTarget when that is something else than a folder (a file in the path: the NotADirectoryError
+    the write would end in) or when it cannot be written."""
+    for above in p.parents:
+        try:
+            st = os.stat(above)  # a link to a folder is a folder to write into
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue  # not there (yet), or hidden by something above: that one is judged
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                continue  # the lengths are judged by the caller, with the file system's limits
+            raise UnsafeTarget(f"refusing to {doing}: {_shown(above)}: {exc.strerror or exc};"
+                               " nothing was written") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnsafeTarget(f"refusing to {doing}: {_shown(above)} is {_kind(st)}, not a folder;"
+                               " nothing was written")
+        if not _may_write(above):
+            raise UnsafeTarget(f"refusing to {doing}: the folder {_shown(above)} cannot be written"
+                               " (permission denied or a read-only file system); nothing was written")
+        return above
+    return Path(".")  # pragma: no cover (a relative path ends in ".", an absolute one in "/")
+
+
+def check_place(path: str | Path, doing: str = "") -> Path:
+    """``path`` as a Path when what is above it lets it be made: every name and the whole path within
+    the file system's limits, the nearest existing folder above it a folder (not a file) that may be
+    written.  UnsafeTarget (one line, ``doing`` saying what was refused) otherwise.  Every check here
+    calls it; a command that writes somewhere else than through them calls it on its target first."""
     p = _named(path)
+    doing = doing or f"write {_shown(p)}"
+    near = _nearest_folder(p, doing)
+    name_max, path_max = _limits(near)
+    raw = os.fsencode(str(p))
+    longest = max(raw.split(b"/"), key=len)
+    if len(longest) > name_max:
+        raise UnsafeTarget(f"refusing to {doing}: a name in the path is {len(longest):,} bytes, over the"
+                           f" file system's {name_max}; nothing was written")
+    if len(os.fsencode(os.path.abspath(p))) >= path_max:
+        raise UnsafeTarget(f"refusing to {doing}: the path is {len(os.fsencode(os.path.abspath(p))):,}"
+                           f" bytes in full, over the system's {path_max - 1:,}; nothing was written")
+    return p
+
+
+def _check_kind(path: str | Path, wanted: Callable[[int], bool], refusal: str, doing: str) -> Path:
+    """``path`` as a Path when it may be made (:func:`check_place`) and nothing is there (a link is
+    something) or ``wanted(mode)``; else UnsafeTarget with ``refusal`` filled in (``{p}``: the path,
+    ``{kind}``: what is there)."""
+    p = check_place(path, doing.format(p=_shown(path)))
     try:
         st = os.lstat(p)
     except FileNotFoundError:
         return p
     if not wanted(st.st_mode):
-        raise UnsafeTarget(refusal.format(p=p, kind=_kind(st)))
+        raise UnsafeTarget(refusal.format(p=_shown(p), kind=_kind(st)))
     return p
 
 
@@ -72,15 +142,19 @@ def check_target(path: str | Path) -> Path:
     """``path`` as a Path, when a file may be written there: it does not exist yet, or is a regular
     file (not a link to one).  UnsafeTarget otherwise."""
     return _check_kind(path, stat.S_ISREG, "refusing to write {p}: it is {kind}, not a regular file;"
-                                           " nothing was written")
+                                           " nothing was written", "write {p}")
 
 
 def check_folder(path: str | Path) -> Path:
     """``path`` as a Path, when files may be written into it (a run or report folder): it does not
     exist yet, or is a folder (not a link to one; what it holds besides the files written stays).
     UnsafeTarget otherwise."""
-    return _check_kind(path, stat.S_ISDIR, "refusing to write into {p}: it is {kind}, not a folder;"
-                                           " nothing was written")
+    p = _check_kind(path, stat.S_ISDIR, "refusing to write into {p}: it is {kind}, not a folder;"
+                                        " nothing was written", "write into {p}")
+    if p.exists() and not _may_write(p):
+        raise UnsafeTarget(f"refusing to write into {_shown(p)}: the folder cannot be written (permission"
+                           " denied or a read-only file system); nothing was written")
+    return p
 
 
 def check_dir_target(path: str | Path, replaceable: Callable[[Path], bool] | None = None,
@@ -88,7 +162,8 @@ def check_dir_target(path: str | Path, replaceable: Callable[[Path], bool] | Non
     """``path`` as a Path, when a folder may be put there: it does not exist, is an empty folder, or
     ``replaceable(path)`` recognises the folder as one the caller made (``what`` says which, for the
     message).  UnsafeTarget otherwise (a link, a file, a device, a folder holding anything else)."""
-    p = _check_kind(path, stat.S_ISDIR, "refusing to write the folder {p}: it is {kind}; nothing was written")
+    p = _check_kind(path, stat.S_ISDIR, "refusing to write the folder {p}: it is {kind}; nothing was written",
+                    "write the folder {p}")
     if p.exists() and any(p.iterdir()) and not (replaceable is not None and replaceable(p)):
         holds = f"files that are not {what}" if what else "files"
         raise UnsafeTarget(f"refusing to use the folder {p}: it holds {holds} (choose a new or empty folder);"
@@ -127,6 +202,19 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     """``obj`` as indented JSON (UTF-8, non-ASCII kept), atomically."""
     write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+#: the names :func:`write_with`, :func:`temp_dir_for` and :func:`replace_dir` give what they make beside
+#: a target ``NAME``: ``.NAME.`` + mkstemp's/mkdtemp's eight characters + ``.tmp`` or ``.old``
+_TEMP_NAME = re.compile(r"\.(?P<dest>.+)\.[a-z0-9_]{8}\.(?:tmp|old)")
+
+
+def temp_owner(name: str) -> str | None:
+    """The target a temporary file or folder of this module's was made for (``.ckpt_00000004.k2j_x9ab.tmp``
+    → ``ckpt_00000004``), None for any other name: what a cleanup may delete, by exact names, and
+    nothing a user named ``notes.old`` or ``keep.tmp.d``."""
+    m = _TEMP_NAME.fullmatch(name)
+    return m.group("dest") if m else None
 
 
 def temp_dir_for(dest: str | Path) -> Path:

@@ -488,8 +488,8 @@ def check_agents(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key}: {spec} is not an agent that can be loaded ({first})") from None
 
 
-def from_dict(d: dict[str, Any]) -> TrainConfig:
-    """The config stored in a run folder or checkpoint (validated again)."""
-    cfg = _merge([("the stored config", d, None)])
+def from_dict(d: dict[str, Any], overrides: list[str] | None = None) -> TrainConfig:
+    """The config stored in a run folder or checkpoint, with ``overrides`` (validated again)."""
+    cfg = _merge([("the stored config", d, None)] + [_override(item) for item in overrides or []])
     validate(cfg)
     return cfg

@@ -23,6 +23,9 @@ from sam_env.atomic import write_atomic, write_json_atomic
 from sam_env.rules import RuleSet
 
 from ..base import Agent
+from ..nets.format import BELIEF_FILE, BELIEF_META, META_FILE, MODEL_FILE, CheckpointError, resolve
+from ..players.heuristic import HeuristicAgent
+from ..players.random_agent import RandomAgent
 from .matches import play_chunk
 from ..registry import make_agent, parse_spec
 
@@ -91,18 +94,37 @@ CHUNKS = "chunks"  # the folder of finished chunks inside a run's --out folder, 
 CHUNKS_FORMAT = "samloc-eval-chunks/1"
 
 
+#: what a checkpoint agent plays from: its weights and metadata (a search's belief too, when it has one)
+_PLAYED_FILES = (MODEL_FILE, META_FILE, BELIEF_FILE, BELIEF_META)
+
+
 def agent_files(spec: "str | Agent") -> dict[str, str]:
-    """The sha256 of each file a spec loads (weights, belief, ONNX), so finished chunks are never mixed
-    with games of other weights under the same path; {} for built-in and remote agents."""
+    """The sha256 of each file a spec plays from (a run folder's newest good checkpoint, found as the
+    agent found it: its weights, metadata and belief; an ONNX model and its sidecar), by its path, so
+    finished chunks are never mixed with games of other weights under the same name; {} for built-in
+    agents.  ValueError for an Agent object that is not built in: its files are not known (give its
+    spec), and without them its chunks would be keyed on nothing."""
     if not isinstance(spec, str):
-        return {}
+        if isinstance(spec, (RandomAgent, HeuristicAgent)):
+            return {}
+        raise ValueError(f"{spec.name}: an evaluation that keeps its chunks keys them on the agent's files;"
+                         " give the agent as its spec (the path it was loaded from)")
     s = parse_spec(spec)
-    if s.kind not in ("checkpoint", "search", "onnx"):
+    if s.kind == "onnx":
+        model = Path(s.target)
+        files = [model, model.with_suffix(".json")]  # and its sidecar (onnx_agent.sidecar_path)
+    elif s.kind in ("checkpoint", "search"):
+        try:
+            ckpt = resolve(s.target)  # the checkpoint the agent plays, as make_agent finds it
+        except CheckpointError as exc:
+            raise ValueError(str(exc)) from None
+        files = [ckpt / name for name in _PLAYED_FILES]
+    else:
         return {}
-    path = Path(s.target)
-    files = [path] if path.is_file() else sorted(f for f in path.iterdir()
-                                                 if f.suffix in (".safetensors", ".onnx") and f.is_file())
-    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    out = {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files if f.is_file()}
+    if not out:
+        raise ValueError(f"{spec}: no model file to key its chunks on")
+    return out
 
 
 def not_resumable(agents: Sequence[Agent], save_games: str | None) -> str | None:

@@ -73,7 +73,7 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
              players: int = DEFAULT_PLAYERS, deals: int = 1000, seed: int = 0, *,
              save_games: str | None = None, progress: Callable[[float, int], None] | None = None,
              chunk: int = 512, deal_scores: bool = False, store: str | Path | None = None, workers: int = 1,
-             pool: EvalPool | None = None) -> dict[str, Any]:
+             pool: EvalPool | None = None, agent_spec: str | None = None) -> dict[str, Any]:
     """Duplicate evaluation of ``agent`` against ``opponents`` (specs or Agents).
 
     Returns a JSON-able dict: ``mean_score`` (the agent's lá per game) with its
@@ -90,6 +90,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
     ``workers`` > 1: the chunks are played side by side in that many processes (:class:`EvalPool`;
     replayable agents given as specs), with the one-process result; ``wall_seconds`` then says how
     long it took.  ``pool``: an :class:`EvalPool` of these agents and seed to play them in instead.
+    ``agent_spec``: the spec an ``agent`` given as an Agent was built from: a store's chunks are keyed on
+    the files it names (:func:`agent_files`).
     """
     n = RuleSet.given(rules).check_players(players)
     if isinstance(deals, bool) or not isinstance(deals, int) or deals < 1:
@@ -100,7 +102,8 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
     apart = workers > 1 or pool is not None
     if apart:
         _check_apart(a, b, pool, (agent, opponents, seed))
-    chunks = None if store is None else _chunk_store(store, a, b, agent, opponents, save_games, {
+    spec = agent_spec or agent
+    chunks = None if store is None else _chunk_store(store, a, b, spec, opponents, save_games, {
         "rules": rules.to_dict(), "players": n, "deals": deals, "seed": seed, "chunk": chunk})
     hands = np.zeros((deals, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
     openers = np.zeros(deals, dtype=np.int64)
@@ -213,11 +216,13 @@ def safe_name(s: str) -> str:
 def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequence[Table], deals: int,
                     seed: int, save_games: str | None = None,
                     progress: Callable[[str, float, int], None] | None = None,
-                    store: str | Path | None = None, workers: int = 1) -> dict[str, Any]:
+                    store: str | Path | None = None, workers: int = 1,
+                    agent_spec: str | None = None) -> dict[str, Any]:
     """:func:`evaluate` at several tables; ``by_table`` holds each table's result by the table's name
     (``hoi_quan_bai/4``) and the top level pools them (the mean of the tables' means, its CI from
     theirs).  ``store``: the folder of finished chunks, a subfolder per table (:class:`ChunkStore`).
-    ``workers`` > 1: one :class:`EvalPool` plays the chunks of every table."""
+    ``workers`` > 1: one :class:`EvalPool` plays the chunks of every table.  ``agent_spec``: as for
+    :func:`evaluate`."""
     by: dict[str, Any] = {}
     pool = EvalPool(agent, opponents, seed, workers) if check_workers(workers) > 1 else None
     try:
@@ -230,7 +235,8 @@ def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequ
             by[name] = evaluate(agent, opponents, table.rules, table.players, deals, seed, save_games=save,
                                 progress=None if progress is None
                                 else (lambda d, t, k=name: progress(k, d, t)),
-                                store=None if store is None else Path(store) / safe_name(name), pool=pool)
+                                store=None if store is None else Path(store) / safe_name(name), pool=pool,
+                                agent_spec=agent_spec)
     finally:
         if pool is not None:
             pool.close()

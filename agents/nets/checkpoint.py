@@ -23,12 +23,12 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
-from sam_env.atomic import check_dir_target, replace_dir, temp_dir_for, write_atomic
+from sam_env.atomic import check_dir_target, replace_dir, temp_dir_for, temp_owner, write_atomic
 
-from .format import (BELIEF_FILE, BELIEF_META, BOT_FILES, FORMAT, ONNX_FILE, ONNX_META, META_FILE, MODEL_FILE,
-                     TRAINER_JSON, TRAINER_TENSORS, CheckpointError, CheckpointMeta, check_size,
-                     check_tensors, file_sha256, is_checkpoint_of, list_checkpoints, read_metadata,
-                     resolve, sealed, verify)
+from .format import (BELIEF_FILE, BELIEF_META, BOT_FILES, CHECKPOINT_FILES, CKPT_NAME, FORMAT, ONNX_FILE,
+                     ONNX_META, META_FILE, MODEL_FILE, TRAINER_JSON, TRAINER_TENSORS, CheckpointError,
+                     CheckpointMeta, check_size, check_tensors, file_sha256, is_checkpoint_of,
+                     list_checkpoints, read_metadata, resolve, sealed, verify)
 from .factory import build_network, network_shapes
 from .guards import BlindPolicyError, check_blind_policy
 from .interface import PolicyNetwork
@@ -124,14 +124,27 @@ def load_trainer_state(ckpt_dir: str | Path) -> tuple[dict[str, torch.Tensor], d
 
 
 def prune(run_dir: str | Path, keep: int) -> None:
-    """Delete all but the newest ``keep`` checkpoints (0: none deleted), and stale temporary folders."""
+    """Delete all but the newest ``keep`` checkpoints (0: none deleted), and stale temporary folders of
+    checkpoints: only what the run made, by exact names (``ckpt_<update>`` holding only a checkpoint's
+    files, ``.ckpt_<update>.XXXXXXXX.tmp``/``.old``), never a link, never a user's ``notes.old``."""
     d = Path(run_dir) / "checkpoints"
     for p in list_checkpoints(run_dir)[:-keep] if keep else []:
-        shutil.rmtree(p, ignore_errors=True)
+        if _only_checkpoint_files(p):
+            shutil.rmtree(p, ignore_errors=True)
     if d.is_dir():
         for p in d.iterdir():
-            if ".tmp" in p.name or ".old" in p.name:
+            owner = temp_owner(p.name)
+            if owner and CKPT_NAME.fullmatch(owner) and p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def _only_checkpoint_files(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but regular files a checkpoint has (and their temporaries)."""
+    try:
+        return all((p.name in CHECKPOINT_FILES or temp_owner(p.name) in CHECKPOINT_FILES)
+                   and p.is_file() and not p.is_symlink() for p in folder.iterdir())
+    except OSError:
+        return False
 
 
 def check_bot_folder(dest: str | Path, name: str) -> Path:

@@ -384,12 +384,19 @@ def is_checkpoint_of(folder: Path, name: str, files: frozenset[str] = CHECKPOINT
     return isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("name") == name
 
 
+#: a checkpoint's folder name in a run's ``checkpoints/``: ``ckpt_`` and its update, eight digits or more
+CKPT_NAME = re.compile(r"ckpt_(\d{8,})")
+
+
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
-    """Checkpoint folders of a run, oldest first (temporary folders excluded)."""
+    """Checkpoint folders of a run, oldest first: folders (not links) named exactly as the run names them
+    (:data:`CKPT_NAME`); temporary folders and anything a user put there are not among them."""
     d = Path(run_dir) / "checkpoints"
     if not d.is_dir():
         return []
-    return sorted(p for p in d.iterdir() if p.is_dir() and p.name.startswith("ckpt_") and "." not in p.name)
+    found = [(int(m.group(1)), p) for p in d.iterdir()
+             if (m := CKPT_NAME.fullmatch(p.name)) and p.is_dir() and not p.is_symlink()]
+    return [p for _, p in sorted(found)]
 
 
 def latest_good(run_dir: str | Path, trainer: bool = True, warn: Any = None, served: bool = False) -> Path:

@@ -188,7 +188,7 @@ def _run(args: argparse.Namespace, plan: _Plan) -> dict[str, Any]:
             progress = _Lines(names).update
         return evaluate_tables(args.agent if args.workers > 1 else plan.agent, args.opponents, plan.tables,
                                args.deals, args.seed, save_games=args.save_games, progress=progress,
-                               store=plan.store, workers=args.workers)
+                               store=plan.store, workers=args.workers, agent_spec=args.agent)
 
 
 def _print(res: dict[str, Any], out: Path, as_json: bool) -> None:

@@ -3,29 +3,30 @@ resolved config and budgets, whether a resume has anything left to do, and the d
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 import tempfile
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from agents.nets.checkpoint import check_bot_folder, load_checkpoint
 from agents.nets.factory import NetworkError, network_shapes
 from agents.nets.guards import check_blind_policy
 from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read_json_file, read_metadata,
-                                resolve, verify)
+                                resolve, verify, warn)
 from sam_env.atomic import UnsafeTarget, check_folder
 
 from ..algorithms import algorithm_class, warm_start
 from ..config import AUTO, ConfigError, TrainConfig, eval_table, stop_reason, training_tables
-from ..config_load import load_config, unread_note
+from ..config_load import from_dict, load_config, unread_note
 from ..errors import TrainError
 from .learner import DeviceError, resolve_device
 from .precision import planned
-from .runstate import Counters, new_run_dir
+from .runstate import counters_problem, new_run_dir, read_eval_log
 from .sizing import apply_sizing
 from .stages import StagePlan
 from .workers import cpu_shortfall, embedded_cpus
@@ -76,14 +77,14 @@ def _progress(run_dir: Path) -> tuple[Path, dict[str, Any], Any]:
     counters = state.get("counters") if isinstance(state, dict) else None
     if not isinstance(counters, dict):
         raise ConfigError(f"{ckpt}: trainer.json holds no counters")
-    for f in fields(Counters):  # the types Counters declares: "int", "float", "list[int]"
-        v = counters.get(f.name, 0 if f.name != "snapshot_ids" else [])
-        items = v if isinstance(v, list) and f.type == "list[int]" else [v]
-        kinds = (int, float) if f.type == "float" else int
-        shape_ok = isinstance(v, list) == (f.type == "list[int]")
-        if not shape_ok or not all(isinstance(i, kinds) and not isinstance(i, bool) for i in items):
-            raise ConfigError(f"{ckpt / TRAINER_JSON}: counters.{f.name} is {json.dumps(v)[:40]}, not"
-                              f" {'a list of integers' if f.type == 'list[int]' else 'a number'}")
+    why = counters_problem(counters)
+    if why:
+        raise ConfigError(f"{ckpt / TRAINER_JSON}: {why}")
+    if (run_dir / "eval.jsonl").is_file():
+        try:
+            read_eval_log(run_dir / "eval.jsonl")  # what the resume reads back, checked before it starts
+        except TrainError as exc:
+            raise ConfigError(str(exc)) from None
     return ckpt, counters, stage
 
 
@@ -120,11 +121,60 @@ def resolve_launch(config: str | None, resume: str | None, overrides: list[str],
 
 
 def read_run_config(run_dir: Path, overrides: list[str] | None = None) -> TrainConfig:
-    """A run folder's own config (its ``config.yaml``) with ``overrides``; ConfigError when it is not one."""
+    """A run folder's own config (its ``config.yaml``) with ``overrides``; ConfigError when it is not one.
+
+    A ``config.yaml`` emptied or cut short would load as the defaults (every key it lacks), and the run
+    would then write those over it: such a file is judged against the config the newest good checkpoint's
+    metadata holds, which is taken instead (one warning line; the run writes it back), or refused when
+    the run has no checkpoint to take it from."""
     cfg_file = run_dir / "config.yaml"
     if not cfg_file.is_file():
         raise ConfigError(f"{run_dir} is not a run folder (no config.yaml)")
-    return load_config(cfg_file, overrides)
+    stored, ckpt = _checkpoint_config(run_dir)
+    damage = _config_damage(cfg_file, stored)
+    if not damage:
+        return load_config(cfg_file, overrides)
+    if stored is None:
+        raise ConfigError(f"{cfg_file}: {damage}, and the run has no good checkpoint whose metadata holds its"
+                          " config; restore the file to resume")
+    warn(f"{cfg_file}: {damage}; resuming with the config in {ckpt}'s metadata")
+    return from_dict(stored, overrides)
+
+
+def _checkpoint_config(run_dir: Path) -> tuple[dict[str, Any] | None, Path | None]:
+    """The config the run's newest good checkpoint recorded in its metadata, and that checkpoint (None,
+    None when it has none)."""
+    try:
+        ckpt = latest_good(run_dir, trainer=True)
+        stored = read_metadata(ckpt).raw.get("config")
+    except CheckpointError:
+        return None, None
+    return (stored, ckpt) if isinstance(stored, dict) and stored else (None, None)
+
+
+def _flat_keys(d: dict[str, Any], prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for k, v in d.items():
+        out |= _flat_keys(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}"}
+    return out
+
+
+def _config_damage(cfg_file: Path, stored: dict[str, Any] | None) -> str:
+    """What is wrong with a run's ``config.yaml`` ('' when nothing): empty, not YAML, not a mapping, or
+    lacking settings its checkpoint's config holds (a file cut short)."""
+    try:
+        loaded = yaml.safe_load(cfg_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        return f"it cannot be read ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    if loaded is None or loaded == {}:
+        return "it is empty"
+    if not isinstance(loaded, dict):
+        return f"it holds a {type(loaded).__name__}, not the run's settings"
+    missing = sorted(_flat_keys(stored) - _flat_keys(loaded)) if stored else []
+    if missing:
+        return (f"it lacks {len(missing)} of the settings its checkpoint recorded ({', '.join(missing[:3])}"
+                f"{', …' if len(missing) > 3 else ''}): cut short")
+    return ""
 
 
 def nothing_left(launch: Launch) -> str:
@@ -144,8 +194,12 @@ def nothing_left(launch: Launch) -> str:
 
 
 def new_run_folder(cfg: TrainConfig, run_dir: str | None) -> Path:
-    """Where a new run writes: ``run_dir`` (that must not hold a run yet), else a fresh folder."""
-    path = Path(run_dir) if run_dir else new_run_dir(cfg)
+    """Where a new run writes: ``run_dir`` (that must not hold a run yet), else a fresh folder; TrainError
+    (one line) when it cannot be."""
+    try:
+        path = check_folder(run_dir) if run_dir else new_run_dir(cfg)
+    except UnsafeTarget as exc:
+        raise TrainError(f"the run folder: {exc}") from None
     if run_dir and (path / "checkpoints").exists():
         raise TrainError(f"{path} already holds a run; use --resume {path}")
     return path

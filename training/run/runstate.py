@@ -10,9 +10,10 @@ newest good one back, verified.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -51,6 +52,75 @@ class Counters:
     snapshot_ids: list[int] = field(default_factory=list)
 
 
+def counters_problem(counters: dict[str, Any]) -> str:
+    """What is wrong with a checkpoint's counters ('' when nothing): each of :class:`Counters`' fields of
+    its declared type, a count never negative (``updates`` -4 would name a checkpoint ``ckpt_-0000004``)."""
+    for f in fields(Counters):  # the types Counters declares: "int", "float", "list[int]"
+        v = counters.get(f.name, 0 if f.name != "snapshot_ids" else [])
+        items = v if isinstance(v, list) and f.type == "list[int]" else [v]
+        kinds = (int, float) if f.type == "float" else int
+        shape_ok = isinstance(v, list) == (f.type == "list[int]")
+        if not shape_ok or not all(isinstance(i, kinds) and not isinstance(i, bool) for i in items):
+            return (f"counters.{f.name} is {json.dumps(v)[:40]}, not"
+                    f" {'a list of integers' if f.type == 'list[int]' else 'a number'}")
+        if not all(math.isfinite(i) and i >= 0 for i in items):
+            return f"counters.{f.name} is {json.dumps(v)[:40]}: a count is never negative"
+    return ""
+
+
+def eval_entry_problem(entry: Any) -> str:
+    """What is wrong with one evaluation of ``eval.jsonl`` ('' when nothing): what the resume, the curve
+    and ``samloc seeds`` read of it (the point's counts, each opponent's mean and interval)."""
+    if not isinstance(entry, dict):
+        return f"it is {json.dumps(entry)[:40]}, not an evaluation (an object)"
+    for key in ("updates", "decisions_trained"):
+        v = entry.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            return f"{key} is {json.dumps(v)[:40]}, not a count"
+    if "wall_s" in entry and not _number(entry["wall_s"], low=0.0):
+        return f"wall_s is {json.dumps(entry['wall_s'])[:40]}, not a number of seconds"
+    results = entry.get("results")
+    if not isinstance(results, dict):
+        return f"results is {json.dumps(results)[:40]}, not an object of opponents"
+    for opp, r in results.items():
+        if not isinstance(r, dict):
+            return f"results.{opp} is {json.dumps(r)[:40]}, not an object"
+        if "mean_score" in r and not _number(r["mean_score"]):
+            return f"results.{opp}.mean_score is {json.dumps(r['mean_score'])[:40]}, not a number"
+        ci = r.get("ci95", [0.0, 0.0])
+        if not (isinstance(ci, list) and len(ci) == 2 and all(_number(x) for x in ci)):
+            return f"results.{opp}.ci95 is {json.dumps(ci)[:40]}, not two numbers"
+    return ""
+
+
+def _number(v: Any, low: float = -math.inf) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= low
+
+
+def read_eval_log(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The evaluations ``eval.jsonl`` holds, and how many of its lines were cut short (its last, by a kill:
+    dropped); TrainError naming the first damaged line otherwise (a resume never runs on with it)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrainError(f"{path}: cannot be read ({exc})") from None
+    numbered = [(i, ln) for i, ln in enumerate(lines, 1) if ln.strip()]
+    out, cut = [], 0
+    for k, (i, ln) in enumerate(numbered):
+        try:
+            entry = json.loads(ln)
+        except json.JSONDecodeError as exc:
+            if k == len(numbered) - 1:  # the last line, cut short by a kill
+                cut += 1
+                continue
+            raise TrainError(f"{path} line {i}: not JSON ({exc.msg}); fix or remove the line") from None
+        why = eval_entry_problem(entry)
+        if why:
+            raise TrainError(f"{path} line {i}: {why}; fix or remove the line")
+        out.append(entry)
+    return out, cut
+
+
 def recorded_lineage(meta: CheckpointMeta, where: str) -> list[dict[str, Any]]:
     """The ``lineage`` a checkpoint's metadata holds (none before it was recorded), checked."""
     before = meta.raw.get("lineage") or []
@@ -72,8 +142,9 @@ def lineage_of(meta: CheckpointMeta, path: Path) -> list[dict[str, Any]]:
 
 
 def new_run_dir(cfg: TrainConfig) -> Path:
+    """A fresh folder under ``out_dir`` for a new run; UnsafeTarget (one line) when none can be made there."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path(cfg.out_dir) / f"{cfg.name}__{cfg.seed}__{stamp}"
+    base = check_folder(Path(cfg.out_dir) / f"{cfg.name}__{cfg.seed}__{stamp}")
     p, i = base, 1
     while p.exists():
         i += 1
@@ -169,6 +240,9 @@ class RunState:
                  "stage": {"index": self.stage, "starts": self.stage_starts}}
         tensors |= extra_tensors
         state |= extra_state
+        why = counters_problem(vars(self.c))
+        if why:  # never a checkpoint named for a negative count (ckpt_-0000004)
+            raise TrainError(f"checkpoint not written: {why}")
         name = f"ckpt_{self.c.updates:08d}"
         if not all(bool(torch.isfinite(p).all()) for p in learner.net.parameters()):
             good = list_checkpoints(self.run_dir)
@@ -216,6 +290,9 @@ class RunState:
             raise TrainError(f"{path}: the model shape {net.hparams()} differs from the config's")
         learner.net.load_state_dict(net.state_dict())
         c = state["counters"]
+        why = counters_problem(c) if isinstance(c, dict) else "no counters"
+        if why:
+            raise TrainError(f"{path / TRAINER_JSON}: {why}")
         self.c = Counters(**{k: c[k] for k in vars(Counters()) if k in c})
         opt_state: dict[str, Any] = {"state": {}, "param_groups": state["param_groups"]}
         for key, v in tensors.items():
@@ -244,18 +321,9 @@ class RunState:
         f = self.run_dir / "eval.jsonl"
         if not f.is_file():
             return saved
-        lines = [ln for ln in f.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        kept, lost = [], 0
-        for ln in lines:
-            try:
-                entry = json.loads(ln)
-            except json.JSONDecodeError:  # a line cut short by a kill
-                lost += 1
-                continue
-            if entry.get("updates", 0) <= self.c.updates:
-                kept.append(entry)
-            else:
-                lost += 1
+        entries, lost = read_eval_log(f)  # a damaged line: TrainError naming it (the dry run says it first)
+        kept = [e for e in entries if e["updates"] <= self.c.updates]
+        lost += len(entries) - len(kept)
         if lost:
             write_atomic(f, "".join(json.dumps(e) + "\n" for e in kept))
             self.log(f"eval.jsonl: {lost} evaluation(s) after update {self.c.updates} dropped"
