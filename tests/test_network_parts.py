@@ -22,12 +22,14 @@ from agents.nets.factory import NETWORKS, build_network  # noqa: E402
 from agents.nets.format import SIZED_KINDS  # noqa: E402
 from agents.nets.guards import check_blind_policy  # noqa: E402
 from agents.nets.interface import MASK_LOGIT  # noqa: E402
-from agents.nets.parts import MOVES_ONE_HOT, STATIC_FEATURES, PartsNet  # noqa: E402
+from agents.nets.parts import MOVES_ONE_HOT, PartsNet  # noqa: E402
 from agents.nets.sparse import SparseRows  # noqa: E402
+from agents.players.onnx_agent import OnnxAgent  # noqa: E402
 from sam_env import hand_moves  # noqa: E402
 from sam_env.actions import (ACT_COUNTS, ACT_KIND, ACT_LEN, ACT_RANK, ACTION_TABLE_VERSION,  # noqa: E402
                              K_DQUAD, K_STRAIGHT, NUM_ACTIONS, parse_move)
 from sam_env.cards import NUM_RANKS, RANKS  # noqa: E402
+from sam_env.game import Game  # noqa: E402
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, OBS_VERSION  # noqa: E402
 from sam_env.rules import RuleSet  # noqa: E402
 from training.config_load import load_config  # noqa: E402
@@ -187,8 +189,7 @@ def test_a_moves_features_read_from_the_hand() -> None:
     net = _net("moves")
     counts = torch.from_numpy(_counts("33456")).float()
     acts = torch.tensor([parse_move("3"), parse_move("3456"), parse_move("33"), parse_move("pass")])
-    f = net.move_features(counts.expand(4, -1), torch.ones(4, dtype=torch.bool), acts)
-    dyn = f[:, STATIC_FEATURES.shape[1]:]
+    dyn = net.move_features(counts.expand(4, -1), torch.ones(4, dtype=torch.bool), acts)
     left, after = dyn[:, :MOVES_ONE_HOT].argmax(-1), dyn[:, MOVES_ONE_HOT:2 * MOVES_ONE_HOT].argmax(-1)
     change, out, breaks = dyn[:, 2 * MOVES_ONE_HOT], dyn[:, 2 * MOVES_ONE_HOT + 1], dyn[:, -3:] * 2
     assert left.tolist() == [4, 1, 3, 5] and after.tolist() == [1, 1, 1, 2]
@@ -216,6 +217,11 @@ def test_a_part_checkpoints_and_exports_with_onnx_parity(kind: str, tmp_path) ->
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), net.state_dict().values()))
     side = export(ckpt, tmp_path / "bot.onnx", samples=200)
     assert side["model"]["kind"] == kind and side["check"]["max_abs_diff"] < 1e-4
+    # the server's loader takes it (its graph check allows the parts' operators) and plays legal moves
+    agent = OnnxAgent(tmp_path / "bot.onnx")
+    g = Game.new("hoi_quan_bai", 4, seed=2)
+    while not g.finished:
+        g.apply(agent.act(g, g.to_act))  # raises on an illegal move
 
 
 def test_a_config_sizes_a_part_by_model_hidden_and_layers() -> None:

@@ -122,7 +122,8 @@ class PartsNet(PolicyNetwork):
         if self.use_moves:
             self.register_buffer("static", torch.from_numpy(STATIC_FEATURES), persistent=False)
             self.m_state = nn.Linear(hidden, move_width)
-            self.m_move = nn.Linear(STATIC_FEATURES.shape[1] + DYNAMIC_FEATURES, move_width, bias=False)
+            self.m_what = nn.Linear(STATIC_FEATURES.shape[1], move_width, bias=False)  # what the move is
+            self.m_hand = nn.Linear(DYNAMIC_FEATURES, move_width, bias=False)  # what it does to the hand
             self.m_mid = nn.Linear(move_width, move_width)
             self.m_out = nn.Linear(move_width, 1)
             self.act_bias = nn.Parameter(torch.zeros(num_actions))
@@ -166,8 +167,7 @@ class PartsNet(PolicyNetwork):
         ranks = torch.arange(NUM_RANKS, device=c.device) * (hand_moves.MAX_CARDS + 1) * 5
         at = self.index_terms[ranks + s * 5 + c].sum(-1) + self.count_offset[s[..., -1]]
         at = torch.where(valid, at, torch.zeros_like(at))
-        row = ace_low.long().expand_as(at) * hand_moves.TABLE_SIZE
-        return self.moves_table[row + at].long()
+        return self.moves_table[ace_low.long() * hand_moves.TABLE_SIZE + at].long()  # broadcast
 
     def _hand(self, dense: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The seat's rank counts (``[B, 13]``, from the hand's thermometer) and ``ace_low`` (``[B]``)."""
@@ -206,8 +206,8 @@ class PartsNet(PolicyNetwork):
 
     # ---- the moves ---------------------------------------------------------------------------------
     def move_features(self, counts: torch.Tensor, ace_low: torch.Tensor, acts: torch.Tensor) -> torch.Tensor:
-        """``[..., F]``: the features of moves ``acts`` from hands ``counts`` (``[..., 13]``, broadcast with
-        ``acts``), :data:`STATIC_FEATURES` then the :data:`DYNAMIC_FEATURES`."""
+        """``[..., DYNAMIC_FEATURES]``: what moves ``acts`` do to hands ``counts`` (``[..., 13]``, broadcast
+        with ``acts``); what each move is, whatever the hand, is ``STATIC_FEATURES[acts]``."""
         used = self.act_counts[acts]
         held = counts.long().clamp(0, 4)
         rest = (held - used).clamp(min=0)
@@ -218,14 +218,14 @@ class PartsNet(PolicyNetwork):
         breaks = torch.stack([(broken & (held == k)).sum(-1) for k in (2, 3, 4)], -1)
         dtype = self.static.dtype
         change, out = (after - before).to(dtype) / 3.0, (left == 0).to(dtype)
-        dyn = torch.cat([F.one_hot(left, MOVES_ONE_HOT).to(dtype), F.one_hot(after, MOVES_ONE_HOT).to(dtype),
-                         change.unsqueeze(-1), out.unsqueeze(-1), breaks.to(dtype) / 2.0], -1)
-        static = self.static[acts].expand(*dyn.shape[:-1], -1)
-        return torch.cat([static, dyn], -1)
+        return torch.cat([F.one_hot(left, MOVES_ONE_HOT).to(dtype), F.one_hot(after, MOVES_ONE_HOT).to(dtype),
+                          change.unsqueeze(-1), out.unsqueeze(-1), breaks.to(dtype) / 2.0], -1)
 
     def _scores(self, h: torch.Tensor, feats: torch.Tensor, acts: torch.Tensor) -> torch.Tensor:
-        """The logit of each (state, move) pair: ``h`` and ``feats`` broadcast together."""
-        z = torch.relu(self.m_state(h) + self.m_move(feats.to(self.m_move.weight.dtype)))
+        """The logit of each (state, move) pair: ``h``, ``feats`` (:meth:`move_features`) and ``acts``
+        broadcast together; the first layer's three parts are summed, a concatenation's product."""
+        what = self.m_what(self.static[acts].to(self.m_what.weight.dtype))
+        z = torch.relu(self.m_state(h) + what + self.m_hand(feats.to(self.m_hand.weight.dtype)))
         z = torch.relu(self.m_mid(z))
         return self.m_out(z).squeeze(-1).float() + self.act_bias[acts].float()
 
