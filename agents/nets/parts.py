@@ -93,7 +93,7 @@ class PartsNet(PolicyNetwork):
     use_shape: ClassVar[bool] = False
 
     def __init__(self, obs_size: int, num_actions: int = NUM_ACTIONS, hidden: int = 256, layers: int = 3,
-                 critic_size: int = 0, move_width: int = 128, history_width: int = 32,
+                 critic_size: int = 0, move_width: int = 64, history_width: int = 32,
                  history_heads: int = 4):
         super().__init__()
         if num_actions != NUM_ACTIONS:
