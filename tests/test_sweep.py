@@ -79,7 +79,7 @@ def test_a_two_trial_sweep_interrupted_resumed_and_scored(tmp_path: Path, capsys
         assert (t["status"], t["stop_reason"]) == ("done", "total_decisions reached")
         meta = read_metadata(t["checkpoint"])  # the trial trained its own settings and seed
         assert meta.model["hidden"] == hidden and meta.model["layers"] == 1
-        assert meta.name == t["label"]  # its reports name it by its setting, not "quick"
+        assert meta.name == t["run_name"] == f"model.hidden-{hidden}_seed-3"  # by its setting, not "quick"
         assert t["budget_used"]["decisions_trained"] == meta.decisions_trained >= 600
         assert t["budget_used"]["updates"] == meta.updates > 0
         s = t["score"]
@@ -197,10 +197,14 @@ def test_a_config_that_exports_is_refused_and_the_plan_names_trials_by_their_set
     plan = SweepPlan("quick", [], [("ppo.lr", ["3e-4", "1e-3"])], [], 1, [0, 1], tmp_path / "s2",
                      decisions=100)
     trials = sweep_lib.check_plan(plan, few_deals_ok=True)
-    assert [t.cfg.name for t in trials] == ["ppo.lr=3e-4 seed=0", "ppo.lr=3e-4 seed=1", "ppo.lr=1e-3 seed=0",
-                                            "ppo.lr=1e-3 seed=1"]
+    assert [t.label for t in trials] == ["ppo.lr=3e-4 seed=0", "ppo.lr=3e-4 seed=1", "ppo.lr=1e-3 seed=0",
+                                         "ppo.lr=1e-3 seed=1"]
+    assert [t.cfg.name for t in trials] == ["ppo.lr-3e-4_seed-0", "ppo.lr-3e-4_seed-1", "ppo.lr-1e-3_seed-0",
+                                            "ppo.lr-1e-3_seed-1"]  # a run name's letters: resume reads it
     bare = sweep_lib.check_plan(SweepPlan("quick", [], [], [], 1, [2], tmp_path / "s3", decisions=100), True)
-    assert bare[0].label == "quick seed=2"
+    assert (bare[0].label, bare[0].cfg.name) == ("quick seed=2", "quick_seed-2")
+    assert sweep_lib.trial_run_name(["env.rules={preset: x}"], 0, "t07") == "env.rules-.preset..x._seed-0"
+    assert sweep_lib.trial_run_name(["a.b=" + "x" * 100], 0, "t07").endswith("_t07")
 
 
 def test_resume_needs_a_sweeps_folder_and_a_rerun_into_one_points_to_it(tmp_path: Path, capsys) -> None:
@@ -234,7 +238,7 @@ def _trial(name: str, setting: str, seed: int, la: float | None, status: str = "
 def test_settings_are_ranked_over_their_seeds_and_a_best_is_named_only_when_separated() -> None:
     from training.tools.sweep_report import across_seeds, rank_settings
 
-    mean, lo, hi = across_seeds([1.0, 2.0, 3.0])  # sd 1, t(2) = 4.303
+    mean, _, hi = across_seeds([1.0, 2.0, 3.0])  # sd 1, t(2) = 4.303
     assert mean == 2.0 and math.isclose(hi - mean, 4.303 / math.sqrt(3))
     apart = [_trial("t00", "a=1", 0, 1.0), _trial("t01", "a=1", 1, 1.1), _trial("t02", "a=1", 2, 0.9),
              _trial("t03", "a=2", 0, -1.0), _trial("t04", "a=2", 1, -1.1), _trial("t05", "a=2", 2, -0.9)]
@@ -292,3 +296,25 @@ def test_the_sweep_knows_when_tune_took_a_ctrl_c() -> None:
     assert sweep_lib._fit(Tuner(False)) == ("grid", False)
     assert sweep_lib._fit(Tuner(True)) == ("grid", True)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_resumed_sweeps_trial_continues_its_run_or_starts_again(tmp_path: Path) -> None:
+    """Tuner.restore runs an interrupted trial again: with a checkpoint its run resumes from it; without
+    one it starts anew, its first try's folder kept beside it."""
+    from training.run.learner import Learner
+    from training.run.runstate import RunState
+
+    plan = SweepPlan("quick", ["model.layers=1"], [("model.hidden", ["16"])], [], 1, [0], tmp_path / "s",
+                     decisions=100, deals=8)
+    (trial,) = sweep_lib.check_plan(plan, True)
+    spec = sweep_lib.trial_spec(plan, trial)
+    trial.run_dir.mkdir(parents=True)
+    (trial.run_dir / "config.yaml").write_text("from the first try")
+    cfg, run_dir, resume = sweep_lib._trial_start(spec)
+    assert (run_dir, resume, cfg.name) == (trial.run_dir, False, "model.hidden-16_seed-0")
+    assert not run_dir.exists() and (run_dir.parent / "t00.interrupted-1" / "config.yaml").is_file()
+    state = RunState(cfg, run_dir, "test", lambda line: None)
+    state.write_run_files(False)
+    state.save(Learner(cfg, 1e-3), state.metadata(), {}, {})
+    cfg, again, resume = sweep_lib._trial_start(spec)
+    assert (again, resume, cfg.name, cfg.model.hidden) == (run_dir, True, "model.hidden-16_seed-0", 16)

@@ -23,8 +23,9 @@ time: ``--samples`` draws, each crossed with the grid and the seeds.
 ``<out>/sweep.json`` holds every trial's settings, seed, budget used and score with its CI, and the
 settings ranked by their mean over the seeds with a CI across them (training/tools/sweep_report.py: a
 best only when separated from the rest; a setting with a seed ASHA stopped is not ranked beside full
-ones); ``sweep.md`` the tables, ``sweep.png`` the settings with their CIs.  A trial's run is named by its
-setting (``ppo.lr=3e-4 seed=1``).
+ones); ``sweep.md`` the tables, ``sweep.png`` the settings with their CIs.  A trial is labelled by its
+setting (``ppo.lr=3e-4 seed=1``), and its run is named so in the letters a run name takes
+(``ppo.lr-3e-4_seed-1``).
 
 Ctrl-C ends Tune's run with its state saved (exit 130): the unfinished trials are marked, nothing is
 ranked, and ``samloc sweep --resume <out>`` continues it through Ray Tune's ``Tuner.restore``.  Equal grid
@@ -150,11 +151,9 @@ class Trial:
     seed: int
     run_dir: Path
     cfg: TrainConfig = field(repr=False)
-
-    @property
-    def label(self) -> str:
-        """Its setting and seed (``ppo.lr=3e-4 seed=1``): the name its run's reports and checkpoints carry."""
-        return self.cfg.name
+    label: str = ""
+    """Its setting and seed (``ppo.lr=3e-4 seed=1``); its run's name (``cfg.name``) is the same in the
+    letters a run name takes (``ppo.lr-3e-4_seed-1``): what its reports and checkpoints carry."""
 
 
 def _draw(rng: np.random.Generator, lo: str, hi: str, log: bool) -> str:
@@ -176,6 +175,14 @@ def trial_settings(plan: SweepPlan) -> list[list[str]]:
         for combo in combos:
             out.append([*combo, *(f"{k}={_draw(rng, lo, hi, log)}" for k, lo, hi, log in plan.random)])
     return out
+
+
+def trial_run_name(settings: list[str], seed: int, trial: str) -> str:
+    """A trial's run name from its settings and seed, in the letters a run name takes (``ppo.lr=3e-4``,
+    seed 1: ``ppo.lr-3e-4_seed-1``); a long one is cut and ends with the trial's own name."""
+    text = "_".join([*(s.replace("=", "-", 1) for s in settings), f"seed-{seed}"])
+    text = "".join(c if c.isalnum() or c in "-_." else "." for c in text)
+    return text if len(text) <= 80 else f"{text[:70]}_{trial}"
 
 
 def _budget(plan: SweepPlan) -> list[str]:
@@ -271,8 +278,9 @@ def check_plan(plan: SweepPlan, few_deals_ok: bool = False, resuming: bool = Fal
             raise ConfigError(f"checkpoint.export_to={cfg.checkpoint.export_to}: every trial would replace"
                               " that one folder; a trial's bot stays in its run folder (give"
                               " checkpoint.export_to= to turn the copy off)")
-        cfg.name = f"{' '.join(settings) or cfg.name} seed={seed}"  # its reports name it by its setting
-        trials.append(Trial(name, settings, seed, run_dir, cfg))
+        label = f"{' '.join(settings) or cfg.name} seed={seed}"
+        cfg.name = trial_run_name(settings or [cfg.name], seed, name)  # its reports name it by its setting
+        trials.append(Trial(name, settings, seed, run_dir, cfg, label))
     if any(t.cfg.learner.device.startswith("cuda") for t in trials):
         raise ConfigError("learner.device=cuda: a sweep's trials train their learners on the CPU"
                           " (their Tune actors hold no GPU); use learner.device=cpu")
@@ -324,7 +332,7 @@ def _trial_start(spec: dict[str, Any]) -> tuple[TrainConfig, Path, bool]:
             k += 1
         run_dir.rename(run_dir.with_name(f"{run_dir.name}.interrupted-{k}"))
     cfg = resolve_launch(spec["config"], None, spec["overrides"], None, None).cfg
-    cfg.name = spec["label"]  # its reports name the trial by its setting
+    cfg.name = spec["run_name"]  # its reports name the trial by its setting
     return cfg, new_run_folder(cfg, spec["run_dir"]), False
 
 
@@ -388,10 +396,7 @@ def _tune(plan: SweepPlan, trials: list[Trial], at_once: int, say: Callable[[str
     if resuming:
         tuner = tune.Tuner.restore(str(tune_path(plan.out)), trainable, resume_unfinished=True)
     else:
-        specs = [{"name": t.name, "config": plan.config, "run_dir": str(t.run_dir),
-                  "overrides": trial_overrides(plan, t.settings, t.seed, t.run_dir),
-                  "command": f"{plan.command} (trial {t.name})", "label": t.label,
-                  "asha_deals_seed": plan.eval_seed if plan.asha else None} for t in trials]
+        specs = [trial_spec(plan, t) for t in trials]
         scheduler = (ASHAScheduler(time_attr="minutes", metric="la", mode="max", max_t=plan.minutes,
                                    grace_period=plan.interval, reduction_factor=REDUCTION)
                      if plan.asha else None)
@@ -406,6 +411,14 @@ def _tune(plan: SweepPlan, trials: list[Trial], at_once: int, say: Callable[[str
     statuses = {t.config["trial"]["name"]: t.status for t in grid._experiment_analysis.trials}  # Tune's own
     interrupted = interrupted or any(s not in ("TERMINATED", "ERROR") for s in statuses.values())
     return {r.config["trial"]["name"]: r for r in grid}, statuses, interrupted
+
+
+def trial_spec(plan: SweepPlan, t: Trial) -> dict[str, Any]:
+    """What Tune hands :func:`run_trial` (and keeps in its state for ``Tuner.restore``)."""
+    return {"name": t.name, "config": plan.config, "run_dir": str(t.run_dir),
+            "overrides": trial_overrides(plan, t.settings, t.seed, t.run_dir),
+            "command": f"{plan.command} (trial {t.name})", "label": t.label, "run_name": t.cfg.name,
+            "asha_deals_seed": plan.eval_seed if plan.asha else None}
 
 
 def _fit(tuner: Any) -> tuple[Any, bool]:
@@ -447,7 +460,8 @@ def _trial_doc(plan: SweepPlan, t: Trial, result: Any, tune_status: str | None,
     ckpts = list_checkpoints(t.run_dir)
     status, why = trial_status(plan, t, tune_status, getattr(result, "error", None), interrupted)
     doc: dict[str, Any] = {"name": t.name, "settings": t.settings, "seed": t.seed, "label": t.label,
-                           "run_dir": str(t.run_dir), "status": status, "stop_reason": why}
+                           "run_name": t.cfg.name, "run_dir": str(t.run_dir), "status": status,
+                           "stop_reason": why}
     if ckpts:
         last = snapshot_point(ckpts[-1])
         doc["checkpoint"] = last.pop("checkpoint")

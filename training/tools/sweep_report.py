@@ -81,7 +81,8 @@ def _la(s: dict[str, Any]) -> str:
 
 
 SETTINGS_HEAD = ["rank", "setting", "seeds", "lá/game [95% CI]", "CI", "trials"]
-TRIALS_HEAD = ["trial", "run name", "minutes", "decisions trained", "lá/game [95% CI]", "win rate", "end"]
+TRIALS_HEAD = ["trial", "setting and seed", "minutes", "decisions trained", "lá/game [95% CI]", "win rate",
+               "end"]
 
 
 def settings_rows(doc: dict[str, Any]) -> list[list[str]]:
