@@ -181,11 +181,12 @@ class SessionStore:
     (``samloc serve --workers N``: any worker continues any session).
 
     Bounded and fair: at most ``limit`` sessions in all and ``per_client`` for one client
-    (:func:`client_key`: the connection's address, or what a trusted proxy says it is).  A client starting one more than its share loses its own least recently used
-    session.  When the store is full, the session idle longest makes room, provided it has been
-    idle ``min_idle_s`` at least; otherwise the new session is refused (503, try again later).
-    So no client, however fast, pushes out a game another person is playing.  The state is the
-    server's (:meth:`PlaySession.to_json`, the deals' seed included): a client holds only the id.
+    (:func:`client_key`: the connection's address, or what a trusted proxy says it is).  A client
+    starting one more than its share loses its own least recently used session.  When the store is
+    full, the session idle longest makes room, provided it has been idle ``min_idle_s`` at least;
+    otherwise the new session is refused (503, try again later).  So no client, however fast,
+    pushes out a game another person is playing.  The state is the server's
+    (:meth:`PlaySession.to_json`, the deals' seed included): a client holds only the id.
     """
 
     def __init__(self, path: str | Path, *, limit: int = MAX_SESSIONS, per_client: int = SESSIONS_PER_CLIENT,
