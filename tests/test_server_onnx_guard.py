@@ -135,6 +135,23 @@ def test_a_hostile_model_is_refused_at_load_in_one_line_and_in_time(tmp_path: Pa
         "; an exported policy's is symbolic (any batch size)" if "batch" in name else "")
 
 
+def test_the_run_at_load_is_stopped_at_its_time_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model within the graph's bounds that still runs too long is stopped by onnxruntime's
+    terminate flag (here after 1 ms; eight products of 2048 x 2048 per position take far longer)."""
+    import agents.players.onnx_agent as onnx_agent
+    monkeypatch.setattr(onnx_agent, "LOAD_CHECK_S", 0.001)
+    inits = [numpy_helper.from_array(np.zeros((OBS_SIZE, 2048), np.float32), "up"),
+             numpy_helper.from_array(np.zeros((2048, 2048), np.float32), "sq")]
+    extra = [helper.make_node("MatMul", ["obs", "up"], ["h0"])]
+    extra += [helper.make_node("MatMul", [f"h{i}", "sq"], [f"h{i + 1}"]) for i in range(8)]
+    extra += [helper.make_node("ReduceSum", ["h8"], ["h_sum"], keepdims=0),
+              helper.make_node("Add", ["v0", "h_sum"], ["v1"])]
+    path = _write(_policy(extra=extra, value_from="v1", inits=inits), tmp_path, "slow")
+    with pytest.raises(ValueError) as err:
+        OnnxAgent(path)
+    assert str(err.value) == f"{path}: its run on known positions did not end within 0.001 s"
+
+
 def test_the_shipped_and_exported_graphs_pass_the_check() -> None:
     """The bounds leave room for every shipped bot (the exporter's dozen operators)."""
     for onnx_file in sorted((ROOT / "checkpoints").glob("*/policy.onnx")):
