@@ -135,7 +135,8 @@ def test_a_hostile_model_is_refused_at_load_in_one_line_and_in_time(tmp_path: Pa
         "; an exported policy's is symbolic (any batch size)" if "batch" in name else "")
 
 
-def test_the_run_at_load_is_stopped_at_its_time_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_run_at_load_is_stopped_at_its_time_bound(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A model within the graph's bounds that still runs too long is stopped by onnxruntime's
     terminate flag (here after 1 ms; eight products of 2048 x 2048 per position take far longer)."""
     import agents.players.onnx_agent as onnx_agent
