@@ -215,9 +215,11 @@ def test_resume_needs_a_sweeps_folder_and_a_rerun_into_one_points_to_it(tmp_path
     out.mkdir()
     sweep_lib.write_plan(plan, True)
     assert command.main(["--resume", str(out)]) == 2  # the plan, but no Tune state
-    assert "Ray Tune has no state of this sweep there to restore" in capsys.readouterr().err
+    assert "Ray Tune has no state of this sweep there to restore (stopped before its trials started: run" \
+        in capsys.readouterr().err
     back, few = sweep_lib.read_plan(out)
     assert (back, few) == (plan, True)
+    assert len(sweep_lib.check_plan(plan, True)) == 2  # its command again: the folder holds only the plan
     sweep_lib.tune_path(out).mkdir(parents=True)
     (sweep_lib.tune_path(out) / "tuner.pkl").write_bytes(b"")  # what Tuner.can_restore looks for
     argv = ["--config", "quick", "--grid", "ppo.lr=3e-4,1e-3", "--decisions", "100", "--deals", "8",

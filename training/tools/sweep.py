@@ -233,11 +233,14 @@ def _check_out(plan: SweepPlan, resuming: bool) -> None:
     Tune's state."""
     if resuming:
         if not tune.Tuner.can_restore(str(tune_path(plan.out))):
-            raise ConfigError(f"--resume {plan.out}: Ray Tune has no state of this sweep there to restore")
+            raise ConfigError(f"--resume {plan.out}: Ray Tune has no state of this sweep there to restore"
+                              f" (stopped before its trials started: run its command again; it is in"
+                              f" {PLAN_FILE})")
     elif tune_path(plan.out).exists() and tune.Tuner.can_restore(str(tune_path(plan.out))):
         raise ConfigError(f"--out {plan.out} holds a sweep that did not finish: continue it with"
                           f" samloc sweep --resume {plan.out}")
-    else:
+    elif not (plan.out.is_dir() and not plan.out.is_symlink()
+              and [p.name for p in plan.out.iterdir()] == [PLAN_FILE]):  # stopped before Tune: again
         check_out(plan.out)
 
 
