@@ -25,6 +25,8 @@ from agents.nets.interface import MASK_LOGIT  # noqa: E402
 from agents.nets.parts import MOVES_ONE_HOT, PartsNet  # noqa: E402
 from agents.nets.sparse import SparseRows  # noqa: E402
 from agents.players.onnx_agent import OnnxAgent  # noqa: E402
+from agents.players.policy_agent import PolicyAgent  # noqa: E402
+from agents.players.search import SearchAgent  # noqa: E402
 from sam_env import hand_moves  # noqa: E402
 from sam_env.actions import (ACT_COUNTS, ACT_KIND, ACT_LEN, ACT_RANK, ACTION_TABLE_VERSION,  # noqa: E402
                              K_DQUAD, K_STRAIGHT, NUM_ACTIONS, parse_move)
@@ -232,3 +234,14 @@ def test_a_config_sizes_a_part_by_model_hidden_and_layers() -> None:
     assert cfg.model.label() == "combined(64x3, move_width=32) critic=full"
     net = cfg.model.build()
     assert type(net).__name__ == "CombinedNet" and net.hidden == 64 and len(net.blocks) == 2
+
+
+def test_the_search_plays_with_a_part() -> None:
+    """The play-time search's rollouts (``policy_logits`` of the moves the hand can make) and leaves (the
+    critic with sampled hands) run on a part as on the MLP."""
+    net = _net("combined", scale=0.05).eval()
+    agent = SearchAgent(PolicyAgent(net, name="combined"), candidates=3, worlds=4, horizon=1, critic=50)
+    g = Game.new("hoi_quan_bai", 4, seed=9)
+    for _ in range(8):
+        g.apply(agent.act(g, g.to_act))  # raises on an illegal move
+    assert len(g.events) >= 8

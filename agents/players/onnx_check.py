@@ -24,13 +24,14 @@ from sam_env.obs import OBS_SIZE
 from ..nets.format import CheckpointError
 
 #: The operators of a feed-forward policy, each costing about its tensors' sizes (matrix products:
-#: their multiply-adds); ``samloc export`` uses a dozen of them.
+#: their multiply-adds); ``samloc export`` uses a dozen of them for the MLP, about thirty for the parts of
+#: agents/nets/parts.py (CumSum and OneHot among them: a hand's table index and its one-hot features).
 ALLOWED_OPS = frozenset({
     "Abs", "Add", "And", "ArgMax", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat", "Constant",
-    "ConstantOfShape", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor",
+    "ConstantOfShape", "CumSum", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor",
     "Gather", "Gelu", "Gemm", "Greater", "GreaterOrEqual", "HardSigmoid", "Identity", "IsInf", "IsNaN",
     "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max",
-    "Min", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceMin",
+    "Min", "Mul", "Neg", "Not", "OneHot", "Or", "Pow", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceMin",
     "ReduceSum", "Relu", "Reshape", "Round", "Selu", "Shape", "Sigmoid", "Sign", "Size", "Slice",
     "Softmax", "Softplus", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose", "Unsqueeze",
     "Where", "Xor"})

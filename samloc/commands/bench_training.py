@@ -56,7 +56,8 @@ def main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     overrides = list(args.overrides)
-    overrides += [f"learner.{k}={v}" for k, v in (("device", args.device), ("precision", args.precision)) if v]
+    overrides += [f"learner.{k}={v}" for k, v in (("device", args.device), ("precision", args.precision))
+                  if v]
     overrides += [f"ppo.{k}={v}" for k, v in (("batch_decisions", args.batch_decisions),
                                               ("minibatch", args.minibatch)) if v]
     try:
