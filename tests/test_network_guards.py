@@ -179,7 +179,8 @@ def test_the_loop_probes_the_learner_before_it_checkpoints(cls: type, tmp_path: 
         loop.guard()
     msg = str(err.value)
     assert msg.startswith(f"{tmp_path / 'run'}: update 10: model.kind={_kind(cls)}: its acting logits")
-    assert "\n" not in msg and msg.endswith(f"(the last checkpoint: {list_checkpoints(tmp_path / 'run')[-1]})")
+    last = list_checkpoints(tmp_path / "run")[-1]
+    assert "\n" not in msg and msg.endswith(f"(the last checkpoint: {last})")
     with pytest.raises(TrainError, match="hidden hands"):
         loop.save()
     assert len(list_checkpoints(tmp_path / "run")) == 1
@@ -194,8 +195,9 @@ def test_samloc_train_stops_when_its_network_learns_to_peek(tmp_path: Path) -> N
 
     run = tmp_path / "run"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))  # tests.custom_net in Ray's workers
-    proc = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "--run-dir", str(run),
-                           f"model.kind={_kind(ZeroPeekNet)}", "model.kwargs.width=8", "learner.guard_every=1",
+    proc = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick",
+                           "--run-dir", str(run), f"model.kind={_kind(ZeroPeekNet)}", "model.kwargs.width=8",
+                           "learner.guard_every=1",
                            "checkpoint.every_updates=5", *TINY_RUN],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
