@@ -81,7 +81,8 @@ def test_the_mlp_config_builds_the_network_it_always_did() -> None:
 
 # ---- a kind that names nothing is one line at config load ------------------------------------------------
 @pytest.mark.parametrize("overrides, message", [
-    (["model.kind=transformer"], "model kind 'transformer' is neither a registered network (mlp)"),
+    (["model.kind=transformer"],
+     "model kind 'transformer' is neither a registered network (mlp, moves, history, shape, combined)"),
     (["model.kind=no_such_pkg.nets:Net"], "cannot import no_such_pkg.nets (ModuleNotFoundError: No module"),
     (["model.kind=tests.custom_net:Missing"], "Missing in tests.custom_net is not a subclass"),
     (["model.kind=tests.custom_net:NotANetwork"], "is not a subclass of agents.nets.interface.PolicyNetwork"),
@@ -101,7 +102,8 @@ def test_dry_run_says_it() -> None:
                        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [
-        "samloc train: model kind 'transformer' is neither a registered network (mlp) nor an import path"
+        "samloc train: model kind 'transformer' is neither a registered network (mlp, moves, history, shape,"
+        " combined) nor an import path"
         " package.module:Class"]
 
 
