@@ -5,7 +5,9 @@ Every file the project writes for others to read (records, reports, plots,
 checkpoints, exported models) goes through :func:`write_with`: the data goes to
 a temporary file in the same folder, is flushed to disk, and is renamed over the
 target (``os.replace`` is atomic on one file system).  A crash or a full disk
-leaves the previous file untouched and no stray temporary behind.
+leaves the previous file untouched and no stray temporary behind.  Files that
+belong together (an exported model and its sidecar) go through
+:func:`write_together`: all written before any is renamed into place.
 
 Before anything is written the target is checked (:func:`check_target`): an
 empty path, ``.``, ``..``, a folder, a device node, a FIFO, a socket and a
@@ -30,10 +32,10 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Sequence
 
 __all__ = ["UnsafeTarget", "check_place", "check_target", "check_folder", "check_dir_target", "write_atomic",
-           "write_json_atomic", "write_with", "temp_dir_for", "replace_dir", "temp_owner"]
+           "write_json_atomic", "write_together", "write_with", "temp_dir_for", "replace_dir", "temp_owner"]
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
@@ -191,6 +193,33 @@ def write_with(path: str | Path, write: Callable[[IO[bytes]], Any], mode: int = 
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+def write_together(files: Sequence[tuple[str | Path, bytes]], mode: int = 0o644) -> None:
+    """Write several files as one: every one is written to its temporary file and flushed to disk
+    before the first is renamed into place, then they are renamed in the order given.  A full disk
+    or any error while writing leaves every target as it was (none of the new files in place); only a
+    crash between two renames could leave the first ones new, so a file that vouches for another (an
+    exported model's sidecar, holding the model's hash) goes first.  UnsafeTarget before anything is
+    written for a target that is not a file (:func:`check_target`)."""
+    paths = [check_target(p) for p, _ in files]
+    temps: list[str] = []
+    try:
+        for path, (_, data) in zip(paths, files):
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            temps.append(tmp)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+        for path in paths:
+            check_target(path)  # again: what was there may have changed while the data was made
+        for path, tmp in zip(paths, temps):
+            os.replace(tmp, path)
+    finally:
+        for tmp in temps:
+            Path(tmp).unlink(missing_ok=True)  # those not renamed (an error before or between renames)
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:

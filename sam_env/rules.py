@@ -21,13 +21,49 @@ import yaml
 from .cards import MIN_PLAYERS
 from .rule_params import INSTANT_PATTERNS, PARAMS, Param, rules_array
 
-__all__ = ["DEFAULT_PRESET", "INSTANT_PATTERNS", "PRESET_NAMES", "RuleSet", "RulesError", "preset_names"]
+__all__ = ["DEFAULT_PRESET", "INSTANT_PATTERNS", "MAX_NESTING", "PRESET_NAMES", "RuleSet", "RulesError",
+           "nesting", "preset_names", "yaml_value"]
 
 DEFAULT_PRESET = "hoi_quan_bai"
 
 
 class RulesError(ValueError):
     """A rule set that names an unknown preset or parameter, or a bad value."""
+
+
+#: how deep a rule parameter's value may nest (the deepest, a list of patterns, is 2): deeper values
+#: are refused before a check, a message or a parser recurses into them
+MAX_NESTING = 8
+
+
+def nesting(value: Any, limit: int = MAX_NESTING) -> int:
+    """How deep ``value`` nests lists and mappings (a scalar: 0), counted without recursion and no
+    further than ``limit`` + 1."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        v, depth = todo.pop()
+        if isinstance(v, (list, tuple, dict)):
+            deepest = max(deepest, depth + 1)
+            if depth + 1 > limit:
+                break
+            todo += [(x, depth + 1) for x in (v.values() if isinstance(v, dict) else v)]
+    return deepest
+
+
+def yaml_value(text: str, what: str) -> Any:
+    """A value a person typed as YAML (``samloc rules --set KEY=VALUE``); RulesError in one line when
+    it is not YAML or nests deeper than any rule parameter (never the parser's RecursionError)."""
+    try:
+        value = yaml.safe_load(text)
+    except RecursionError:
+        raise RulesError(f"{what}: nested too deeply (a rule parameter's value is a number, a word,"
+                         f" true/false or a list of them)") from None
+    except yaml.YAMLError as exc:
+        raise RulesError(f"{what}: not a YAML value ({' '.join(str(exc).split())[:120]})") from None
+    if nesting(value) > MAX_NESTING:
+        raise RulesError(f"{what}: nested more than {MAX_NESTING} levels deep (a rule parameter's value"
+                         " is a number, a word, true/false or a list of them)")
+    return value
 
 
 def preset_names() -> tuple[str, ...]:
@@ -83,6 +119,8 @@ class RuleSetBase:
         for key in overrides:
             if key not in known:
                 raise RulesError(f"unknown rule parameter {key!r} (known: {', '.join(sorted(known))})")
+            if nesting(overrides[key]) > MAX_NESTING:
+                raise RulesError(f"rule parameter {key} is nested more than {MAX_NESTING} levels deep")
         name = self.name + "+" + ",".join(f"{k}={overrides[k]}" for k in sorted(overrides))
         return self.validated(dataclasses.replace(self, name=name, **overrides), overrides)  # type: ignore
 

@@ -158,6 +158,7 @@ def test_print_config_shows_auto(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_dry_run_says_what_auto_chose(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                          tmp_path: Path, cpus: int, device: str, line: str) -> None:
     monkeypatch.setattr(launch, "embedded_cpus", lambda: cpus)
+    monkeypatch.setattr(launch, "available_memory", lambda: cpus * 2**30)  # a machine of 1 GiB a CPU
     monkeypatch.setattr(launch, "resolve_device", lambda spec: torch.device(device))
     assert main(["--config", "quick", "--run-dir", str(tmp_path / "run"), "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()

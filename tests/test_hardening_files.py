@@ -337,3 +337,142 @@ def test_eval_command_keys_its_chunks_on_the_agents_files(tmp_path: Path,
     files = agent_files(str(run))
     assert sorted(files) == [str(run / "checkpoints" / "ckpt_00000001" / n)
                              for n in ("metadata.json", "model.safetensors")]
+
+
+# ---- export: the model and its sidecar together -----------------------------------------------------------
+def _full_disk_on(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
+    """The ``nth`` file flushed to disk from now on fails as a full disk does."""
+    import errno
+
+    real, calls = os.fsync, [0]
+
+    def fsync(fd: int) -> None:
+        calls[0] += 1
+        if calls[0] == nth:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+def test_write_together_replaces_neither_file_on_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             nth: int) -> None:
+    a, b = tmp_path / "bot.json", tmp_path / "bot.onnx"
+    atomic.write_together([(a, b"old json"), (b, b"old model")])
+    _full_disk_on(monkeypatch, nth)
+    with pytest.raises(OSError, match="No space left"):
+        atomic.write_together([(a, b"new json"), (b, b"new model")])
+    assert (a.read_bytes(), b.read_bytes()) == (b"old json", b"old model")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bot.json", "bot.onnx"]  # no temporary left
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+def test_export_on_a_full_disk_leaves_no_lone_model(saved_run: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str], nth: int) -> None:
+    pytest.importorskip("onnx")
+    from agents.nets import export as export_mod
+
+    ckpt = saved_run / "checkpoints" / "ckpt_00000004"
+    out = tmp_path / "bot.onnx"
+    real = export_mod.write_together
+
+    def full_disk_then_write(files: list, mode: int = 0o644) -> None:
+        _full_disk_on(monkeypatch, nth)  # the export's own temporary model is not flushed through here
+        real(files, mode)
+
+    monkeypatch.setattr(export_mod, "write_together", full_disk_then_write)
+    line = _one_line(capsys, samloc(["export", str(ckpt), "--out", str(out), "--samples", "10"]), (1,))
+    assert "No space left on device" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither file, nor any temporary
+    monkeypatch.setattr(export_mod, "write_together", real)
+    monkeypatch.setattr(atomic.os, "fsync", os.fsync)
+    assert samloc(["export", str(ckpt), "--out", str(out), "--samples", "10"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bot.json", "bot.onnx"]
+
+
+# ---- rules --set: values nested deep ----------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["[" * 900 + "]" * 900, "{a: " * 900 + "1" + "}" * 900,
+                                   "[" * 20 + "]" * 20])
+def test_rules_set_nested_deep_is_one_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _one_line(capsys, samloc(["rules", "hoi_quan_bai", "--set", f"chop_two={value}"]))
+    assert line.startswith("samloc rules: --set chop_two: nested ") and len(line) < 300
+
+
+def test_a_rule_set_refuses_values_nested_deeper_than_any_parameter() -> None:
+    from sam_env.rules import MAX_NESTING, RuleSet, RulesError, nesting
+
+    deep: list = []
+    for _ in range(5000):  # deeper than Python's recursion limit: counted without recursion
+        deep = [deep]
+    assert nesting(deep) == MAX_NESTING + 1 and nesting([[1, 2], 3]) == 2 and nesting(7) == 0
+    with pytest.raises(RulesError, match=f"rule parameter chop_two is nested more than {MAX_NESTING} levels"):
+        RuleSet.parse({"preset": "hoi_quan_bai", "chop_two": deep})
+
+
+# ---- rollout.num_workers: auto: the CPUs this process may use ------------------------------------------
+@pytest.fixture
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cgroup file system and a machine of 8 CPUs on which this process may use 4."""
+    import sam_env.machine as m
+
+    monkeypatch.setattr(m, "CGROUP_ROOT", tmp_path / "cgroup")
+    monkeypatch.setattr(m.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(m.os, "cpu_count", lambda: 8)
+    (tmp_path / "cgroup").mkdir()
+    return tmp_path / "cgroup"
+
+
+def test_usable_cpus_are_the_affinity_capped_by_the_cgroup_quota(machine: Path) -> None:
+    from sam_env.machine import cgroup_cpu_quota, usable_cpus
+
+    assert usable_cpus() == 4 and cgroup_cpu_quota() is None  # the affinity, not the machine's 8
+    (machine / "cpu").mkdir()  # cgroup v1
+    (machine / "cpu" / "cpu.cfs_quota_us").write_text("250000\n")
+    (machine / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cgroup_cpu_quota() == 2.5 and usable_cpus() == 2
+    (machine / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert usable_cpus() == 4
+    (machine / "cpu.max").write_text("50000 100000\n")  # cgroup v2 first: half a CPU is one process
+    assert cgroup_cpu_quota() == 0.5 and usable_cpus() == 1
+    (machine / "cpu.max").write_text("max 100000\n")
+    assert cgroup_cpu_quota() is None and usable_cpus() == 4
+
+
+def test_auto_sizes_to_the_cpus_this_process_may_use(machine: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import sam_env.machine as m
+
+    monkeypatch.setattr(m.os, "sched_getaffinity", lambda pid: {0})  # taskset -c 0
+    assert samloc(["train", *DRY]) == 0
+    out = capsys.readouterr().out
+    assert "on the embedded Ray (1 CPUs)" in out, out
+    assert "rollout.num_workers=auto → 1 (1 CPUs - 1 learner" in out, out
+    monkeypatch.setattr(m.os, "sched_getaffinity", lambda pid: set(range(8)))
+    (machine / "cpu.max").write_text("600000 100000\n")  # docker --cpus 6
+    assert samloc(["train", *DRY, "eval.every_minutes=0", "eval.every_updates=0"]) == 0
+    assert "rollout.num_workers=auto → 5 (6 CPUs - 1 learner" in capsys.readouterr().out
+
+
+# ---- memory: a worker process each ------------------------------------------------------------------------
+def test_more_worker_processes_than_memory_holds_are_refused(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from training.run import launch
+
+    monkeypatch.setattr(launch, "available_memory", lambda: 8 * 2**30)
+    argv = ["train", *DRY, "rollout.num_workers=500", "rollout.cpus_per_worker=0.001"]
+    line = _one_line(capsys, samloc(argv), (1,))
+    assert line.startswith("samloc train: rollout.num_workers=500: 500 worker processes need about"), line
+    fit = int(re.search(r"this machine has 8\.0 GiB available \(at most (\d+) rollout workers here", line)[1])
+    assert 5 < fit < 20  # about half a GiB each
+    assert samloc(["train", *DRY, f"rollout.num_workers={fit}", "rollout.cpus_per_worker=0.01"]) == 0
+    capsys.readouterr()
+    line = _one_line(capsys, samloc(["train", *DRY, f"rollout.num_workers={fit + 1}",
+                                     "rollout.cpus_per_worker=0.01"]), (1,))
+    assert f"at most {fit} rollout workers here" in line
+    monkeypatch.setattr(launch, "available_memory", lambda: 700 * 2**20)  # auto's one worker does not fit
+    line = _one_line(capsys, samloc(["train", *DRY]), (1,))
+    assert line.startswith("samloc train: rollout.num_workers=1: 1 worker processes need about"), line

@@ -261,7 +261,9 @@ def test_workers_ray_cannot_place_are_reported_then_refused(tmp_path: Path, clus
 
 
 def test_more_workers_than_the_embedded_ray_has_cpus_are_refused_up_front(tmp_path: Path) -> None:
-    workers = max(2, os.cpu_count() or 2) + 1  # the embedded Ray has max(2, cpu_count) CPUs
+    from sam_env.machine import usable_cpus
+
+    workers = usable_cpus() + 1  # the embedded Ray has the CPUs this process may use
     r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "--run-dir",
                         str(tmp_path / "r"),
                         *TINY, f"rollout.num_workers={workers}"], capture_output=True, text=True, cwd=REPO,

@@ -20,7 +20,8 @@ action-table versions, the rule sets and player counts it was trained for,
 its checkpoint and the SHA-256 of its weights; the same JSON is embedded in
 the ONNX metadata (key ``samloc``).  The sidecar alone also records the
 SHA-256 of the ``.onnx`` file (``onnx_sha256``), which every loader checks.
-Both files are written atomically (temporary file, then rename).
+Both files are written atomically and together (both written to temporary files, then renamed): a
+failed export replaces neither, so a model is never left without its sidecar.
 Default output: ``policy.onnx`` inside the checkpoint folder, where
 ``samloc serve --agent CHECKPOINT_DIR`` finds it.
 """
@@ -42,7 +43,7 @@ from torch import nn
 
 from sam_env import obs as obs_mod
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
-from sam_env.atomic import check_target, write_atomic, write_json_atomic
+from sam_env.atomic import check_target, write_together
 from sam_env.rules import RuleSet
 from sam_env.vector import SelfPlayBatch
 
@@ -117,8 +118,10 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
         onnx.helper.set_model_props(proto, {"samloc": json.dumps(sidecar)})
         blob = proto.SerializeToString()
         sidecar["onnx_sha256"] = hashlib.sha256(blob).hexdigest()  # the file's own: only the sidecar has it
-        write_atomic(out_path, blob)
-        write_json_atomic(out_path.with_suffix(".json"), sidecar)
+        side_blob = (json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        # the pair as one: on a full disk neither is replaced; the sidecar (which holds the model's hash)
+        # goes in first, so not even a crash leaves a new model beside no sidecar or an old one
+        write_together([(out_path.with_suffix(".json"), side_blob), (out_path, blob)])
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from sam_env.rules import PRESET_NAMES, RuleSet, RulesError
+from sam_env.rules import PRESET_NAMES, RuleSet, RulesError, yaml_value
 
 from .args import EXIT_PIPE, Parser, command, drop_stdout, fail
 
@@ -27,7 +27,7 @@ def overrides(items: list[str]) -> dict[str, object]:
         key, sep, value = item.partition("=")
         if not sep:
             raise RulesError(f"--set needs KEY=VALUE, not {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = yaml_value(value, f"--set {key.strip()[:60]}")  # RulesError, not RecursionError
     return out
 
 

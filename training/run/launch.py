@@ -19,6 +19,7 @@ from agents.nets.guards import check_blind_policy
 from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read_json_file, read_metadata,
                                 resolve, verify, warn)
 from sam_env.atomic import UnsafeTarget, check_folder
+from sam_env.machine import available_memory
 
 from ..algorithms import algorithm_class, warm_start
 from ..config import AUTO, ConfigError, TrainConfig, eval_table, stop_reason, training_tables
@@ -27,7 +28,7 @@ from ..errors import TrainError
 from .learner import DeviceError, resolve_device
 from .precision import planned
 from .runstate import counters_problem, new_run_dir, read_eval_log
-from .sizing import apply_sizing
+from .sizing import PROCESS_BYTES, apply_sizing, size_workers, worker_bytes
 from .stages import StagePlan
 from .workers import cpu_shortfall, embedded_cpus
 
@@ -233,6 +234,34 @@ def check_memory(cfg: TrainConfig, embedded: bool) -> None:
                          f" (learner and workers) need {nbytes * copies / 2**30:,.1f} GiB,"
                          f" this machine has {have / 2**30:,.1f} GiB"
                          " (make model.hidden or model.layers smaller)")
+    if embedded:
+        _check_worker_memory(cfg, nbytes)
+
+
+def _check_worker_memory(cfg: TrainConfig, nbytes: int) -> None:
+    """Refuse in one line worker processes an embedded Ray could not hold in the memory available now:
+    each a Python process with its libraries, its games and its weights (:func:`sizing.worker_bytes`),
+    beside the learner's process.  (``cpus_per_worker`` can fit hundreds of workers into two CPUs;
+    memory cannot.)"""
+    have, algo, ro = available_memory(), algorithm_class(cfg), cfg.rollout
+    if have is None or (ro.num_workers != AUTO
+                        and cpu_shortfall(algo.worker_groups(cfg), embedded_cpus(), embedded=True)):
+        return  # (workers that do not fit the CPUs are refused for that, in their own line)
+    rollout = (ro.num_workers if ro.num_workers != AUTO
+               else size_workers(cfg, embedded_cpus(), "cpu").rollout_workers)  # what auto will choose
+    own = sum(int(g.num_workers) for g in algo.own_workers(cfg))
+    procs = rollout * algo.learns_from_rollouts(cfg) + own
+    each = worker_bytes(cfg, nbytes)
+    learner = PROCESS_BYTES + 4 * nbytes
+    if learner + procs * each <= have:
+        return
+    fit = max(0, (have - learner) // each - own)
+    others = f" and {own} of the algorithm's own" if own else ""
+    raise TrainError(f"rollout.num_workers={rollout}{others}: {procs:,} worker processes need about"
+                     f" {procs * each / 2**30:,.1f} GiB (about {each / 2**30:.2f} GiB each: the libraries,"
+                     f" {ro.envs_per_worker:,} games, the weights) beside the learner's"
+                     f" {learner / 2**30:.1f} GiB; this machine has {have / 2**30:,.1f} GiB available"
+                     f" (at most {fit:,} rollout workers here; or fewer rollout.envs_per_worker)")
 
 
 def check_write_targets(cfg: TrainConfig, run_dir: Path) -> None:

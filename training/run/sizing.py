@@ -31,6 +31,21 @@ from ..errors import TrainError
 CPUS_PER_EVAL = 16
 
 
+#: The resident memory of one worker process before its games: Python, NumPy, PyTorch, Ray's worker
+#: runtime and the compiled engine (447 MiB measured after importing training.run.rollout, on the
+#: 2-core machine of docs/results.md; the driver that holds the learner carries the same).
+PROCESS_BYTES = 450 * 2**20
+#: What each game a rollout worker steps together adds (a SelfPlayBatch of 512 games: 104 MiB).
+GAME_BYTES = 200 * 2**10
+
+
+def worker_bytes(cfg: TrainConfig, net_bytes: int) -> int:
+    """About how much memory one rollout worker process holds: the process, its
+    ``rollout.envs_per_worker`` games, the learner's weights and the snapshot pool's (``net_bytes``
+    each)."""
+    return PROCESS_BYTES + cfg.rollout.envs_per_worker * GAME_BYTES + net_bytes * (1 + cfg.rollout.pool_size)
+
+
 @dataclass(frozen=True)
 class Sizing:
     """The rollout workers chosen for ``cpus`` CPUs and why, in one line."""

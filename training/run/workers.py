@@ -21,6 +21,8 @@ import ray
 from ray.exceptions import ActorUnavailableError, AuthenticationError, RayActorError
 from ray.util.placement_group import placement_group, remove_placement_group
 
+from sam_env.machine import usable_cpus
+
 from ..config import TrainConfig
 from ..errors import TrainError
 
@@ -29,8 +31,9 @@ WORKER_ENV = {"env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}
 
 
 def embedded_cpus() -> int:
-    """The CPUs of the Ray that ``samloc train`` starts on this machine (never fewer than 2)."""
-    return max(2, os.cpu_count() or 2)
+    """The CPUs of the Ray that ``samloc train`` starts on this machine: those this process may use
+    (its affinity and cgroup quota, :func:`sam_env.machine.usable_cpus`), not the machine's count."""
+    return usable_cpus()
 
 
 @dataclass(frozen=True)
