@@ -9,6 +9,7 @@
 #   DEVICE=cpu TRAIN_MINUTES=0.2 BENCH_UPDATES=1 BENCH_BATCH=2048 BIG_MINIBATCH=1024 \
 #     scripts/gpu_check.sh OUT_DIR                                   # a CPU rehearsal at a small size
 #   ONLY_STRONG=1 STRONG_MINUTES=8 scripts/gpu_check.sh OUT_DIR      # issue #45: `samloc train --config strong`
+#   MODEL_ARGS="model.kind=combined" scripts/gpu_check.sh OUT_DIR    # issue #59: every bench and run on a network part
 #
 # The strong step (STRONG_MINUTES > 0; ONLY_STRONG=1 skips the benches and the standard run, so each part
 # fits in one 10-minute call) runs the one-command recipe with its stages' shares scaled to the minutes,
@@ -34,6 +35,7 @@ STRONG_MINUTES=${STRONG_MINUTES:-0}   # 0: no strong step
 STRONG_EVAL_MINUTES=${STRONG_EVAL_MINUTES:-1}
 ONLY_STRONG=${ONLY_STRONG:-0}
 STRONG_ARGS=${STRONG_ARGS:-}          # more key=value for the strong run (a rehearsal's small sizes)
+read -r -a model_args <<< "${MODEL_ARGS:-}"  # key=value for every bench and run: the network (model.kind=moves)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -56,7 +58,7 @@ if [ "$ONLY_STRONG" != "1" ]; then
 bench() {  # NAME ARGS...: one bench, its JSON line to OUT_DIR/bench_NAME.json
   local name=$1; shift
   step "bench $name: $*"
-  samloc bench --json "$@" 2>&1 | tee -a "$log" | tail -n 1 > "$out/bench_$name.json"
+  samloc bench --json "$@" "${model_args[@]}" 2>&1 | tee -a "$log" | tail -n 1 > "$out/bench_$name.json"
 }
 batch=()
 [ -n "$BENCH_BATCH" ] && batch=(--batch-decisions "$BENCH_BATCH")
@@ -74,7 +76,8 @@ bench learner_cluster --learner --config cluster --device "$DEVICE" --updates "$
 run=$(mktemp -d)/run
 step "train: standard, learner.device=$DEVICE, $TRAIN_MINUTES minutes"
 samloc train --config configs/standard.yaml --run-dir "$run" learner.device="$DEVICE" max_minutes="$TRAIN_MINUTES" \
-  eval.every_updates=0 eval.final_deals=0 belief.deals=0 "checkpoint.export_to=''" display=plain >> "$log" 2>&1
+  eval.every_updates=0 eval.final_deals=0 belief.deals=0 "checkpoint.export_to=''" display=plain "${model_args[@]}" \
+  >> "$log" 2>&1
 "$PYTHON" - "$run" "$out" "$BIG_MINIBATCH" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -106,7 +109,7 @@ if [ "$STRONG_MINUTES" != "0" ]; then
   step "train: strong, learner.device=$DEVICE, $STRONG_MINUTES minutes"
   samloc train --config strong --run-dir "$strong_run" learner.device="$DEVICE" max_minutes="$STRONG_MINUTES" \
     eval.every_minutes="$STRONG_EVAL_MINUTES" eval.deals=200 'eval.opponents=[heuristic]' eval.final_deals=0 \
-    belief.deals=0 display=plain $STRONG_ARGS >> "$log" 2>&1
+    belief.deals=0 display=plain $STRONG_ARGS "${model_args[@]}" >> "$log" 2>&1
   "$PYTHON" - "$strong_run" "$out/strong_summary.json" <<'EOF'
 import json, sys
 import yaml
@@ -121,7 +124,7 @@ for line in open(f"{run}/eval.jsonl"):
                    "decisions_trained": e["decisions_trained"], "heuristic": h["mean_score"], "ci95": h["ci95"]})
 beat = next((p["minute"] for p in points if p["ci95"][0] > 0), None)
 wall = max(s["wall_s"], 1e-9)
-doc = {"wall_s": s["wall_s"], "updates": s["updates"], "device": s["device"],
+doc = {"wall_s": s["wall_s"], "updates": s["updates"], "device": s["device"], "model": cfg["model"],
        "decisions_generated_per_s": round(s["decisions"] / wall),
        "decisions_trained_per_s": round(s["decisions_trained"] / wall),
        "workers": {"rollout": cfg["rollout"]["num_workers"], "eval": cfg["eval"]["num_workers"],

@@ -9,6 +9,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the GPU check's CPU rehearsal trains
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -45,7 +49,7 @@ def test_the_gpu_checks_strong_step_records_rates_workers_stages_and_the_minute_
              " eval.deals=20 rollout.cpus_per_worker=0.5 distill.cpus_per_worker=0.5")
     env = os.environ | {"DEVICE": "cpu", "ONLY_STRONG": "1", "STRONG_MINUTES": "1.5",
                         "STRONG_EVAL_MINUTES": "0.3",
-                        "STRONG_ARGS": small}
+                        "STRONG_ARGS": small, "MODEL_ARGS": "model.kind=shape model.hidden=64"}
     r = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out")], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:],
@@ -53,6 +57,7 @@ def test_the_gpu_checks_strong_step_records_rates_workers_stages_and_the_minute_
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == ["device.txt", "log.txt", "strong_summary.json"]
     doc = json.loads((out / "strong_summary.json").read_text())
+    assert doc["model"]["kind"] == "shape" and doc["model"]["hidden"] == 64  # MODEL_ARGS reached the run
     assert doc["decisions_trained_per_s"] > 0 \
         and doc["decisions_generated_per_s"] >= doc["decisions_trained_per_s"]
     assert doc["workers"]["rollout"] >= 1 and doc["workers"]["eval"] >= 1 and doc["workers"]["search"] == 1
