@@ -85,16 +85,17 @@ def eval_entry_problem(entry: Any) -> str:
     for opp, r in results.items():
         if not isinstance(r, dict):
             return f"results.{opp} is {json.dumps(r)[:40]}, not an object"
-        if "mean_score" in r and not _number(r["mean_score"]):
+        if "mean_score" in r and not _number(r["mean_score"], finite=False):
             return f"results.{opp}.mean_score is {json.dumps(r['mean_score'])[:40]}, not a number"
-        ci = r.get("ci95", [0.0, 0.0])
-        if not (isinstance(ci, list) and len(ci) == 2 and all(_number(x) for x in ci)):
+        ci = r.get("ci95", [0.0, 0.0])  # (NaN, as JSON writes it, where a few deals leave no spread)
+        if not (isinstance(ci, list) and len(ci) == 2 and all(_number(x, finite=False) for x in ci)):
             return f"results.{opp}.ci95 is {json.dumps(ci)[:40]}, not two numbers"
     return ""
 
 
-def _number(v: Any, low: float = -math.inf) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= low
+def _number(v: Any, low: float = -math.inf, finite: bool = True) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and (math.isfinite(v) or not finite)
+            and (v >= low or not finite))
 
 
 def read_eval_log(path: Path) -> tuple[list[dict[str, Any]], int]:
