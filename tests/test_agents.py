@@ -140,6 +140,7 @@ def _brute_best(h: list[int], val: np.ndarray, ace_low: bool) -> float:
     return best
 
 
+@pytest.mark.slow
 def test_hand_splitter_finds_the_best_split():
     rng = np.random.default_rng(0)
     wi, wf = workspace()
@@ -164,6 +165,7 @@ def test_hand_splitter_finds_the_best_split():
 
 
 # ---- Sâm ----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sam_declared_only_for_near_unbeatable_hands():
     prm = make_params()
     ru = RuleSet.preset("s666pg").to_array()

@@ -101,6 +101,7 @@ def test_the_centre_asks_the_algorithm_for_its_worker_groups(tmp_path: Path,
     assert algorithm_class(small) is not PPO and "  helpers:     3 of them" in lines
     assert any(line.startswith("  workers:     no rollout workers") for line in lines)
 
+@pytest.mark.slow
 def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> None:
     """REINFORCE (docs/training.md's example) on the PPO workers' rollouts: a few updates, its losses in
     TensorBoard's usual tags, a checkpoint that resumes like any other."""
@@ -121,6 +122,7 @@ def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> N
     assert isinstance(resumed.algo, Reinforce) and resumed.c.updates == summary["updates"]
 
 
+@pytest.mark.slow
 def test_reinforce_trains_its_critic_and_its_policy(tmp_path: Path) -> None:
     """The rollout workers bootstrap unfinished games from the critic, so REINFORCE must train it: after
     one update every tensor of the critic has moved, as have the policy's (the critic reads only its
@@ -232,6 +234,7 @@ def test_the_default_display_shows_the_figures_learn_returned_whatever_their_nam
     assert Algorithm.display_rows(SimpleNamespace(losses={})) == ([], [])
 
 
+@pytest.mark.slow
 def test_an_outside_algorithm_brings_its_section_through_train_resume_and_export(tmp_path: Path) -> None:
     """examples/custom_algorithm.py as a researcher runs it: ``samloc train`` with PYTHONPATH=examples and
     its ``a2c`` section on the command line trains, checkpoints (the section in the metadata), exports

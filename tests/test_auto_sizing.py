@@ -125,6 +125,7 @@ def test_eval_workers_take_auto_or_a_number_in_range(value: str) -> None:
         load_config("quick", [f"eval.num_workers={value}"])
 
 
+@pytest.mark.slow
 def test_the_opponents_side_by_side_give_the_figures_of_one_process() -> None:
     from sam_env.rules import RuleSet
     from training.run.evaluation import evaluate_weights
@@ -195,6 +196,7 @@ def test_the_run_folder_records_the_figure_and_a_resume_keeps_it(tmp_path: Path)
     assert read_run_config(tmp_path, ["rollout.num_workers=auto"]).rollout.num_workers == "auto"
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_run_prints_the_choice_and_records_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A tiny run on an embedded Ray faked to 3 CPUs, without a periodic evaluation: 2 workers."""

@@ -36,7 +36,7 @@ from training.run.rollout import request_seed, weights_to_numpy
 from training.run.loop import RunLoop
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]  # training runs
 
 #: a stage small enough for CI: a tiny network and a search of 3 candidates in 2 worlds, 1 move deep
 TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1",

@@ -157,6 +157,7 @@ TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1
         "checkpoint.every_updates=1000", "display=none", "log_every_s=1", "max_minutes=0", "algorithm=dmc"]
 
 
+@pytest.mark.slow
 def test_a_tiny_dmc_run_trains_checkpoints_resumes_and_exports(tmp_path: Path) -> None:
     cfg = load_config("quick", [*TINY, "total_decisions=600"])
     assert algorithm_class(cfg) is DeepMonteCarlo
@@ -179,6 +180,7 @@ def test_a_tiny_dmc_run_trains_checkpoints_resumes_and_exports(tmp_path: Path) -
     assert resumed.algo.learner.opt.param_groups[0]["lr"] == cfg.section("dmc").lr
 
 
+@pytest.mark.slow
 def test_the_dmc_network_is_exported_and_evaluated_like_any_other(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from samloc.commands.eval import main as eval_main

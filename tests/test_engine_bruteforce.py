@@ -22,6 +22,7 @@ from collections import Counter
 from functools import lru_cache
 
 import numpy as np
+import pytest
 
 from sam_env import core
 from sam_env.actions import ACTION_NAMES, NUM_ACTIONS
@@ -156,6 +157,7 @@ def test_classifier_knows_straights():
     assert set(names) == {"3", "4", "9", "2", "33", "99", "333", "999", "3333", "9999", "33339999", "234"}
 
 
+@pytest.mark.slow
 def test_legal_moves_match_brute_force(engine_cfg, deal_for):
     rules, players = engine_cfg
     rs = RuleSet.parse(rules)

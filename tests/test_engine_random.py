@@ -310,6 +310,7 @@ def play_checked(game: Game, rng: random.Random, no_sam: bool, stats: Counter) -
     stats["stuck leaders"] += ref.skipped_leaders
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_random_games_keep_every_invariant(preset, deal_for):
     rs = RuleSet.parse(preset)
@@ -379,6 +380,7 @@ def _run_batch(rules, players: int, seed: int, steps: int, num_games: int = 32):
     return finished, trace
 
 
+@pytest.mark.slow
 def test_game_batch_is_reproducible_and_matches_game():
     rules = "mien_bac"
     f1, t1 = _run_batch(rules, 4, seed=5, steps=200)

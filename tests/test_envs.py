@@ -65,6 +65,7 @@ class FirstLegalBatch:
 
 
 # ---- Gymnasium -------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("kwargs", [{}, {"rules": "s666pg", "players": 5, "learner_seat": 2},
                                     {"rules": "online", "players": 2, "reward_scale": 0.05},
                                     {"opponents": first_legal}])

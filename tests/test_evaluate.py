@@ -25,6 +25,7 @@ def _same(a: dict, b: dict) -> bool:
     return keep(a) == keep(b)
 
 
+@pytest.mark.slow
 def test_random_vs_random_is_centred_zero_sum_and_reproducible():
     r1 = evaluate("random", "random", RuleSet.preset("hoi_quan_bai"), 4, 1500, seed=3)
     r2 = evaluate("random", "random", RuleSet.preset("hoi_quan_bai"), 4, 1500, seed=3)
@@ -231,6 +232,7 @@ def _interrupted(tmp_path, agent: str, opponents: str, after: int, deals: int = 
         evaluate(agent, opponents, deals=deals, seed=5, chunk=chunk, progress=stop, store=tmp_path / "chunks")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent, opponents, deals, chunk", [
     ("heuristic", "heuristic:greedy", 70, 16),
     ("checkpoints/standard", "heuristic", 70, 16),
@@ -267,6 +269,7 @@ def test_agents_whose_moves_depend_on_play_order_are_not_resumed(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_cli_resumes_only_when_asked_and_then_removes_the_chunks(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     argv = ["--agent", "heuristic", "--opponents", "heuristic:greedy", "--deals", "600", "--seed", "2",
@@ -304,6 +307,7 @@ def test_cli_resumes_only_when_asked_and_then_removes_the_chunks(tmp_path, capsy
 SIDE_BY_SIDE = {"workers", "wall_seconds"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent, opponents, deals, chunk", [
     ("heuristic", "heuristic:greedy", 70, 16),
     ("checkpoints/standard+search:candidates=2,worlds=2", "heuristic", 12, 4)])
@@ -321,6 +325,7 @@ def test_worker_processes_give_the_one_process_result(tmp_path, agent, opponents
     assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
 
 
+@pytest.mark.slow
 def test_one_pool_serves_every_table_and_keeps_resumable_chunks(tmp_path):
     from agents.evaluation.evaluate import evaluate_tables
     tables, deals = [Table(RuleSet.preset("online"), 3),
@@ -360,6 +365,7 @@ def test_worker_processes_are_refused_what_they_cannot_replay(tmp_path, capsys):
     assert "--workers: must be 1 or more, not 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_workers_report_the_one_process_figures(tmp_path, capsys):
     argv = ["--agent", "heuristic", "--opponents", "heuristic:greedy", "--deals", "1100", "--seed", "4",
             "--json"]
@@ -390,6 +396,7 @@ def test_rules_cross_as_one_parsed_value():
         evaluate("random", "random", "hoi_quan_bai", 4, 2)
 
 
+@pytest.mark.slow
 def test_pool_workers_play_on_one_thread(monkeypatch):
     """Workers are sized to cores: a network's worker runs torch on one thread even where the parent's
     environment does not say so (a library caller that is not the samloc command)."""

@@ -14,6 +14,8 @@ from types import ModuleType
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow  # the examples trained end to end
+
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("sb3_contrib")
 

@@ -173,6 +173,7 @@ def test_sampling_server_is_reproducible_per_request(exported: tuple[Path, dict]
     assert greedy != runs[0]  # a hot temperature changes some choices
 
 
+@pytest.mark.slow
 def test_export_cli_errors_and_custom_output(tmp_path: Path, exported: tuple[Path, dict]) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "samloc", "export", str(tmp_path / "missing")],

@@ -50,6 +50,7 @@ def exported(tmp_path: Path):
     return ckpt
 
 
+@pytest.mark.slow
 def test_eval_plays_an_unimportable_network_from_its_export(exported: Path, tmp_path: Path) -> None:
     agent = make_agent(str(exported), seed=3)
     assert isinstance(agent, OnnxAgent) and agent.path == exported / "policy.onnx"

@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # recompiles the engine in fresh processes
+
 REPO = Path(__file__).resolve().parent.parent
 
 KERNEL = """from numba import njit

@@ -87,6 +87,7 @@ def test_the_measure_leaves_the_network_as_it_was(sparse: bool) -> None:
     assert torch.equal(torch.get_rng_state(), rng)  # the run's random stream is not drawn from
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_run_says_what_auto_chose_and_records_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A tiny run on an embedded Ray faked to 2 CPUs, with the measure faked to find bf16 the faster."""

@@ -209,6 +209,7 @@ def _one_line_failure(*argv: str) -> str:
 NAN_WORDS = "on known positions its probabilities are not finite: the network is damaged"
 
 
+@pytest.mark.slow
 def test_a_nan_network_is_refused_by_every_load_path(exported: Path, tmp_path: Path) -> None:
     folder = _nan_copy(exported, tmp_path / "nan")
     for load in (lambda: load_checkpoint(folder), lambda: make_agent(str(folder)),
@@ -250,6 +251,7 @@ def _edit_metadata(folder: Path, **model: int) -> None:
     (folder / "metadata.json").write_text(json.dumps(sealed(meta)))  # a consistent edit: the later checks
 
 
+@pytest.mark.slow
 def test_an_absurd_model_shape_is_refused_before_it_is_built(exported: Path, tmp_path: Path) -> None:
     folder = _copy(exported, tmp_path / "absurd")
     for name in ("policy.onnx", "policy.json"):

@@ -166,6 +166,7 @@ def test_dry_run_probes_the_fresh_network(tmp_path: Path, capsys) -> None:
                        f"model.kind={_kind(ZeroPeekNet)}", "model.kwargs.width=8", "--dry-run"]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", list(CHEATS.values()), ids=list(CHEATS))
 def test_the_loop_probes_the_learner_before_it_checkpoints(cls: type, tmp_path: Path) -> None:
     """The loop's probe (every learner.guard_every updates, and before each checkpoint) stops the run in one
@@ -186,6 +187,7 @@ def test_the_loop_probes_the_learner_before_it_checkpoints(cls: type, tmp_path: 
     assert len(list_checkpoints(tmp_path / "run")) == 1
 
 
+@pytest.mark.slow
 def test_samloc_train_stops_when_its_network_learns_to_peek(tmp_path: Path) -> None:
     """End to end: the zero branch passes at the start, PPO's first update makes it read the hands, and the
     periodic probe (learner.guard_every=1) stops the run in one line; nothing is checkpointed or exported."""

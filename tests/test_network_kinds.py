@@ -96,6 +96,7 @@ def test_a_bad_kind_is_refused_at_load(overrides: list[str], message: str) -> No
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_dry_run_says_it() -> None:
     r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick",
                         "model.kind=transformer", "--dry-run"],
@@ -168,6 +169,7 @@ def _samloc(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     return r
 
 
+@pytest.mark.slow
 def test_a_users_network_trains_exports_serves_and_evaluates(tmp_path: Path) -> None:
     run = tmp_path / "run"
     _samloc("train", "--config", "quick", "--run-dir", str(run), f"model.kind={KIND}",

@@ -207,6 +207,8 @@ def test_fast_tests_skip_the_slow_marker_and_the_readme_gives_both_commands() ->
     assert 'args+=(-m "not slow")' in script and '"--fast"' in script
     readme = (REPO / "README.md").read_text()
     assert "./scripts/test.sh --fast" in readme and "go to pytest" in readme
+    for path in re.findall(r"scripts/test\.sh --fast (tests/\S+\.py)", readme):
+        assert (REPO / path).is_file(), path
     assert "--fast" not in (REPO / ".ci" / "run").read_text()  # CI keeps the whole suite
 
 

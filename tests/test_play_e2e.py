@@ -32,6 +32,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 # Skipped only outside CI: in CI (CI=true) a missing browser is a failure, not a skip.
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM) and not os.environ.get("CI"),
                                 reason=f"{CHROMIUM} is missing (scripts/test.sh installs Debian's chromium)")
+pytestmark = [pytestmark, pytest.mark.slow]  # a browser plays whole games
 
 
 @pytest.fixture(scope="module")

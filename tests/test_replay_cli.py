@@ -190,6 +190,7 @@ def test_a_huge_value_is_not_echoed_whole():
 
 
 # ---- item 11: every line gets its own answer ---------------------------------------------------
+@pytest.mark.slow
 def test_a_5000_digit_number_spoils_only_its_line():
     good = [line(r) for r in RECORDS[:3]]
     data = b"\n".join([good[0], b'{"format": "samloc/1", "opener": ' + b"7" * 5000 + b"}", good[1], good[2]])
@@ -419,6 +420,7 @@ def test_records_are_answered_as_they_are_read():
     assert probe.lag <= (1 << 16) + 2 * len(src.chunk)  # never more than one read buffer ahead
 
 
+@pytest.mark.slow
 def test_a_large_input_runs_in_bounded_memory(tmp_path):
     """20 MiB of JSON Lines through the real command: the peak RSS does not grow with the file."""
     rec = line(RECORDS[0]) + b"\n"
@@ -478,6 +480,7 @@ def test_exit_codes(argv, stdin, code):
     assert p.returncode == code and b"Traceback" not in p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_good_records_from_a_file_and_from_stdin(tmp_path):
     f = tmp_path / "good.jsonl"
     data = b"\n".join(line(r) for r in RECORDS) + b"\n"

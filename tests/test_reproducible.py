@@ -24,7 +24,7 @@ from training.run.rollout import weights_to_numpy
 from training.errors import TrainError
 from training.run.loop import RunLoop as Trainer
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]  # training runs
 
 # Two workers on the embedded Ray's two CPUs, nets of 16, a batch of about two rollouts, a snapshot every
 # two updates in a pool of two (so the pool drops one), stale rows corrected from a lag of 1.

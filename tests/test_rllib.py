@@ -25,6 +25,7 @@ from sam_env.integrations.rllib import (  # noqa: E402
 from sam_env.pettingzoo_env import env as aec_env  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytestmark, pytest.mark.slow]  # RLlib on a local Ray
 ROOT = Path(__file__).resolve().parent.parent
 
 

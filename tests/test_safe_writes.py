@@ -384,6 +384,7 @@ TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1
         "belief.deals=0"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_evaluation_at_the_end_leaves_a_checkpoint_that_loads(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """No checkpoint is due during the loop; the evaluation launched at step 0 is still in flight when it
@@ -413,6 +414,7 @@ def test_ctrl_c_during_the_evaluation_at_the_end_leaves_a_checkpoint_that_loads(
     assert meta.updates >= 1 and meta.decisions_trained >= 2000
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_final_evaluation_leaves_the_final_checkpoint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from training.tools import pipeline

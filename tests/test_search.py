@@ -409,6 +409,7 @@ def test_search_settings_are_bounded_by_the_memory_they_take(tmp_path: Path):
         SearchAgent(PolicyAgent(build_net(32, 2, "full"), name="tiny"), 10, 10**8, bf16=False)
 
 
+@pytest.mark.slow
 def test_a_rollout_position_takes_no_more_than_the_bound_counts():
     """What a searched decision allocates grows by at most ROW_BYTES per rollout position (measured
     with tracemalloc, which sees numpy's buffers): the bound is honest."""
@@ -484,6 +485,7 @@ def test_a_deadline_bounds_every_searched_decision():
         assert g.legal_mask()[a] == 1
 
 
+@pytest.mark.slow
 def test_a_deadline_not_reached_changes_no_answer():
     """Under a deadline the worlds are rolled out in slices; with time to spare, every slice is
     done and the answer is the one without a deadline."""

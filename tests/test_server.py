@@ -230,6 +230,7 @@ def test_unknown_routes_answer_json(client: TestClient) -> None:
     assert r.status_code == 405 and "error" in r.json()
 
 
+@pytest.mark.slow
 def test_ten_thousand_requests_all_legal_and_repeatable(client: TestClient) -> None:
     positions = random_positions(10_000, seed=1)
     answers = {}
@@ -309,6 +310,7 @@ def test_serve_without_shipped_checkpoints_says_where_to_put_them(tmp_path) -> N
         f"samloc serve: SAMLOC_CHECKPOINTS={tmp_path / 'x'} is not a folder of checkpoints"]
 
 
+@pytest.mark.slow
 def test_serve_runs_from_any_directory(tmp_path) -> None:
     """The play page's files are package data, found beside the code, not from the working directory."""
     import httpx
@@ -337,6 +339,7 @@ def test_serve_runs_from_any_directory(tmp_path) -> None:
         proc.wait(30)
 
 
+@pytest.mark.slow
 def test_server_imports_no_torch() -> None:
     code = ("import sys, warnings; warnings.simplefilter('ignore');"
             "from fastapi.testclient import TestClient; from agents.serving.app import create_app;"

@@ -32,6 +32,8 @@ from agents.serving.edge import listening_sockets, serve_options
 from sam_env.cards import card_str
 from sam_env.game import Game
 
+pytestmark = pytest.mark.slow  # live servers
+
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = 1.0    # the shortened header and body timeouts, in seconds
 SLACK = 8.0    # a busy machine's allowance on top

@@ -171,6 +171,7 @@ def test_hop_headers(client: TestClient, values: list[str]) -> None:
                                                               f"number")
 
 
+@pytest.mark.slow
 @FUZZ
 @given(body=st.dictionaries(st.sampled_from(["format", "rules", "players", "opener", "seat", "hand", "events",
                                              "extra"]), json_values, max_size=8))
@@ -282,6 +283,7 @@ MOVE = st.fixed_dictionaries({}, optional={
     "cards": st.lists(CARDISH, max_size=11) | json_values, "extra": json_values})
 
 
+@pytest.mark.slow
 @FUZZ
 @given(body=NEW)
 def test_new_session_bodies(client: TestClient, seeded: TestClient, body: dict) -> None:
@@ -302,6 +304,7 @@ def test_new_session_bodies(client: TestClient, seeded: TestClient, body: dict) 
         assert again["hand"] == r.json()["hand"] and again["events"] == r.json()["events"]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(body=MOVE, seed=st.integers(0, 50))
 def test_move_bodies(seeded: TestClient, body: dict, seed: int) -> None:

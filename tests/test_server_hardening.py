@@ -83,6 +83,7 @@ def test_serve_options_trust_no_forwarded_header_by_default() -> None:
     assert opts["proxy_headers"] is True and opts["forwarded_allow_ips"] == ["10.0.0.0/8", "::1/128"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value,line", [
     ("*", "expected IP addresses or networks separated by commas, not '*'"),
     ("10.0.0.1,nginx", "expected IP addresses or networks separated by commas, not 'nginx'"),
@@ -177,6 +178,7 @@ def _move(c: TestClient, st: dict[str, Any], rng: random.Random) -> dict[str, An
 
 
 # ---- SIGTERM ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,workers,status", [(signal.SIGTERM, 1, (0,)), (signal.SIGINT, 1, (130, 0)),
                                                 (signal.SIGTERM, 2, (0,))])
 def test_stopping_the_server_removes_its_session_file(tmp_path: Path, sig: int, workers: int,

@@ -199,6 +199,7 @@ def _stop_when(done: Any, seen: list[tuple[int, int, int]]) -> Any:
     return hook
 
 
+@pytest.mark.slow
 def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stopped_in(
         tmp_path: Path) -> None:
     """Three stages of 2 updates, 2 updates and the rest: the first switch changes PPO's learning rate only
@@ -247,6 +248,7 @@ def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stop
         RunLoop(fewer, run, resume=True)
 
 
+@pytest.mark.slow
 def test_ppo_then_expert_iteration_learns_its_hand_belief_inside_the_run(tmp_path: Path) -> None:
     """The strong recipe's shape at a tiny scale: PPO, then expert iteration on the same network, whose
     search's hand belief is learned from the run's own network (no init_from, nothing read)."""

@@ -26,6 +26,7 @@ TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1
         "ppo.minibatch=32", "ppo.epochs=1", "learner.device=cpu", "eval.every_updates=0", "display=none"]
 
 
+@pytest.mark.slow
 def test_a_tiny_benchmark_writes_its_report_and_plot(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     cmd = [sys.executable, "-m", "samloc", "bench", "--to-strength", "--config", "quick", "--minutes", "0.5",
@@ -164,6 +165,7 @@ def test_a_minutes_clock_is_due_past_every_multiple_once() -> None:
     assert never.next == float("inf") and not never.due(1e9)
 
 
+@pytest.mark.slow
 def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from training.run.loop import RunLoop

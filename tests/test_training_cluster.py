@@ -27,6 +27,8 @@ import pytest
 
 from agents.nets import format as ckfmt
 
+pytestmark = pytest.mark.slow  # a Ray cluster trains
+
 REPO = Path(__file__).resolve().parent.parent
 RAY = Path(sys.executable).with_name("ray")
 SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=64", "model.layers=1",

@@ -104,6 +104,7 @@ def test_bad_configs_are_refused_in_one_line(overrides: list[str], words: str) -
     assert words in msg and "\n" not in msg
 
 
+@pytest.mark.slow
 def test_a_config_that_is_a_yaml_list_is_refused_in_one_line(tmp_path: Path) -> None:
     f = tmp_path / "list.yaml"
     f.write_text("- name: quick\n- seed: 1\n")
@@ -112,6 +113,7 @@ def test_a_config_that_is_a_yaml_list_is_refused_in_one_line(tmp_path: Path) -> 
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a list" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_cli_usage_error_exit_2() -> None:
     r = subprocess.run([sys.executable, "-m", "samloc", "train", "--config", "quick", "ppo.clip=-1"],
                        capture_output=True, text=True, cwd=REPO, timeout=60)
@@ -356,6 +358,7 @@ def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
 
 
 # ---- the learner: devices, checkpoints, the queue between workers and learner ----------------------------
+@pytest.mark.slow
 def test_cuda_is_refused_in_one_line_without_it() -> None:
     from training.run.learner import DeviceError, resolve_device
 
@@ -521,6 +524,7 @@ def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
     assert out["explained_variance"] == pytest.approx(1 - np.var(r - v) / np.var(r), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_path: Path) -> None:
     """init_from keeps the ancestry's commands and wall times (a stage trained over several runs, each from
     the last one's shipped bot), oldest first; a resume keeps it; a malformed one is refused in one line."""

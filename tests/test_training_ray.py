@@ -30,7 +30,7 @@ TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1
         "rollout.pool_size=3", "eval.every_updates=100", "eval.deals=16", "eval.final_deals=0",
         "checkpoint.every_updates=50", "display=none", "log_every_s=1", "max_minutes=0"]
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]  # training runs
 
 
 def _scalars(run_dir: Path) -> dict[str, list[float]]:

@@ -10,6 +10,10 @@ from sam_env.batch import play_random
 from sam_env.rules import RuleSet
 from sam_env.record import replay_report
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the engine run uncompiled
+
 SCRIPT = """
 import json, sys
 from sam_env.batch import play_random

@@ -16,6 +16,8 @@ from training.run.learner import Learner
 from training.run.loop import RunLoop
 from training.algorithms.warm_start import HeuristicEngine, clone_heuristic, games_config
 
+pytestmark = pytest.mark.slow  # the heuristic's games cloned
+
 SMALL = ["model.hidden=32", "model.layers=1", "warm_start.envs=64", "warm_start.minibatch=256"]
 
 

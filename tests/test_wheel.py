@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds a wheel and installs it into a fresh virtualenv
+
 ROOT = Path(__file__).resolve().parent.parent
 #: What the wheel is built from: the packages and the project files (no tests, runs, checkpoints or .venv).
 SOURCES = ("pyproject.toml", "README.md", "sam_env", "agents", "training", "samloc")
