@@ -129,6 +129,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return ckpt, json.loads((ckpt / NB.BELIEF_META).read_text())
 
 
+@pytest.mark.slow
 def test_samloc_belief_trains_and_saves_a_belief_that_search_uses(trained: tuple[Path, dict]):
     ckpt, info = trained
     assert info["format"] == NB.BELIEF_FORMAT and info["hidden"] == 16 and info["deals"] == 62
@@ -188,6 +189,7 @@ def test_a_new_belief_is_scored_against_the_one_it_replaces_on_the_same_held_out
     assert vs_flat["incumbent_nll"] == pytest.approx(np.log(P), abs=1e-5)
 
 
+@pytest.mark.slow
 def test_samloc_belief_says_what_the_belief_it_replaces_scores(trained: tuple[Path, dict], tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture):
     import shutil
@@ -208,6 +210,7 @@ def test_the_belief_command_refuses_bad_arguments(tmp_path: Path, capsys: pytest
     assert not (ckpt / NB.BELIEF_FILE).exists()
 
 
+@pytest.mark.slow
 def test_the_shipped_belief_knows_more_than_the_uniform_deal():
     """On fresh deals (not its training deals) the shipped belief gives the true hands a
     higher likelihood than the uniform deal does."""
