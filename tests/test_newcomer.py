@@ -180,7 +180,10 @@ def test_the_main_job_ends_with_the_commands_that_serve_its_bot_and_show_its_log
     assert train_cmd._report(res) == 0
     lines = capsys.readouterr().out.splitlines()
     serve = [ln for ln in lines if "samloc serve --agent" in ln]
-    assert len(serve) == 1 and f"samloc serve --agent {ckpt} " in serve[0] + " "
+    assert len(serve) == 1 and f" serve --agent {ckpt} " in serve[0] + " "
+    samloc = Path(sys.executable).parent / "samloc"
+    shown_samloc = serve[0].split()[2]
+    assert shown_samloc == "samloc" or Path(shown_samloc).resolve() == samloc.resolve(), serve[0]
     assert lines[-1].startswith("{")  # the JSON line stays the last
     tb = next(ln for ln in lines if ln.startswith("logs (TensorBoard)"))
     exe = Path(sys.executable).parent / "tensorboard"

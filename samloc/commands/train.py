@@ -34,7 +34,7 @@ from training.config_load import check_agents, load_config, shipped_configs
 from training.errors import TrainError
 from training.run.launch import (Launch, check_write_targets, dry_run, new_run_folder, nothing_left,
                                  resolve_launch)
-from training.run.runlog import tensorboard_command
+from training.run.runlog import program, tensorboard_command
 from training.tools.pipeline import TrainResult, run_pipeline
 
 from .args import Parser, count_arg, minutes_arg, nonempty, parse, path, seed_list
@@ -127,7 +127,7 @@ def _report(res: TrainResult) -> int:
         print(f"served bot (ONNX): {paths['onnx']}")
     if summary.get("exported_to"):
         print(f"exported bot:      {summary['exported_to']}")
-    print(f"serve it:          samloc serve --agent {shlex.quote(str(summary['checkpoint']))}"
+    print(f"serve it:          {program('samloc')} serve --agent {shlex.quote(str(summary['checkpoint']))}"
           "  (plain `samloc serve` serves the shipped bots, not this one)")
     print(json.dumps({"run_dir": str(res.run_dir), "checkpoint": summary["checkpoint"]} | paths))
     return 1 if res.errors else 0

@@ -130,10 +130,10 @@ class _Progress:
         if self.mode != "plain" or now - self.last < self.cfg.log_every_s:
             return
         self.last, spent = now, now - self.t0
-        eta = spent * (self.total - seen) / seen if 0 < seen < self.total else 0.0
+        left = spent * max(self.total - seen, 0) / seen if seen >= 0.05 * self.total else None
+        eta = "?" if left is None else f"{int(left) // 60}:{int(left) % 60:02d}"  # first batches: small
         print(f"[{self.cfg.name}] warm start: {seen:,} of {self.total:,} heuristic decisions cloned"
-              f" ({min(seen / self.total, 1):.0%}), {note or 'first batch'}, ETA {int(eta) // 60}:"
-              f"{int(eta) % 60:02d}", flush=True)
+              f" ({min(seen / self.total, 1):.0%}), {note or 'first batch'}, ETA {eta}", flush=True)
 
 
 class HeuristicEngine(MonteCarloEngine):

@@ -279,19 +279,24 @@ class Display:
                   f" ETA {self._eta(r)}{extra} | eval {self._eval_text()}", flush=True)
 
 
-def tensorboard_command(logdir: Path) -> str:
-    """The command that shows ``logdir`` in TensorBoard: the ``tensorboard`` installed beside this Python
-    (``.venv/bin/tensorboard`` after scripts/setup.sh, which puts nothing on PATH), plain ``tensorboard``
-    when that one is what PATH finds."""
-    exe = Path(sys.executable).parent / "tensorboard"
-    found = shutil.which("tensorboard")
+def program(name: str) -> str:
+    """How to run the program ``name`` installed beside this Python (``.venv/bin/tensorboard`` after
+    scripts/setup.sh, which puts nothing on PATH): its path, relative to the working directory when inside
+    it; the bare name when PATH finds that same program, or when there is none beside this Python."""
+    exe = Path(sys.executable).parent / name
+    found = shutil.which(name)
     if not exe.exists() or (found and Path(found).resolve() == exe.resolve()):
-        return f"tensorboard --logdir {shlex.quote(str(logdir))}"
+        return name
     try:
         exe = exe.absolute().relative_to(Path.cwd())
     except ValueError:
         pass  # outside the working directory: the absolute path
-    return f"{shlex.quote(str(exe))} --logdir {shlex.quote(str(logdir))}"
+    return shlex.quote(str(exe))
+
+
+def tensorboard_command(logdir: Path) -> str:
+    """The command that shows ``logdir`` in TensorBoard (:func:`program`)."""
+    return f"{program('tensorboard')} --logdir {shlex.quote(str(logdir))}"
 
 
 def run_dir_note(run_dir: Path) -> str:
