@@ -162,12 +162,16 @@ def test_the_distribution_has_a_name_of_its_own_and_every_install_line_uses_it()
     assert "pip install samloc-engine" in (REPO / "README.md").read_text()
 
 
-def test_set_up_fetches_the_cpu_pytorch_the_readme_names() -> None:
+def test_set_up_says_which_pytorch_it_fetches_and_asks_no_other_host() -> None:
+    """requirements.txt pins torch; the README says which build that fetches where; set-up takes torch from
+    SAMLOC_TORCH_INDEX first when it is given, and asks no index of its own otherwise."""
     setup = (REPO / "scripts" / "setup.sh").read_text()
     assert "torch==2.13.0" in (REPO / "requirements.txt").read_text().splitlines()
-    cpu = setup.index("https://download.pytorch.org/whl/cpu")
-    assert cpu < setup.index("-r requirements.txt")  # torch first, which requirements.txt then finds
-    assert "PyTorch's CPU index" in " ".join((REPO / "README.md").read_text().split())
+    assert "://" not in setup  # no host of its own: pip's configured index, or the one the user names
+    given = setup.index('--index-url "$SAMLOC_TORCH_INDEX"')
+    assert setup.index('if [ -n "${SAMLOC_TORCH_INDEX:-}" ]') < given < setup.index("-r requirements.txt")
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "the CUDA build (several GB)" in readme and "SAMLOC_TORCH_INDEX=" in readme
 
 
 def test_the_main_job_ends_with_the_commands_that_serve_its_bot_and_show_its_logs(
