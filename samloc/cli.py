@@ -8,6 +8,7 @@ Usage errors exit 2; a bad record exits 1.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -59,6 +60,14 @@ def missing_extra(command: str, exc: ModuleNotFoundError) -> str:
     if not extra:
         return f"samloc {command}: not available ({exc})"
     return f"samloc {command}: needs {module}, which is not installed: pip install '{DISTRIBUTION}[{extra}]'"
+
+
+def unavailable(command: str, module: str, why: str) -> str | None:
+    """:func:`missing_extra`'s line, with ``why`` the command needs it, when ``module`` is not installed
+    (checked before any work, so that nothing is played and then lost); None when it is."""
+    if importlib.util.find_spec(module) is not None:
+        return None
+    return missing_extra(command, ModuleNotFoundError(module, name=module)) + f" ({why})"
 
 
 def main(argv: list[str] | None = None) -> int:

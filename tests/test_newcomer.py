@@ -355,3 +355,13 @@ def test_errors_say_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such checkpoint directory: checkpoints/standard" in err
     assert "a wheel holds no checkpoints" in err and "checkpoints/ folder of the samloc repository" in err
+
+
+def test_league_without_matplotlib_says_which_extra_before_playing() -> None:
+    code = ("import sys; sys.modules['matplotlib'] = None; from samloc.cli import main; "
+            "sys.exit(main(['league', 'heuristic', 'random', '--deals', '2']))")
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == ("samloc league: needs matplotlib, which is not installed: pip install"
+                        " 'samloc-engine[train]' (the report's ratings.png)\n")

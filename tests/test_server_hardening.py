@@ -283,3 +283,21 @@ def test_credentials_in_the_url_are_sent_as_basic_authentication() -> None:
     assert seen == ["Basic " + base64.b64encode(f"bob:{SECRET}".encode()).decode()]
     assert str(err.value) == f"http://127.0.0.1:{server.server_port}/v1/act answered 401: no"
     assert agent.name == f"http://bob:***@127.0.0.1:{server.server_port}"
+
+
+def test_a_league_report_shows_no_upstream_password(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """league.json records the command that made it and each agent's spec: an upstream's password as ***."""
+    from agents.evaluation.league import Entry
+    from samloc.commands import league as league_cmd
+    from sam_env.table import Table
+    secret = "http://bob:hunter2@127.0.0.1:9"
+    entries = [Entry("up", secret), Entry("random", "random")]
+    monkeypatch.setattr(league_cmd, "_plan", lambda args: (Table.default(), entries, "random", []))
+    monkeypatch.setattr(league_cmd, "rate_league", lambda *a, **k: ({"ratings": {}}, []))
+    written: dict = {}
+    monkeypatch.setattr(league_cmd, "write_report", lambda res, out: written.update(res))
+    monkeypatch.setattr(league_cmd, "_print", lambda *a: None)
+    assert league_cmd.main([secret, "random", "--deals", "2", "--out", str(tmp_path / "l")]) == 0
+    text = json.dumps(written)
+    assert "hunter2" not in text and "http://bob:***@127.0.0.1:9" in written["command"]
+    assert [a["spec"] for a in written["agents"]] == ["http://bob:***@127.0.0.1:9", "random"]

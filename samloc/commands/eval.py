@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import shlex
 import shutil
@@ -23,13 +22,13 @@ from agents.evaluation.eval_chunks import CHUNKS, not_resumable
 from agents.evaluation.eval_report import write_report
 from agents.evaluation.evaluate import evaluate, evaluate_tables, off_tables, safe_name
 from agents.evaluation.matches import IllegalMoveError
-from agents.registry import make_agent
+from agents.registry import make_agent, shown_spec
 from sam_env.atomic import check_folder, check_target
 from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.rules import DEFAULT_PRESET, RulesError
 from sam_env.table import Table
 
-from ..cli import missing_extra
+from ..cli import unavailable
 from .args import Parser, agent_spec, non_negative, nonempty, parse, parse_tables, path, positive
 
 LINE_EVERY_S = 30.0  # a progress line this often when stderr is not a terminal
@@ -212,9 +211,9 @@ def main(argv: list[str]) -> int:
     args = parse(_parser().parse_args, argv)
     if isinstance(args, int):
         return args
-    if importlib.util.find_spec("matplotlib") is None:  # the report's scores.png: before any game is played
-        print(missing_extra("eval", ModuleNotFoundError("matplotlib", name="matplotlib"))
-              + " (the report's scores.png)", file=sys.stderr)
+    missing = unavailable("eval", "matplotlib", "the report's scores.png")
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     try:
         plan = _plan(args)
@@ -235,7 +234,8 @@ def main(argv: list[str]) -> int:
     for name, r in res["by_table"].items():
         r["out_of_distribution"] = name in plan.off
     res["out_of_distribution"] = plan.off
-    res["command"] = shlex.join(["samloc", "eval", *argv])  # what made the report, to make it again
+    # what made the report, to make it again (an upstream's password shown as ***)
+    res["command"] = shlex.join(["samloc", "eval", *map(shown_spec, argv)])
     try:
         write_report(res, plan.out)
     except OSError as exc:

@@ -17,12 +17,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agents.evaluation.evaluate import off_tables
 from agents.evaluation.league import Entry, expand, rate_league, write_report
 from agents.evaluation.matches import IllegalMoveError
-from agents.registry import make_agent
+from agents.registry import make_agent, shown_spec
 from sam_env.atomic import check_folder
 from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.rules import DEFAULT_PRESET, RulesError
 from sam_env.table import Table
 
+from ..cli import unavailable
 from .args import Parser, agent_spec, integer, non_negative, nonempty, parse, parse_tables, path
 
 
@@ -96,6 +97,10 @@ def main(argv: list[str]) -> int:
     args = parse(_parser().parse_args, argv)
     if isinstance(args, int):
         return args
+    missing = unavailable("league", "matplotlib", "the report's ratings.png")
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
     try:
         table, entries, pin, off = _plan(args)
         rules, players = table.rules, table.players
@@ -117,9 +122,10 @@ def main(argv: list[str]) -> int:
     except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
         print(f"samloc league: {exc}", file=sys.stderr)
         return 1
-    res = {"command": shlex.join(["samloc", "league", *argv]), "table": table.name,
+    res = {"command": shlex.join(["samloc", "league", *map(shown_spec, argv)]), "table": table.name,
            "rules": rules.name, "players": players, "deals": args.deals, "seed": args.seed,
-           "agents": [{"name": e.name, "spec": e.spec, "run": e.run, "decisions_trained": e.decisions_trained,
+           "agents": [{"name": e.name, "spec": shown_spec(e.spec), "run": e.run,
+                       "decisions_trained": e.decisions_trained,
                        "out_of_distribution": e.name in off} for e in entries],
            **fitted, "seconds": round(time.perf_counter() - t0, 1)}
     stamp = time.strftime("%Y%m%d-%H%M%S")
