@@ -15,18 +15,9 @@ import sam_env.atomic as atomic
 from sam_env.atomic import (UnsafeTarget, check_dir_target, check_folder, check_place, check_target,
                             write_atomic)
 from samloc.cli import main as samloc
+from tests.test_safe_writes import _one_line_error
 
 DRY = ["--config", "quick", "--dry-run"]
-
-
-def _one_line(capsys: pytest.CaptureFixture[str], rc: int, codes: tuple[int, ...] = (2,)) -> str:
-    """The one line on standard error, after checking the exit status and that no traceback came."""
-    out = capsys.readouterr()
-    lines = [ln for ln in out.err.splitlines() if ln.strip()]
-    assert rc in codes, (rc, out.err)
-    assert "Traceback" not in out.err + out.out
-    assert len(lines) == 1, out.err
-    return lines[0]
 
 
 # ---- parent folders ------------------------------------------------------------------------------------
@@ -93,30 +84,30 @@ def test_a_read_only_folder_is_refused_for_real(tmp_path: Path) -> None:
     (["train", *DRY, "out_dir=afile/r"], (1,)),
     (["train", "--config", "quick", "out_dir=afile/r"], (2,)),
 ])
-def test_every_command_refuses_a_file_above_its_output_in_one_line(
+def test_every_command_refuses_a_file_above_its_output_in_one_line_error(
         a_file: Path, capsys: pytest.CaptureFixture[str], argv: list[str], codes: tuple[int, ...]) -> None:
     if argv[0] == "export":
         argv = [argv[0], str(Path(__file__).resolve().parent.parent / argv[1]), *argv[2:]]
-    line = _one_line(capsys, samloc(argv), codes)
+    line = _one_line_error(capsys, samloc(argv), codes)
     assert "afile is a file, not a folder" in line and line.startswith(f"samloc {argv[0]}: ")
     assert a_file.read_text() == "mine\n" and sorted(os.listdir(".")) == ["afile"]
 
 
-def test_a_4096_byte_out_dir_is_one_line(a_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_4096_byte_out_dir_is_one_line_error(a_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for value in ("a" * 4096, "ab/" * 1365):
-        line = _one_line(capsys, samloc(["train", *DRY, f"out_dir={value}"]), (1,))
+        line = _one_line_error(capsys, samloc(["train", *DRY, f"out_dir={value}"]), (1,))
         assert "over the" in line and len(line) < 600
     assert sorted(os.listdir(".")) == ["afile"]
 
 
-def test_demo_refuses_a_read_only_folder_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_demo_refuses_a_read_only_folder_in_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
     real = os.access
     monkeypatch.setattr(atomic.os, "access",
                         lambda p, mode, **kw: False if Path(p) == ro else real(p, mode, **kw))
-    line = _one_line(capsys, samloc(["demo", "--games", "2", "--out", str(ro / "g.jsonl")]))
+    line = _one_line_error(capsys, samloc(["demo", "--games", "2", "--out", str(ro / "g.jsonl")]))
     assert line == (f"samloc demo: refusing to write {ro / 'g.jsonl'}: the folder {ro} cannot be written"
                     " (permission denied or a read-only file system); nothing was written")
     assert list(ro.iterdir()) == []
@@ -202,7 +193,7 @@ def test_a_damaged_eval_jsonl_line_is_refused_at_the_dry_run_naming_it(
         run: Path, bad: str, why: str, capsys: pytest.CaptureFixture[str]) -> None:
     log = run / "eval.jsonl"
     log.write_text(_entry(1) + bad + _entry(3))
-    line = _one_line(capsys, samloc(["train", "--resume", str(run), "--dry-run"]))
+    line = _one_line_error(capsys, samloc(["train", "--resume", str(run), "--dry-run"]))
     assert line.startswith(f"samloc train: {log} line 2: {why}") and line.endswith("fix or remove the line")
     assert log.read_text() == _entry(1) + bad + _entry(3)
 
@@ -237,7 +228,7 @@ def _edit_counters(run: Path, **counters: object) -> Path:
 def test_negative_counters_are_refused(run: Path, key: str, capsys: pytest.CaptureFixture[str]) -> None:
     trainer = _edit_counters(run, **{key: -4})
     for extra in (["--dry-run"], ["--more-minutes", "1"]):
-        line = _one_line(capsys, samloc(["train", "--resume", str(run), *extra]))
+        line = _one_line_error(capsys, samloc(["train", "--resume", str(run), *extra]))
         assert line == f"samloc train: {trainer}: counters.{key} is -4: a count is never negative"
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["ckpt_00000004"]
 
@@ -383,7 +374,7 @@ def test_export_on_a_full_disk_leaves_no_lone_model(saved_run: Path, tmp_path: P
         real(files, mode)
 
     monkeypatch.setattr(export_mod, "write_together", full_disk_then_write)
-    line = _one_line(capsys, samloc(["export", str(ckpt), "--out", str(out), "--samples", "10"]), (1,))
+    line = _one_line_error(capsys, samloc(["export", str(ckpt), "--out", str(out), "--samples", "10"]), (1,))
     assert "No space left on device" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither file, nor any temporary
     monkeypatch.setattr(export_mod, "write_together", real)
@@ -395,8 +386,8 @@ def test_export_on_a_full_disk_leaves_no_lone_model(saved_run: Path, tmp_path: P
 # ---- rules --set: values nested deep ----------------------------------------------------------------------
 @pytest.mark.parametrize("value", ["[" * 900 + "]" * 900, "{a: " * 900 + "1" + "}" * 900,
                                    "[" * 20 + "]" * 20])
-def test_rules_set_nested_deep_is_one_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
-    line = _one_line(capsys, samloc(["rules", "hoi_quan_bai", "--set", f"chop_two={value}"]))
+def test_rules_set_nested_deep_is_one_line_error(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _one_line_error(capsys, samloc(["rules", "hoi_quan_bai", "--set", f"chop_two={value}"]))
     assert line.startswith("samloc rules: --set chop_two: nested ") and len(line) < 300
 
 
@@ -464,15 +455,15 @@ def test_more_worker_processes_than_memory_holds_are_refused(monkeypatch: pytest
 
     monkeypatch.setattr(launch, "available_memory", lambda: 8 * 2**30)
     argv = ["train", *DRY, "rollout.num_workers=500", "rollout.cpus_per_worker=0.001"]
-    line = _one_line(capsys, samloc(argv), (1,))
+    line = _one_line_error(capsys, samloc(argv), (1,))
     assert line.startswith("samloc train: rollout.num_workers=500: 500 worker processes need about"), line
     fit = int(re.search(r"this machine has 8\.0 GiB available \(at most (\d+) rollout workers here", line)[1])
     assert 5 < fit < 20  # about half a GiB each
     assert samloc(["train", *DRY, f"rollout.num_workers={fit}", "rollout.cpus_per_worker=0.01"]) == 0
     capsys.readouterr()
-    line = _one_line(capsys, samloc(["train", *DRY, f"rollout.num_workers={fit + 1}",
+    line = _one_line_error(capsys, samloc(["train", *DRY, f"rollout.num_workers={fit + 1}",
                                      "rollout.cpus_per_worker=0.01"]), (1,))
     assert f"at most {fit} rollout workers here" in line
     monkeypatch.setattr(launch, "available_memory", lambda: 700 * 2**20)  # auto's one worker does not fit
-    line = _one_line(capsys, samloc(["train", *DRY]), (1,))
+    line = _one_line_error(capsys, samloc(["train", *DRY]), (1,))
     assert line.startswith("samloc train: rollout.num_workers=1: 1 worker processes need about"), line

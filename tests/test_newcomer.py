@@ -274,14 +274,17 @@ def test_a_budget_the_warm_start_would_spend_whole_is_refused_at_the_dry_run_and
                            "--run-dir", str(tmp_path / "r")]) == 0
 
 
-def test_eval_without_matplotlib_says_which_extra_before_playing() -> None:
+@pytest.mark.parametrize("argv, picture", [
+    (["eval", "--deals", "1"], "scores.png"),
+    (["league", "heuristic", "random", "--deals", "2"], "ratings.png")])
+def test_a_report_without_matplotlib_says_which_extra_before_playing(argv: list[str], picture: str) -> None:
     code = ("import sys; sys.modules['matplotlib'] = None; from samloc.cli import main; "
-            "sys.exit(main(['eval', '--deals', '1']))")
+            f"sys.exit(main({argv!r}))")
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == ("samloc eval: needs matplotlib, which is not installed: pip install"
-                        " 'samloc-engine[train]' (the report's scores.png)\n")
+    assert p.stderr == (f"samloc {argv[0]}: needs matplotlib, which is not installed: pip install"
+                        f" 'samloc-engine[train]' (the report's {picture})\n")
 
 
 def test_the_eval_estimate_leaves_the_compilation_out(monkeypatch: pytest.MonkeyPatch,
@@ -355,13 +358,3 @@ def test_errors_say_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such checkpoint directory: checkpoints/standard" in err
     assert "a wheel holds no checkpoints" in err and "checkpoints/ folder of the samloc repository" in err
-
-
-def test_league_without_matplotlib_says_which_extra_before_playing() -> None:
-    code = ("import sys; sys.modules['matplotlib'] = None; from samloc.cli import main; "
-            "sys.exit(main(['league', 'heuristic', 'random', '--deals', '2']))")
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == ("samloc league: needs matplotlib, which is not installed: pip install"
-                        " 'samloc-engine[train]' (the report's ratings.png)\n")

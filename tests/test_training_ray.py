@@ -442,10 +442,11 @@ def test_a_read_only_run_folder_is_one_line_for_a_new_run_and_a_resume(tmp_path:
         for args in (["--config", "quick", "--run-dir", str(parent / "new"), *TINY],
                      ["--resume", str(run), "total_decisions=800"]):
             r = _train(args, preexec_fn=_without_root_overrides)
-            err = r.stderr.strip().splitlines()  # a resume says first where it resumed from
-            assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
-            assert err[-1].startswith("samloc train: cannot write the run folder") \
-                and "Permission denied" in err[-1]
+            err = r.stderr.strip().splitlines()
+            # refused up front (sam_env.atomic.check_place), as a usage error: before any work
+            assert r.returncode == 2 and "Traceback" not in r.stderr and len(err) == 1, r.stderr[-3000:]
+            assert err[0].startswith("samloc train: the run folder: refusing to write into ") \
+                and "cannot be written (permission denied or a read-only file system)" in err[0]
     finally:
         for p in (parent, run, run / "checkpoints"):
             p.chmod(0o755)
