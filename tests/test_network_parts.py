@@ -22,7 +22,7 @@ from agents.nets.factory import NETWORKS, build_network  # noqa: E402
 from agents.nets.format import SIZED_KINDS  # noqa: E402
 from agents.nets.guards import check_blind_policy  # noqa: E402
 from agents.nets.interface import MASK_LOGIT  # noqa: E402
-from agents.nets.parts import MOVES_ONE_HOT, PartsNet  # noqa: E402
+from agents.nets.parts import MOVES_ONE_HOT, Hand, PartsNet  # noqa: E402
 from agents.nets.sparse import SparseRows  # noqa: E402
 from agents.players.onnx_agent import OnnxAgent  # noqa: E402
 from agents.players.policy_agent import PolicyAgent  # noqa: E402
@@ -191,7 +191,8 @@ def test_a_moves_features_read_from_the_hand() -> None:
     net = _net("moves")
     counts = torch.from_numpy(_counts("33456")).float()
     acts = torch.tensor([parse_move("3"), parse_move("3456"), parse_move("33"), parse_move("pass")])
-    dyn = net.move_features(counts.expand(4, -1), torch.ones(4, dtype=torch.bool), acts)
+    ace_low = torch.ones(4, dtype=torch.bool)
+    dyn = net.move_features(Hand(counts.expand(4, -1), ace_low, net.fewest_moves(counts, ace_low)), acts)
     left, after = dyn[:, :MOVES_ONE_HOT].argmax(-1), dyn[:, MOVES_ONE_HOT:2 * MOVES_ONE_HOT].argmax(-1)
     change, out, breaks = dyn[:, 2 * MOVES_ONE_HOT], dyn[:, 2 * MOVES_ONE_HOT + 1], dyn[:, -3:] * 2
     assert left.tolist() == [4, 1, 3, 5] and after.tolist() == [1, 1, 1, 2]

@@ -35,7 +35,7 @@ policy never reads the hidden hands: only ``train_forward``'s critic does.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -81,6 +81,22 @@ def _lookup_tensors() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     table = np.concatenate([hand_moves.moves_table(False), hand_moves.moves_table(True)])
     return (torch.from_numpy(table.copy()), torch.from_numpy(hand_moves.INDEX_TERMS.reshape(-1).copy()),
             torch.from_numpy(hand_moves.COUNT_OFFSET.copy()))
+
+
+class Hand(NamedTuple):
+    """The seat's hand as the observation tells it: rank counts ``[B, 13]``, ``ace_low`` ``[B]`` and its
+    fewest moves ``[B]``, read once per forward for the parts that use them."""
+
+    counts: torch.Tensor
+    ace_low: torch.Tensor
+    moves: torch.Tensor
+
+    def rows(self, index: torch.Tensor) -> "Hand":
+        return Hand(self.counts[index], self.ace_low[index], self.moves[index])
+
+    def per_move(self) -> "Hand":
+        """Each row's hand against a move axis (``[B, 1, …]``): what an export scores all 201 moves with."""
+        return Hand(self.counts.unsqueeze(1), self.ace_low.unsqueeze(1), self.moves.unsqueeze(1))
 
 
 class PartsNet(PolicyNetwork):
@@ -169,15 +185,16 @@ class PartsNet(PolicyNetwork):
         at = torch.where(valid, at, torch.zeros_like(at))
         return self.moves_table[ace_low.long() * hand_moves.TABLE_SIZE + at].long()  # broadcast
 
-    def _hand(self, dense: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The seat's rank counts (``[B, 13]``, from the hand's thermometer) and ``ace_low`` (``[B]``)."""
-        therm = dense[:, F_HAND:F_HAND + NUM_RANKS * 4].float().reshape(-1, NUM_RANKS, 4)
-        return therm.sum(-1).round(), dense[:, ACE_LOW_CELL] > 0.5
+    def _hand(self, dense: torch.Tensor) -> Hand:
+        """The seat's :class:`Hand`, from the hand's thermometer and the ``ace_low_straights`` cell."""
+        counts = dense[:, F_HAND:F_HAND + NUM_RANKS * 4].float().reshape(-1, NUM_RANKS, 4).sum(-1).round()
+        ace_low = dense[:, ACE_LOW_CELL] > 0.5
+        return Hand(counts, ace_low, self.fewest_moves(counts, ace_low))
 
-    def encode(self, obs: Obs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The state encoding ``h`` ``[B, hidden]``, the hand's rank counts and ``ace_low``."""
+    def encode(self, obs: Obs) -> tuple[torch.Tensor, Hand]:
+        """The state encoding ``h`` ``[B, hidden]`` and the seat's :class:`Hand`."""
         dense = obs if torch.is_tensor(obs) else obs.dense()
-        counts, ace_low = self._hand(dense)
+        hand = self._hand(dense)
         if torch.is_tensor(obs):
             x = self.inp(obs)
         else:
@@ -185,12 +202,12 @@ class PartsNet(PolicyNetwork):
         if self.use_history:
             x = x + self._history(dense, x)
         if self.use_shape:
-            own = F.one_hot(self.fewest_moves(counts, ace_low), MOVES_ONE_HOT)
+            own = F.one_hot(hand.moves, MOVES_ONE_HOT)
             x = x + self.shape_in(own.to(self.shape_in.weight.dtype)).to(x.dtype)
         h = torch.relu(x)
         for blk in self.blocks:
             h = h + torch.relu(blk(h))
-        return h, counts, ace_low
+        return h, hand
 
     def _history(self, dense: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """What the heads read in the last 16 decisions (absent ones, before the game's start, masked),
@@ -205,15 +222,14 @@ class PartsNet(PolicyNetwork):
         return self.hist_in(read).to(x.dtype)
 
     # ---- the moves ---------------------------------------------------------------------------------
-    def move_features(self, counts: torch.Tensor, ace_low: torch.Tensor, acts: torch.Tensor) -> torch.Tensor:
-        """``[..., DYNAMIC_FEATURES]``: what moves ``acts`` do to hands ``counts`` (``[..., 13]``, broadcast
-        with ``acts``); what each move is, whatever the hand, is ``STATIC_FEATURES[acts]``."""
+    def move_features(self, hand: Hand, acts: torch.Tensor) -> torch.Tensor:
+        """``[..., DYNAMIC_FEATURES]``: what moves ``acts`` do to ``hand`` (its tensors broadcast with
+        ``acts``); what each move is, whatever the hand, is ``STATIC_FEATURES[acts]``."""
         used = self.act_counts[acts]
-        held = counts.long().clamp(0, 4)
+        held = hand.counts.long().clamp(0, 4)
         rest = (held - used).clamp(min=0)
         left = rest.sum(-1).clamp(max=HAND_SIZE)
-        before = self.fewest_moves(held, ace_low)
-        after = self.fewest_moves(rest, ace_low)
+        before, after = hand.moves, self.fewest_moves(rest, hand.ace_low)
         broken = (used > 0) & (held > used)
         breaks = torch.stack([(broken & (held == k)).sum(-1) for k in (2, 3, 4)], -1)
         dtype = self.static.dtype
@@ -229,59 +245,56 @@ class PartsNet(PolicyNetwork):
         z = torch.relu(self.m_mid(z))
         return self.m_out(z).squeeze(-1).float() + self.act_bias[acts].float()
 
-    def _move_logits(self, h: torch.Tensor, counts: torch.Tensor, ace_low: torch.Tensor,
-                     mask: torch.Tensor) -> torch.Tensor:
+    def _move_logits(self, h: torch.Tensor, hand: Hand, mask: torch.Tensor) -> torch.Tensor:
         legal = mask > 0
         if torch.jit.is_tracing():  # an export: every move scored, then masked (a graph of fixed shapes)
             acts = torch.arange(self.num_actions, device=h.device)
-            feats = self.move_features(counts.unsqueeze(1), ace_low.unsqueeze(1), acts)
-            scores = self._scores(h.unsqueeze(1), feats, acts)
+            scores = self._scores(h.unsqueeze(1), self.move_features(hand.per_move(), acts), acts)
             return torch.where(legal, scores, torch.full_like(scores, MASK_LOGIT))
         rows, acts = legal.nonzero(as_tuple=True)
-        scores = self._scores(h[rows], self.move_features(counts[rows], ace_low[rows], acts), acts)
+        scores = self._scores(h[rows], self.move_features(hand.rows(rows), acts), acts)
         out = torch.full(mask.shape, MASK_LOGIT, dtype=scores.dtype, device=h.device)
         return out.index_put((rows, acts), scores)
 
     # ---- the interface -----------------------------------------------------------------------------
-    def _heads(self, h: torch.Tensor, counts: torch.Tensor, ace_low: torch.Tensor,
-               mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _heads(self, h: torch.Tensor, hand: Hand, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.use_moves:
-            masked = self._move_logits(h, counts, ace_low, mask)
+            masked = self._move_logits(h, hand, mask)
         else:
             logits = self.pi(h)
             masked = torch.where(mask > 0, logits, torch.full_like(logits, MASK_LOGIT))
         return masked, self.v(h).squeeze(-1)
 
     def forward(self, obs: Obs, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h, counts, ace_low = self.encode(obs)
-        return self._heads(h, counts, ace_low, mask)
+        h, hand = self.encode(obs)
+        return self._heads(h, hand, mask)
 
     def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """Logits of every move the hand can make (the rest :data:`MASK_LOGIT`): a search's rollout step
         masks them with the legal moves, all of which the hand can make."""
         if not self.use_moves:
             return self.pi(self.encode(obs)[0])
-        h, counts, ace_low = self.encode(obs)
-        playable = (self.act_counts.unsqueeze(0) <= counts.long().unsqueeze(1)).all(-1)
-        return self._move_logits(h, counts, ace_low, playable)
+        h, hand = self.encode(obs)
+        playable = (self.act_counts.unsqueeze(0) <= hand.counts.long().unsqueeze(1)).all(-1)
+        return self._move_logits(h, hand, playable)
 
     def train_forward(self, obs: Obs, mask: torch.Tensor, hidden_hands: torch.Tensor | SparseRows
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        h, counts, ace_low = self.encode(obs)
-        masked, value = self._heads(h, counts, ace_low, mask)
+        h, hand = self.encode(obs)
+        masked, value = self._heads(h, hand, mask)
         if self.critic is None:
             return masked, value, value
-        return masked, value, self._critic(h, ace_low, hidden_hands)
+        return masked, value, self._critic(h, hand.ace_low, hidden_hands)
 
     def leaf_value(self, obs: torch.Tensor, hidden_hands: torch.Tensor, critic_weight: float) -> torch.Tensor:
         """As the interface's, without the policy head."""
-        h, _, ace_low = self.encode(obs)
+        h, hand = self.encode(obs)
         value = self.v(h).squeeze(-1)
         if critic_weight == 0.0:
             return value
         if self.critic is None:
             raise ValueError("this network has no critic (trained without model.critic: full)")
-        critic = self._critic(h, ace_low, hidden_hands)
+        critic = self._critic(h, hand.ace_low, hidden_hands)
         return critic if critic_weight == 1.0 else critic_weight * critic + (1.0 - critic_weight) * value
 
     def _critic(self, h: torch.Tensor, ace_low: torch.Tensor, hidden_hands: torch.Tensor | SparseRows
