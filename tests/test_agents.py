@@ -23,6 +23,7 @@ from sam_env.actions import ACT_COUNTS, NO_SAM, NUM_ACTIONS, POS_RANK, SAM, SING
 from sam_env.cards import cards_str
 from sam_env.game import Game
 from sam_env.rules import PRESET_NAMES, RuleSet
+from sam_env.table import Table
 
 ALL_TABLES = [(p, n) for p in PRESET_NAMES for n in range(2, RuleSet.preset(p).max_players + 1)]
 
@@ -54,7 +55,7 @@ def test_every_agent_move_is_legal_everywhere(rules, players):
     games = 0
     for a, b in (("heuristic", "random:uniform"), ("heuristic:greedy", "heuristic"),
                  ("heuristic:noblock", "heuristic:spend"), ("random", "heuristic:nosam")):
-        r = evaluate(a, b, RuleSet.preset(rules), players, 60, seed=players)
+        r = evaluate(a, b, Table(RuleSet.preset(rules), players), 60, seed=players)
         assert r["zero_sum"]
         games += r["games"]
     assert games >= 480  # 14 tables: over 8,000 games in all
@@ -243,8 +244,9 @@ def bot_url():
 def test_http_agent_plays_through_the_protocol(bot_url):
     remote = make_agent(bot_url)
     assert isinstance(remote, HttpAgent) and not remote.batched
-    res = evaluate(remote, "heuristic:greedy", RuleSet.preset("hoi_quan_bai"), 3, 4, seed=1)
-    local = evaluate(HeuristicAgent(), "heuristic:greedy", RuleSet.preset("hoi_quan_bai"), 3, 4, seed=1)
+    table = Table(RuleSet.preset("hoi_quan_bai"), 3)
+    res = evaluate(remote, "heuristic:greedy", table, 4, seed=1)
+    local = evaluate(HeuristicAgent(), "heuristic:greedy", table, 4, seed=1)
     assert res["zero_sum"] and res["games"] == 12 and not res["batched"]
     # the remote bot is the heuristic: same games as playing it locally through the slow path
     assert res["mean_score"] == local["mean_score"]

@@ -27,20 +27,20 @@ def _same(a: dict, b: dict) -> bool:
 
 @pytest.mark.slow
 def test_random_vs_random_is_centred_zero_sum_and_reproducible():
-    r1 = evaluate("random", "random", RuleSet.preset("hoi_quan_bai"), 4, 1500, seed=3)
-    r2 = evaluate("random", "random", RuleSet.preset("hoi_quan_bai"), 4, 1500, seed=3)
+    r1 = evaluate("random", "random", Table(RuleSet.preset("hoi_quan_bai"), 4), 1500, seed=3)
+    r2 = evaluate("random", "random", Table(RuleSet.preset("hoi_quan_bai"), 4), 1500, seed=3)
     assert _same(r1, r2)
     assert r1["deals"] == 1500 and r1["games"] == 6000
     assert r1["ci95"][0] < 0 < r1["ci95"][1]
     assert r1["zero_sum"]
     assert abs(r1["win_rate"] - 0.25) < 0.03
     assert sum(r1["score_hist"].values()) == 6000
-    r3 = evaluate("random", "random", RuleSet.preset("hoi_quan_bai"), 4, 1500, seed=4)
+    r3 = evaluate("random", "random", Table(RuleSet.preset("hoi_quan_bai"), 4), 1500, seed=4)
     assert r3["mean_score"] != r1["mean_score"]
 
 
 def test_heuristic_beats_three_randoms():
-    r = evaluate("heuristic", "random", RuleSet.preset("hoi_quan_bai"), 4, 2000, seed=0)
+    r = evaluate("heuristic", "random", Table(RuleSet.preset("hoi_quan_bai"), 4), 2000, seed=0)
     assert r["ci95"][0] > 5.0  # measured: about +14 lá per game
     assert r["win_rate"] > 0.5
     assert r["zero_sum"]
@@ -50,7 +50,7 @@ def test_heuristic_beats_three_randoms():
 
 @pytest.mark.parametrize("rules", ["hoi_quan_bai", "s666pg"])
 def test_heuristic_does_not_lose_to_the_greedy_variant(rules):
-    r = evaluate("heuristic", "heuristic:greedy", RuleSet.preset(rules), 4, 800, seed=2)
+    r = evaluate("heuristic", "heuristic:greedy", Table(RuleSet.preset(rules), 4), 800, seed=2)
     assert r["ci95"][0] > 0
 
 
@@ -69,10 +69,9 @@ class _ActOnly(Agent):
 
 
 def test_slow_path_plays_the_same_games_as_the_batched_path(tmp_path):
-    fast = evaluate(HeuristicAgent(), HeuristicAgent(variant="greedy"), RuleSet.preset("online"), 3, 40,
-                    seed=8,
-                    save_games=str(tmp_path / "fast.jsonl"))
-    slow = evaluate(_ActOnly(), _ActOnly("greedy"), RuleSet.preset("online"), 3, 40, seed=8,
+    fast = evaluate(HeuristicAgent(), HeuristicAgent(variant="greedy"), Table(RuleSet.preset("online"), 3),
+                    40, seed=8, save_games=str(tmp_path / "fast.jsonl"))
+    slow = evaluate(_ActOnly(), _ActOnly("greedy"), Table(RuleSet.preset("online"), 3), 40, seed=8,
                     save_games=str(tmp_path / "slow.jsonl"))
     assert fast["batched"] and not slow["batched"]
     for k in ("mean_score", "ci95", "win_rate", "sam_declared", "chops_made", "ends", "score_hist"):
@@ -82,7 +81,7 @@ def test_slow_path_plays_the_same_games_as_the_batched_path(tmp_path):
 
 def test_saved_games_replay_and_match_the_scores(tmp_path):
     path = tmp_path / "games.jsonl"
-    r = evaluate("heuristic", "random:uniform", RuleSet.preset("mien_bac"), 4, 25, seed=1,
+    r = evaluate("heuristic", "random:uniform", Table(RuleSet.preset("mien_bac"), 4), 25, seed=1,
                  save_games=str(path))
     lines = path.read_text().splitlines()
     assert len(lines) == r["games"] == 100
@@ -109,14 +108,14 @@ def test_illegal_moves_are_caught():
             return masks.argmin(1) * 0
 
     with pytest.raises(IllegalMoveError, match="cheat"):
-        evaluate(Cheat(), "random", RuleSet.preset("hoi_quan_bai"), 4, 5, seed=0)
+        evaluate(Cheat(), "random", Table(RuleSet.preset("hoi_quan_bai"), 4), 5, seed=0)
 
 
 def test_bad_arguments_are_clear_errors():
-    with pytest.raises(ValueError, match="players must be an integer from 2 to 4"):
-        evaluate("random", "random", RuleSet.preset("online"), 5, 10)
+    with pytest.raises(ValueError, match="players must be an integer from 2 to 4"):  # a Table checks it
+        evaluate("random", "random", Table(RuleSet.preset("online"), 5), 10)
     with pytest.raises(ValueError, match="deals must be a positive integer"):
-        evaluate("random", "random", RuleSet.preset("online"), 4, 0)
+        evaluate("random", "random", Table(RuleSet.preset("online"), 4), 0)
 
 
 def test_cli_writes_report_and_json(tmp_path, capsys):
@@ -168,7 +167,7 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     net = PolicyNet(OBS_SIZE, hidden=32)
-    fast = evaluate(PolicyAgent(net), "heuristic", RuleSet.preset("hoi_quan_bai"), 4, 15, seed=3)
+    fast = evaluate(PolicyAgent(net), "heuristic", Table(RuleSet.preset("hoi_quan_bai"), 4), 15, seed=3)
 
     class ActOnly(Agent):
         name = "policy act-only"
@@ -176,7 +175,7 @@ def test_observation_agents_get_the_same_vectors_on_both_paths():
         def act(self, game, seat):
             return PolicyAgent(net).act(game, seat)
 
-    slow = evaluate(ActOnly(), HeuristicAgent(seed=4), RuleSet.preset("hoi_quan_bai"), 4, 15, seed=3)
+    slow = evaluate(ActOnly(), HeuristicAgent(seed=4), Table(RuleSet.preset("hoi_quan_bai"), 4), 15, seed=3)
     assert fast["batched"] and not slow["batched"]
     assert fast["score_hist"] == slow["score_hist"] and fast["mean_score"] == slow["mean_score"]
 
@@ -278,7 +277,7 @@ def test_cli_resumes_only_when_asked_and_then_removes_the_chunks(tmp_path, capsy
     real, calls = ev._play_batched, []
 
     def dies_in_the_second_chunk(*a, **k):
-        if len(a[4]) > 1:  # a chunk of deals, not the one deal timed before the run
+        if len(a[3]) > 1:  # a chunk of deals (the hands), not the one deal timed before the run
             calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
@@ -390,10 +389,14 @@ def test_a_usage_error_is_one_line_and_help_exits_0(capsys):
 
 
 def test_rules_cross_as_one_parsed_value():
-    """The library takes a RuleSet; a name is parsed where it comes in (a command line, a config, a
-    request)."""
+    """The library takes a Table (a parsed rule set and its player count); a name is parsed where it comes
+    in (a command line, a config, a request)."""
+    with pytest.raises(TypeError, match="table must be a Table"):
+        evaluate("random", "random", "hoi_quan_bai", 2)
+    with pytest.raises(TypeError, match="table must be a Table .*, not RuleSet"):
+        evaluate("random", "random", RuleSet.preset("hoi_quan_bai"), 2)
     with pytest.raises(TypeError, match="rules must be a RuleSet"):
-        evaluate("random", "random", "hoi_quan_bai", 4, 2)
+        Table("hoi_quan_bai", 4)
 
 
 @pytest.mark.slow
@@ -411,7 +414,7 @@ def test_pool_workers_play_on_one_thread(monkeypatch):
 def test_progress_moves_within_a_chunk():
     """A chunk of searched games took minutes with no word; the games ended within it now count."""
     seen: list[float] = []
-    evaluate("heuristic", "random", RuleSet.preset("hoi_quan_bai"), 4, 8, seed=1, chunk=4,
+    evaluate("heuristic", "random", Table(RuleSet.preset("hoi_quan_bai"), 4), 8, seed=1, chunk=4,
              progress=lambda done, total: seen.append(done))
     assert seen == sorted(seen) and seen[-1] == 8 and 4 in seen
     within = [d for d in seen if d not in (4, 8)]

@@ -13,6 +13,7 @@ from agents.evaluation.league import expand
 from samloc.commands.league import main
 from agents.evaluation.ratings import design, fit, fit_matrix, rate
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 NAMES = ["a", "b", "c", "d"]
 ORDERED = [(i, j) for i in range(4) for j in range(4) if i != j]
@@ -124,7 +125,7 @@ def test_cli_end_to_end(tmp_path, capsys):
     assert len(res["pairs"]) == 6 and len(res["matchups"]) == 3 and res["report_dir"] == str(out)
     # each pair is samloc eval's duplicate evaluation on the same deals
     pair = next(p for p in res["pairs"] if p["agent"] == "heuristic" and p["opponents"] == "random")
-    alone = evaluate("heuristic", "random", RuleSet.preset("hoi_quan_bai"), 4, 20, seed=1)
+    alone = evaluate("heuristic", "random", Table(RuleSet.preset("hoi_quan_bai"), 4), 20, seed=1)
     assert pair["score"] == pytest.approx(alone["mean_score"])
     saved = json.loads((out / "league.json").read_text())
     assert saved["ratings"] == rt and len(saved["evaluations"]) == 6

@@ -34,6 +34,7 @@ from sam_env.cards import NUM_RANKS, RANKS  # noqa: E402
 from sam_env.game import Game  # noqa: E402
 from sam_env.obs import FULL_EXTRA, OBS_SIZE, OBS_VERSION  # noqa: E402
 from sam_env.rules import RuleSet  # noqa: E402
+from sam_env.table import Table  # noqa: E402
 from training.config_load import load_config  # noqa: E402
 
 PARTS = ("moves", "history", "shape", "combined")
@@ -131,7 +132,7 @@ def _widths(kind: str) -> dict[str, int]:
 
 @lru_cache(maxsize=1)
 def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    obs, mask = _positions(RuleSet.parse("hoi_quan_bai"), 4, 256, seed=5)
+    obs, mask = _positions(Table(RuleSet.parse("hoi_quan_bai"), 4), 256, seed=5)
     hands = (torch.rand((256, FULL_EXTRA), generator=torch.Generator().manual_seed(1)) < 0.2).float()
     return torch.from_numpy(obs), torch.from_numpy(mask), hands
 

@@ -92,7 +92,7 @@ def test_bench_agent_counts_deals_under_either_name(monkeypatch: pytest.MonkeyPa
     from samloc.commands import bench_agent
     got = []
     monkeypatch.setattr(bench_agent, "bench_agent",
-                        lambda agent, rules, players, deals, seed: got.append(deals)
+                        lambda agent, table, deals, seed: got.append(deals)
                         or {"deals": deals})
     assert bench.main(["--agent", "random", "--deals", "7"]) == 0
     assert bench.main(["--agent", "random", "--games", "9"]) == 0
@@ -236,12 +236,12 @@ def test_the_warm_start_shows_its_progress_as_the_ppo_phase_does(capsys: pytest.
                                 "warm_start.minibatch=256", "warm_start.decisions=1500", "display=plain",
                                 "log_every_s=1e-9"])
     lines: list[str] = []
-    clone_heuristic(Learner(cfg, 1e-4), cfg, lines.append)
+    clone_heuristic(Learner(cfg.model, cfg.learner, 1e-4), cfg, lines.append)
     shown = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[quick] warm start: ")]
     assert len(shown) >= 2 and " of 1,500 heuristic decisions cloned (" in shown[-1] and "ETA" in shown[-1]
     assert "agreement" in shown[-1] and lines[-1].startswith("warm start: ")
     cfg.display = "none"
-    clone_heuristic(Learner(cfg, 1e-4), cfg, lines.append)
+    clone_heuristic(Learner(cfg.model, cfg.learner, 1e-4), cfg, lines.append)
     assert "warm start" not in capsys.readouterr().out
 
 

@@ -27,6 +27,7 @@ from sam_env.actions import NUM_ACTIONS
 from sam_env.cards import cards_str
 from sam_env.game import Game
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 from agents.nets.policy import build_net
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "standard"
@@ -431,7 +432,7 @@ def test_a_rollout_position_takes_no_more_than_the_bound_counts():
 def test_evaluation_reports_say_how_the_search_played(tmp_path: Path):
     torch.manual_seed(0)
     agent = SearchAgent(PolicyAgent(build_net(32, 2, "full"), name="tiny"), 3, 4, 1, critic=25, bf16=False)
-    res = evaluate(agent, "random", RuleSet.preset("hoi_quan_bai"), 4, deals=2, seed=3)
+    res = evaluate(agent, "random", Table(RuleSet.preset("hoi_quan_bai"), 4), deals=2, seed=3)
     assert res["agent"] == "tiny+search"
     assert res["agent_settings"] == {"candidates": 3, "worlds": 4, "horizon": 1, "critic": 25, "belief": 0}
     text = (write_report({**res, "by_table": {"hoi_quan_bai/4": res}},

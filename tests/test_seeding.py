@@ -14,6 +14,7 @@ from sam_env import core, seeding
 from sam_env.cards import HAND_SIZE, parse_card
 from sam_env.game import Game
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 RULES, PLAYERS = "hoi_quan_bai", 4  # every instant win a random lead could end a game with is enabled
 
@@ -95,7 +96,7 @@ def test_one_env_plays_the_deals_of_samloc_eval_one_per_episode(tmp_path):
 
     count = 12
     path = tmp_path / "games.jsonl"
-    evaluate("random", "random", RuleSet.parse(RULES), PLAYERS, count, seed=12, save_games=str(path))
+    evaluate("random", "random", Table(RuleSet.parse(RULES), PLAYERS), count, seed=12, save_games=str(path))
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(records) == count * PLAYERS  # each deal once per rotation, rotations together
     dealt = [([sorted(parse_card(c) for c in h) for h in r["hands"]], r["opener"]) for r in records]

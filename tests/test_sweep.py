@@ -18,6 +18,7 @@ import pytest
 from agents.evaluation.evaluate import evaluate
 from agents.nets.format import read_metadata
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 from samloc.commands import sweep as command
 from training.tools import sweep as sweep_lib
 from training.tools.sweep import SweepPlan, trial_settings
@@ -86,7 +87,7 @@ def test_a_two_trial_sweep_interrupted_resumed_and_scored(tmp_path: Path, capsys
         assert (s["deals"], s["eval_seed"]) == (8, 12345)  # the same deals for both
         assert s["ci_low"] <= s["la"] <= s["ci_high"] and 0 <= s["win_rate"] <= 1
         again = evaluate(t["checkpoint"], "heuristic",
-                         RuleSet.preset("hoi_quan_bai"), 4, 8, 12345)  # scored independently
+                         Table(RuleSet.preset("hoi_quan_bai"), 4), 8, 12345)  # scored independently
         assert round(again["mean_score"], 4) == s["la"]
     ranked = doc["settings"]  # one seed each: ranked by the trial's own CI, said so
     assert [s["rank"] for s in ranked] == [1, 2] and ranked[0]["la"] >= ranked[1]["la"]
@@ -317,6 +318,6 @@ def test_a_resumed_sweeps_trial_continues_its_run_or_starts_again(tmp_path: Path
     assert not run_dir.exists() and (run_dir.parent / "t00.interrupted-1" / "config.yaml").is_file()
     state = RunState(cfg, run_dir, "test", lambda line: None)
     state.write_run_files(False)
-    state.save(Learner(cfg, 1e-3), state.metadata(), {}, {})
+    state.save(Learner(cfg.model, cfg.learner, 1e-3), state.metadata(), {}, {})
     cfg, again, resume = sweep_lib._trial_start(spec)
     assert (again, resume, cfg.name, cfg.model.hidden) == (run_dir, True, "model.hidden-16_seed-0", 16)

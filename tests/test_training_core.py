@@ -16,6 +16,7 @@ from sam_env.actions import NUM_ACTIONS
 from sam_env.game import Game
 from sam_env.obs import OBS_SIZE
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 from agents.nets import checkpoint as ckpt
 from agents.nets import format as ckfmt
 from training.config import ConfigError, TrainConfig
@@ -46,11 +47,11 @@ def test_shipped_configs_load(name: str) -> None:
 def test_the_all_tables_config_plays_every_table_once() -> None:
     from training.config import table_weights, training_tables
     from training.run.rollout import slot_shares
-    tables = training_tables(load_config(REPO / "configs" / "all_tables.yaml"))
+    tables = training_tables(load_config(REPO / "configs" / "all_tables.yaml").env)
     assert sorted((t.rules.name, t.players) for t in tables) == sorted(
         (r, p) for r, top in (("hoi_quan_bai", 5), ("s666pg", 5), ("mien_bac", 4), ("online", 4))
         for p in range(2, top + 1))
-    assert slot_shares(1400, table_weights(load_config(REPO / "configs" / "all_tables.yaml"))) == [100] * 14
+    assert slot_shares(1400, table_weights(load_config(REPO / "configs" / "all_tables.yaml").env)) == [100] * 14
     assert slot_shares(10, [1.0, 3.0]) == [3, 7] and slot_shares(3, [1.0, 1.0, 100.0]) == [1, 1, 1]
 
 
@@ -253,7 +254,7 @@ def test_policy_agent_plays_legal_moves_from_a_checkpoint(tmp_path: Path) -> Non
             a = agent.act(g, g.to_act)
             assert a in g.legal_actions()
             g.apply(a)
-    res = evaluate(agent, "random", rules=RuleSet.preset("hoi_quan_bai"), players=4, deals=20, seed=1)
+    res = evaluate(agent, "random", Table(RuleSet.preset("hoi_quan_bai"), 4), deals=20, seed=1)
     assert res["zero_sum"] and res["games"] == 80
     bad = ckpt.save_checkpoint(tmp_path / "old", net, {"obs_version": 999})
     with pytest.raises(ValueError, match="obs_version"):
@@ -331,7 +332,7 @@ def test_the_sam_lesson_pulls_the_policy_towards_the_teacher() -> None:
     torch.manual_seed(0)
     cfg = load_config("quick", ["ppo.sam_lesson_coef=1.0", "ppo.minibatch=256", "ppo.epochs=4", "ppo.lr=1e-3",
                                 "model.hidden=32", "model.layers=2", "model.critic=full"])
-    learner = Learner(cfg, cfg.section("ppo").lr)
+    learner = Learner(cfg.model, cfg.learner, cfg.section("ppo").lr)
     net = learner.net
     n = 256
     rng = np.random.default_rng(0)
@@ -390,7 +391,7 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
     torch.manual_seed(0)
-    a = Learner(cfg, cfg.section("ppo").lr)
+    a = Learner(cfg.model, cfg.learner, cfg.section("ppo").lr)
     update(a, cfg.section("ppo"), [batch], [0], torch.Generator().manual_seed(1))
     st = a.state()
     tensors = {f"opt.{i}.{k}": v for i, s in st["state"].items() for k, v in s.items()}
@@ -400,7 +401,7 @@ def test_checkpoints_are_device_independent(tmp_path: Path) -> None:
     assert all(v.device.type == "cpu" for v in loaded.values())
 
     def restored() -> Learner:
-        b = Learner(cfg, cfg.section("ppo").lr)
+        b = Learner(cfg.model, cfg.learner, cfg.section("ppo").lr)
         b.net.load_state_dict(ckpt.load_checkpoint(p)[0].state_dict())
         opt: dict = {"state": {}, "param_groups": state["param_groups"]}
         for key, v in loaded.items():
@@ -455,7 +456,7 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     runs = {}
     for lag in (0, 2, 3):
         torch.manual_seed(0)
-        runs[lag] = update(Learner(cfg, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [lag],
+        runs[lag] = update(Learner(cfg.model, cfg.learner, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [lag],
                            torch.Generator().manual_seed(1))
     assert runs[0] == runs[2] and runs[0]["stale_fraction"] == 0 and runs[0]["is_weight"] == 1
     stale = runs[3]
@@ -479,7 +480,7 @@ def test_the_ppo_loss_is_the_clipped_objective_written_out() -> None:
     batch["logp"] = batch["logp"] - 0.3  # the behaviour policy: ratios of e^0.3 on fresh rows, past the clip
     s = cfg.section("ppo")
     torch.manual_seed(0)
-    learner = Learner(cfg, s.lr)
+    learner = Learner(cfg.model, cfg.learner, s.lr)
     data = learner.batch([batch, batch], [3, 0])  # the first copy stale, the second fresh
     with torch.no_grad():
         logits, value, base = learner.net.train_forward(data["obs"], data["mask"], data["hid"])
@@ -517,7 +518,7 @@ def test_explained_variance_and_the_gradient_norm_of_an_update() -> None:
                                 "rollout.steps_per_rollout=8",
                                 "ppo.minibatch=64", "ppo.epochs=1"])
     batch = _recorded(cfg)
-    out = update(Learner(cfg, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [0],
+    out = update(Learner(cfg.model, cfg.learner, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [0],
                  torch.Generator().manual_seed(1))
     assert out["grad_norm"] > 0 and np.isfinite(out["grad_norm"])
     v, r = batch["val"], batch["adv"] + batch["val"]
@@ -529,14 +530,14 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     """init_from keeps the ancestry's commands and wall times (a stage trained over several runs, each from
     the last one's shipped bot), oldest first; a resume keeps it; a malformed one is refused in one line."""
     from training.errors import TrainError
-    from training.run.loop import RunLoop
+    from training.launch import new_loop
     tiny = ["model.hidden=16", "model.layers=1", "warm_start.decisions=0"]
     paths = []
     for gen in range(3):
         over = tiny + ([f"init_from={paths[-1]}"] if paths else [])
-        tr = RunLoop(load_config("quick", over), tmp_path / f"run{gen}", command=f"samloc train gen{gen}",
+        tr = new_loop(load_config("quick", over), tmp_path / f"run{gen}", command=f"samloc train gen{gen}",
                      log=lambda m: None)
-        tr.c.wall_s, tr.c.updates = 100.0 * (gen + 1), gen + 1
+        tr.counters.wall_s, tr.counters.updates = 100.0 * (gen + 1), gen + 1
         paths.append(tr.save())
     meta = ckfmt.read_metadata(paths[2])
     lineage = meta.raw["lineage"]
@@ -544,7 +545,7 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     assert [e["wall_time_s"] for e in lineage] == [100.0, 200.0] and [e["updates"] for e in lineage] == [1, 2]
     assert lineage[0]["init_from"] == "" and lineage[1]["init_from"] == str(paths[0])
     assert lineage[1]["checkpoint"] == str(paths[1]) and meta.wall_time_s == 300.0
-    resumed = RunLoop(load_config("quick", tiny), tmp_path / "run2", resume=True,
+    resumed = new_loop(load_config("quick", tiny), tmp_path / "run2", resume=True,
                       command="samloc train --resume", log=lambda m: None)
     assert resumed.metadata()["lineage"] == lineage and resumed.state.resumes == ["samloc train --resume"]
     bad = json.loads((paths[2] / ckfmt.META_FILE).read_text())
@@ -552,7 +553,7 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     # a consistent edit: the later check
     (paths[2] / ckfmt.META_FILE).write_text(json.dumps(ckfmt.sealed(bad)))
     with pytest.raises(TrainError, match="lineage is not a list"):
-        RunLoop(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)
+        new_loop(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)
 
 
 @pytest.mark.parametrize("mean, ci, words", [
@@ -608,12 +609,12 @@ def test_weights_no_longer_finite_are_not_checkpointed_and_the_last_good_one_sta
 
     cfg = load_config("quick", ["warm_start.decisions=0", "model.hidden=16", "model.layers=1"])
     state = RunState(cfg, tmp_path / "run", "test", print)
-    learner = Learner(cfg, cfg.section("ppo").lr)
-    state.c.updates = 3
+    learner = Learner(cfg.model, cfg.learner, cfg.section("ppo").lr)
+    state.counters.updates = 3
     first = state.save(learner, state.metadata(), {}, {})
     with torch.no_grad():
         next(learner.net.parameters()).view(-1)[5] = float("nan")
-    state.c.updates = 1234
+    state.counters.updates = 1234
     with pytest.raises(TrainError) as err:
         state.save(learner, state.metadata(), {}, {})
     assert str(err.value) == ("update 1,234: the network's weights are no longer finite (training diverged);"

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from sam_env.atomic import write_atomic, write_json_atomic
-from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 from ..base import Agent
 from ..nets.format import BELIEF_FILE, BELIEF_META, META_FILE, MODEL_FILE, CheckpointError, resolve
@@ -43,12 +43,12 @@ def _pool_init(agent: str, opponents: str, seed: int) -> None:
         torch.set_num_threads(1)
 
 
-def _pool_chunk(rs: RuleSet, n: int, lo: int, hi: int, hands: np.ndarray, openers: np.ndarray,
+def _pool_chunk(table: Table, lo: int, hi: int, hands: np.ndarray, openers: np.ndarray,
                 logging: bool) -> tuple[int, int, dict[str, np.ndarray], list[dict[str, Any]], float]:
     assert _pool_agents is not None, "_pool_init runs first"
     a, b = _pool_agents
     t0 = time.perf_counter()
-    part, recs = play_chunk(a, b, rs, n, hands, openers, logging)
+    part, recs = play_chunk(a, b, table, hands, openers, logging)
     return lo, hi, part, recs, time.perf_counter() - t0
 
 

@@ -27,9 +27,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sam_env import core, seeding
-from sam_env.cards import DEFAULT_PLAYERS, HAND_SIZE
+from sam_env.cards import HAND_SIZE
 from sam_env.record import write_jsonl
-from sam_env.rules import RuleSet
 from sam_env.table import Table
 
 from ..base import Agent
@@ -37,7 +36,7 @@ from .eval_chunks import CHUNKS_FORMAT, ChunkStore, EvalPool, agent_files, check
 from .matches import play_chunk, summarize
 from ..registry import make_agent
 
-DEFAULT_RULES = Table.default().rules
+DEFAULT_TABLE = Table.default()
 
 
 @dataclass
@@ -69,12 +68,13 @@ class _Played:
         return [self.parts[lo] for lo in sorted(self.parts)]
 
 
-def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DEFAULT_RULES,
-             players: int = DEFAULT_PLAYERS, deals: int = 1000, seed: int = 0, *,
+def evaluate(agent: "str | Agent", opponents: "str | Agent", table: Table = DEFAULT_TABLE,
+             deals: int = 1000, seed: int = 0, *,
              save_games: str | None = None, progress: Callable[[float, int], None] | None = None,
              chunk: int = 512, deal_scores: bool = False, store: str | Path | None = None, workers: int = 1,
              pool: EvalPool | None = None, agent_spec: str | None = None) -> dict[str, Any]:
-    """Duplicate evaluation of ``agent`` against ``opponents`` (specs or Agents).
+    """Duplicate evaluation of ``agent`` against ``opponents`` (specs or Agents) at ``table`` (a
+    :class:`~sam_env.table.Table`, valid once built: its rule set and a player count it allows).
 
     Returns a JSON-able dict: ``mean_score`` (the agent's lá per game) with its
     ``ci95``, ``win_rate``, ``sam_declared``/``sam_success_rate``, chops made and
@@ -93,7 +93,10 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
     ``agent_spec``: the spec an ``agent`` given as an Agent was built from: a store's chunks are keyed on
     the files it names (:func:`agent_files`).
     """
-    n = RuleSet.given(rules).check_players(players)
+    if not isinstance(table, Table):
+        raise TypeError(f"table must be a Table (Table(RuleSet.parse(NAME), PLAYERS) where it comes in),"
+                        f" not {type(table).__name__}")
+    rules, n = table.rules, table.players
     if isinstance(deals, bool) or not isinstance(deals, int) or deals < 1:
         raise ValueError(f"deals must be a positive integer, not {deals!r}")
     check_workers(workers)
@@ -114,16 +117,16 @@ def evaluate(agent: "str | Agent", opponents: "str | Agent", rules: RuleSet = DE
     side_by_side = apart and len(todo) > 1
     logging = save_games is not None
     if side_by_side:
-        processes = _play_apart(played, todo, pool, (agent, opponents, seed), workers, rules, n, hands,
+        processes = _play_apart(played, todo, pool, (agent, opponents, seed), workers, table, hands,
                                 openers, logging)
     else:
         for lo, hi in todo:
             t0 = time.perf_counter()
             tick = None if progress is None else (lambda g, at=played.done_deals: progress(at + g / n, deals))
-            part, recs = play_chunk(a, b, rules, n, hands[lo:hi], openers[lo:hi], logging, tick)
+            part, recs = play_chunk(a, b, table, hands[lo:hi], openers[lo:hi], logging, tick)
             played.finished(lo, hi, part, recs, time.perf_counter() - t0)
     wall = time.perf_counter() - t_wall
-    out = _result(a, b, rules, n, seed, deals, played, skipped)
+    out = _result(a, b, table, seed, deals, played, skipped)
     # ``seconds`` sums the chunks' times (games_per_s: one process's rate); this is the run's
     if side_by_side:
         out["workers"], out["wall_seconds"] = processes, round(wall, 3)
@@ -176,11 +179,11 @@ def _take_kept(played: _Played, deals: int, chunk: int) -> list[tuple[int, int]]
 
 
 def _play_apart(played: _Played, todo: list[tuple[int, int]], pool: EvalPool | None,
-                key: tuple[Any, Any, int], workers: int, rules: RuleSet, n: int, hands: np.ndarray,
+                key: tuple[Any, Any, int], workers: int, table: Table, hands: np.ndarray,
                 openers: np.ndarray, logging: bool) -> int:
     """Play the chunks ``todo`` side by side in ``pool`` (else a pool of their own); its process count."""
     run_in = EvalPool(*key, min(workers, len(todo))) if pool is None else pool
-    futures = [run_in.submit(rules, n, lo, hi, hands[lo:hi], openers[lo:hi], logging) for lo, hi in todo]
+    futures = [run_in.submit(table, lo, hi, hands[lo:hi], openers[lo:hi], logging) for lo, hi in todo]
     try:
         for fut in as_completed(futures):
             played.finished(*fut.result())
@@ -192,9 +195,10 @@ def _play_apart(played: _Played, todo: list[tuple[int, int]], pool: EvalPool | N
     return run_in.workers
 
 
-def _result(a: Agent, b: Agent, rules: RuleSet, n: int, seed: int, deals: int, played: _Played,
+def _result(a: Agent, b: Agent, table: Table, seed: int, deals: int, played: _Played,
             skipped: int) -> dict[str, Any]:
-    return {"agent": a.name, "opponents": b.name, "rules": rules.name, "players": n, "seed": seed,
+    n = table.players
+    return {"agent": a.name, "opponents": b.name, "rules": table.rules.name, "players": n, "seed": seed,
             **summarize(played.in_order(), n), "instant_deals_skipped": skipped,
             "seconds": round(played.seconds, 3),
             "games_per_s": round(deals * n / played.seconds, 1) if played.seconds > 0 else None,
@@ -232,7 +236,7 @@ def evaluate_tables(agent: "str | Agent", opponents: "str | Agent", tables: Sequ
             if save_games is not None:
                 save = save_games if len(tables) == 1 else str(Path(save_games).with_suffix(
                     "." + name.replace("/", "_").replace("+", "_") + ".jsonl"))
-            by[name] = evaluate(agent, opponents, table.rules, table.players, deals, seed, save_games=save,
+            by[name] = evaluate(agent, opponents, table, deals, seed, save_games=save,
                                 progress=None if progress is None
                                 else (lambda d, t, k=name: progress(k, d, t)),
                                 store=None if store is None else Path(store) / safe_name(name), pool=pool,

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 from .eval_report import save_png, write_folder
 from .evaluate import evaluate
@@ -94,7 +94,7 @@ def expand(specs: Sequence[str], warn: Callable[[str], None] | None = None,
     return out
 
 
-def play(entries: Sequence[Entry], rules: RuleSet, players: int, deals: int, seed: int,
+def play(entries: Sequence[Entry], table: Table, deals: int, seed: int,
          progress: Callable[[int, str], None] | None = None) -> tuple[list[tuple[int, int]], list[dict]]:
     """Every ordered pair's :func:`evaluate` result (with its ``deal_scores``), on the same deals;
     ``progress(deals done in all, pair)``."""
@@ -103,21 +103,21 @@ def play(entries: Sequence[Entry], rules: RuleSet, players: int, deals: int, see
     for k, (i, j) in enumerate(pairs):
         what = f"{entries[i].name} vs {entries[j].name}"
         step = None if progress is None else (lambda d, _t, k=k, what=what: progress(k * deals + d, what))
-        results.append(evaluate(entries[i].spec, entries[j].spec, rules, players, deals, seed,
-                                progress=step, deal_scores=True))
+        results.append(evaluate(entries[i].spec, entries[j].spec, table, deals, seed, progress=step,
+                                deal_scores=True))
         if progress is not None:
             progress((k + 1) * deals, what)
     return pairs, results
 
 
-def rate_league(entries: Sequence[Entry], rules: RuleSet, players: int, deals: int, seed: int, *, pin: str,
+def rate_league(entries: Sequence[Entry], table: Table, deals: int, seed: int, *, pin: str,
                 reps: int = 1000, progress: Callable[[int, str], None] | None = None
                 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """Every pair played (:func:`play`) and one rating per agent fitted
+    """Every pair played at ``table`` (:func:`play`) and one rating per agent fitted
     (:func:`agents.evaluation.ratings.rate`, ``pin`` rated 0, ``reps`` bootstrap resamples): the fit, and
     each pair's result by ``A vs B`` (without its score histogram)."""
     names = [e.name for e in entries]
-    pairs, results = play(entries, rules, players, deals, seed, progress)
+    pairs, results = play(entries, table, deals, seed, progress)
     deal_scores = np.array([r.pop("deal_scores") for r in results])
     fitted = rate(names, pairs, deal_scores, pin=names.index(pin), reps=reps, seed=seed)
     return fitted, {f"{names[i]} vs {names[j]}": {k: v for k, v in r.items() if k != "score_hist"}

@@ -18,7 +18,7 @@ from numba import njit
 from sam_env import core
 from sam_env.actions import NUM_ACTIONS, move_str
 from sam_env.game import Game, GameError
-from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 from ..base import Agent
 
@@ -59,11 +59,10 @@ def _obs_for(agent: Agent, states: np.ndarray, ru: np.ndarray) -> np.ndarray | N
     return agent.observations(states, ru, None) if agent.needs_obs else None
 
 
-def _play_batched(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
-                  openers: np.ndarray, logging: bool,
-                  tick: Tick | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def _play_batched(agent: Agent, opp: Agent, table: Table, hands: np.ndarray, openers: np.ndarray,
+                  logging: bool, tick: Tick | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Play every rotation of the deals at once; returns the final states (and move logs)."""
-    ru = rs.to_array()
+    ru, n = table.rules.to_array(), table.players
     g_count = hands.shape[0] * n
     states = core.new_states(g_count)
     _start_rotations(states, ru, hands, openers, n)
@@ -99,18 +98,20 @@ def _play_batched(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarr
     return states, (log if logging else None)
 
 
-def _game_of(rs: RuleSet, n: int, hand: np.ndarray, opener: int) -> Game:
-    return Game(rs, n, [sorted(int(c) for c in hand[s]) for s in range(n)], int(opener))
+def _game_of(table: Table, hand: np.ndarray, opener: int) -> Game:
+    n = table.players
+    return Game(table.rules, n, [sorted(int(c) for c in hand[s]) for s in range(n)], int(opener))
 
 
-def _play_slow(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
-               openers: np.ndarray, tick: Tick | None = None) -> tuple[np.ndarray, list[Game]]:
+def _play_slow(agent: Agent, opp: Agent, table: Table, hands: np.ndarray, openers: np.ndarray,
+               tick: Tick | None = None) -> tuple[np.ndarray, list[Game]]:
     """One decision at a time through Game (agents without a batched form, e.g. HTTP)."""
+    n = table.players
     games: list[Game] = []
     states = core.new_states(hands.shape[0] * n)
     for d in range(hands.shape[0]):
         for a_seat in range(n):
-            g = _game_of(rs, n, hands[d], int(openers[d]))
+            g = _game_of(table, hands[d], int(openers[d]))
             while g.result is None:
                 seat = g.to_act
                 who = agent if seat == a_seat else opp
@@ -127,21 +128,22 @@ def _play_slow(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray,
     return states, games
 
 
-def play_chunk(agent: Agent, opp: Agent, rs: RuleSet, n: int, hands: np.ndarray, openers: np.ndarray,
+def play_chunk(agent: Agent, opp: Agent, table: Table, hands: np.ndarray, openers: np.ndarray,
                logging: bool, tick: Tick | None = None) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
     """One chunk of deals, every rotation: its statistics and (``logging``) its games as records.
     ``tick(games)`` hears how many of its games have ended, while some are still being played."""
+    n = table.players
     records: list[dict[str, Any]] = []
     if agent.batched and opp.batched:
-        states, log = _play_batched(agent, opp, rs, n, hands, openers, logging, tick)
+        states, log = _play_batched(agent, opp, table, hands, openers, logging, tick)
         if log is not None:
             for g in range(states.shape[0]):
-                game = _game_of(rs, n, hands[g // n], int(openers[g // n]))
+                game = _game_of(table, hands[g // n], int(openers[g // n]))
                 for act in log[g, :states[g, core.O_NDEC]]:
                     game.apply(int(act))
                 records.append(game.to_record())
     else:
-        states, played = _play_slow(agent, opp, rs, n, hands, openers, tick)
+        states, played = _play_slow(agent, opp, table, hands, openers, tick)
         if logging:
             records = [g.to_record() for g in played]
     return _stats(states, n), records

@@ -44,7 +44,7 @@ from torch import nn
 from sam_env import obs as obs_mod
 from sam_env.actions import ACTION_TABLE_VERSION, NUM_ACTIONS
 from sam_env.atomic import check_target, write_together
-from sam_env.rules import RuleSet
+from sam_env.table import Table
 from sam_env.vector import SelfPlayBatch
 
 from .checkpoint import load_checkpoint
@@ -57,10 +57,10 @@ OPSET = 17
 ONNX_FORMAT = "samloc-onnx/1"
 
 
-def _positions(rules: RuleSet, players: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` (obs, mask) pairs from random games: every stage of a game, not only deals."""
+def _positions(table: Table, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` (obs, mask) pairs from random games at ``table``: every stage of a game, not only deals."""
     envs = 50
-    batch = SelfPlayBatch(rules=rules, players=players, num_envs=envs, seed=seed)
+    batch = SelfPlayBatch(rules=table.rules, players=table.players, num_envs=envs, seed=seed)
     _, obs, mask = batch.reset(seed)
     rng = np.random.default_rng(seed)
     obs_out, mask_out = [obs.copy()], [mask.copy()]
@@ -107,7 +107,7 @@ def export(checkpoint: str | Path, out: str | Path | None = None, *, samples: in
     tmp = Path(tmp_name)
     try:
         proto = _to_onnx(model, tmp)
-        check = _check(model, tmp, meta.tables[0].rules, meta.tables[0].players, samples, seed)
+        check = _check(model, tmp, meta.tables[0], samples, seed)
         sidecar["check"] = check
         for name, tol in (("positions", TOLERANCE), ("random", RANDOM_TOLERANCE)):
             worst = max(check[name]["max_abs_diff_probs"], check[name]["max_abs_diff_value"])
@@ -183,15 +183,14 @@ def _to_onnx(model: Served, path: Path) -> Any:
     return proto
 
 
-def _check(model: Served, onnx_path: Path, rules: RuleSet, players: int, samples: int,
-           seed: int) -> dict[str, Any]:
-    """Largest |ONNX − PyTorch| over real positions and random inputs."""
+def _check(model: Served, onnx_path: Path, table: Table, samples: int, seed: int) -> dict[str, Any]:
+    """Largest |ONNX − PyTorch| over real positions (at ``table``) and random inputs."""
     import onnxruntime as ort  # optional: only an export checks against it
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     sess = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-    sets = {"positions": _positions(rules, players, samples, seed),
+    sets = {"positions": _positions(table, samples, seed),
             "random": _noise(obs_mod.OBS_SIZE, NUM_ACTIONS, samples, seed + 1)}
     out: dict[str, Any] = {"samples": 0, "tolerance": TOLERANCE, "random_tolerance": RANDOM_TOLERANCE}
     worst = 0.0

@@ -151,9 +151,9 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
         if held is not None:
             return held, version
         assert state is not None
-        rules = RuleSet.parse(state["rules"])
-        b, stand_in = _play_bot(request, Table(rules, state["players"]))
-        return PlaySession.from_json(state, rules, b, stand_in, sid), version
+        table = Table(RuleSet.parse(state["rules"]), state["players"])
+        b, stand_in = _play_bot(request, table)
+        return PlaySession.from_json(state, table, b, stand_in, sid), version
 
     def store(request: Request, s: PlaySession, version: int) -> dict[str, Any]:
         request.app.state.sessions.put(s.id, s.to_json(), version)
@@ -178,14 +178,13 @@ def _add_play_routes(app: FastAPI, allow_client_seed: bool) -> None:
     async def new_session(request: Request) -> dict[str, Any]:
         body = await read_body(request, NewSession)
         try:
-            rules = RuleSet.parse(body.rules)
-            b, stand_in = _play_bot(request, Table(rules, body.players))
+            table = Table(RuleSet.parse(body.rules), body.players)
+            b, stand_in = _play_bot(request, table)
         except RulesError as exc:
             raise RequestError(str(exc)) from None
         if not 0 <= body.seat < body.players:
             raise RequestError(f"seat must be from 0 to {body.players - 1}")
-        s = await b.run(PlaySession, b, rules, body.players, body.seat,
-                        deal_seed(body.seed, allow_client_seed), stand_in)
+        s = await b.run(PlaySession, b, table, body.seat, deal_seed(body.seed, allow_client_seed), stand_in)
         client = client_key(request.client.host if request.client else "")
         request.app.state.sessions.add(s.id, client, s.to_json())
         request.app.state.live.keep(s, 0)

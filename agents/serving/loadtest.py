@@ -23,19 +23,21 @@ from urllib.parse import urlparse
 import httpx
 import numpy as np
 
-from sam_env.cards import DEFAULT_PLAYERS, card_str
+from sam_env.cards import card_str
 from sam_env.game import Game
-from sam_env.rules import DEFAULT_PRESET
+from sam_env.table import Table
 
 
 
-def make_requests(rules: str, players: int, count: int, seed: int) -> list[dict]:
-    """``count`` valid /v1/act bodies: the seat to act at every decision of seeded random games."""
+def make_requests(table: Table, count: int, seed: int) -> list[dict]:
+    """``count`` valid /v1/act bodies: the seat to act at every decision of seeded random games at
+    ``table``."""
+    rules, players = table.rules.to_record(), table.players  # as the protocol writes a table
     rng = random.Random(seed)
     out: list[dict] = []
     game_seed = seed
     while len(out) < count:
-        g = Game.new(rules, players, seed=game_seed)
+        g = Game.new(table.rules, players, seed=game_seed)
         game_seed += 1
         while not g.finished and len(out) < count:
             s = g.to_act
@@ -128,14 +130,14 @@ async def run_phase(url: str, bodies: list[dict], clients: int) -> dict:
 
 
 def bench_serve(agent: str | None, workers: list[int], clients: list[int], requests: int, *,
-                url: str | None = None, rules: str = DEFAULT_PRESET, players: int = DEFAULT_PLAYERS,
-                warmup: int = 50, seed: int = 0, serve_args: list[str] | None = None) -> dict:
+                url: str | None = None, table: Table = Table.default(), warmup: int = 50, seed: int = 0,
+                serve_args: list[str] | None = None) -> dict:
     """One phase per (workers, clients): a server started per ``workers`` count (``url``: that
     running loopback server instead), warmed with ``warmup`` requests, then ``requests`` requests
-    with ``clients`` concurrent clients each.  ValueError for a server that is not loopback."""
+    at ``table`` with ``clients`` concurrent clients each.  ValueError for a server that is not loopback."""
     if url is not None and urlparse(url).hostname not in ("127.0.0.1", "localhost", "::1"):
         raise ValueError("only loopback servers may be load tested")
-    bodies = make_requests(rules, players, requests + warmup, seed)
+    bodies = make_requests(table, requests + warmup, seed)
     phases = []
     for count in ([None] if url else workers):
         proc, base = None, (url or "").rstrip("/")
@@ -158,5 +160,5 @@ def bench_serve(agent: str | None, workers: list[int], clients: list[int], reque
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-    return {"rules": rules, "players": players, "cpus": os.cpu_count(), "phases": phases,
+    return {"rules": table.rules.name, "players": table.players, "cpus": os.cpu_count(), "phases": phases,
             "load_average": os.getloadavg()}  # 1, 5, 15 minutes: how busy the machine was

@@ -25,7 +25,7 @@ from sam_env import core
 from sam_env.actions import ACTION_NAMES, action_from_counts
 from sam_env.cards import CardError, cards_str, parse_cards, rank_counts
 from sam_env.game import Game, GameError, cards_for
-from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 from .bots import Bot, decide_event
 from .protocol import HumanMove, RequestError
@@ -47,19 +47,18 @@ class PlaySession:
     it plays) and the events of the game in play; the constructor rebuilds the rest by replaying
     those events on the same deal."""
 
-    def __init__(self, bot: Bot, rules: RuleSet, players: int, seat: int, seed: int,
-                 stand_in: bool = False, *, sid: str | None = None,
-                 history: list[dict[str, Any]] | None = None, game: int = 1, opener: int | None = None,
-                 events: list[dict[str, Any]] | None = None, played: int = 0,
+    def __init__(self, bot: Bot, table: Table, seat: int, seed: int, stand_in: bool = False, *,
+                 sid: str | None = None, history: list[dict[str, Any]] | None = None, game: int = 1,
+                 opener: int | None = None, events: list[dict[str, Any]] | None = None, played: int = 0,
                  totals: list[int] | None = None):
         """A new session by default (its first game dealt and played up to the person's turn), or
         the stored one ``to_json`` described."""
         self.id = sid or secrets.token_urlsafe(16)
-        self.bot, self.rules, self.players, self.seat, self.seed = bot, rules, players, seat, seed
+        self.bot, self.table, self.seat, self.seed = bot, table, seat, seed
         self.stand_in = stand_in  # the heuristic, sitting in where no served bot was trained
         self.history: list[dict[str, Any]] = list(history or [])
         self.played = played      # games finished, the rolled-off ones included
-        self.totals: list[int] = list(totals or [0] * players)
+        self.totals: list[int] = list(totals or [0] * table.players)
         self.game_no = game
         self._deal(opener)
         for ev in events or []:
@@ -67,15 +66,16 @@ class PlaySession:
         self.play_bots()
 
     @classmethod
-    def from_json(cls, state: dict[str, Any], rules: RuleSet, bot: Bot, stand_in: bool,
+    def from_json(cls, state: dict[str, Any], table: Table, bot: Bot, stand_in: bool,
                   sid: str) -> "PlaySession":
-        """The session ``to_json`` stored (its ``rules`` parsed by the caller, who chose the bot by them)."""
-        return cls(bot, rules, state["players"], state["seat"], state["seed"],
-                   stand_in, sid=sid, history=state["history"], game=state["game"], opener=state["opener"],
-                   events=state["events"], played=state["played"], totals=state["totals"])
+        """The session ``to_json`` stored (its ``rules`` and ``players`` read by the caller as ``table``,
+        which chose the bot by it)."""
+        return cls(bot, table, state["seat"], state["seed"], stand_in, sid=sid, history=state["history"],
+                   game=state["game"], opener=state["opener"], events=state["events"], played=state["played"],
+                   totals=state["totals"])
 
     def to_json(self) -> dict[str, Any]:
-        return {"rules": self.rules.to_record(), "players": self.players, "seat": self.seat,
+        return {**self.table.to_record(), "seat": self.seat,
                 "seed": self.seed, "history": self.history, "played": self.played, "totals": self.totals,
                 "game": self.game_no, "opener": self.game.opener, "events": self.game.events}
 
@@ -88,7 +88,7 @@ class PlaySession:
 
     def _deal(self, opener: int | None) -> None:
         seed = int(np.random.SeedSequence([self.seed, self.game_no]).generate_state(1)[0])
-        self.game = Game.new(self.rules, self.players, seed=seed, opener=opener)
+        self.game = Game.new(self.table.rules, self.table.players, seed=seed, opener=opener)
         self.log: list[dict[str, Any]] = []
         self.top: dict[str, Any] | None = None
 
@@ -121,7 +121,8 @@ class PlaySession:
                 break
             s = g.to_act
             assert s is not None
-            view = Game.from_view(self.rules, self.players, g.opener, s, g.hand(s) or [], g.events)
+            t = self.table
+            view = Game.from_view(t.rules, t.players, g.opener, s, g.hand(s) or [], g.events)
             ev, _ = decide_event(self.bot, view, s)
             self._apply(ev)
         if g.finished and self.played < self.game_no:
@@ -146,7 +147,7 @@ class PlaySession:
             entry["move"] = "pass" if ev["type"] == "pass" else ("sam" if ev["declare"] else "no_sam")
         if int(st[core.O_TOP]) < 0:
             self.top = None
-        n = self.players
+        n = self.table.players
         entry.update(i=len(self.log), top=self.top,
                      sizes=[g.hand_size(s) for s in range(n)],
                      passed=[bool(st[core.O_PASSED + s]) for s in range(n)],
@@ -157,12 +158,12 @@ class PlaySession:
         self.log.append(entry)
 
     def state(self) -> dict[str, Any]:
-        g, n = self.game, self.players
+        g, n = self.game, self.table.players
         hand = g.hand(self.seat) or []
         mine = not g.finished and g.to_act == self.seat
         res = g.result
         return {
-            "session": self.id, "game": self.game_no, "rules": self.rules.name, "players": n,
+            "session": self.id, "game": self.game_no, "rules": self.table.rules.name, "players": n,
             "seat": self.seat, "opener": g.opener, "phase": g.phase, "to_act": g.to_act,
             "your_turn": mine, "declarer": g.declarer,
             "hand": cards_str(hand), "sizes": [g.hand_size(s) for s in range(n)],

@@ -229,9 +229,9 @@ def fail(prog: str, problem: object) -> int:
     return EXIT_USAGE
 
 
-def table(rules: str, players: int) -> RuleSet:
-    """``--rules`` and ``--players`` checked together (``RulesError`` names the problem)."""
-    return Table(RuleSet.parse(rules), players).rules
+def table(rules: str, players: int) -> Table:
+    """The table of ``--rules`` and ``--players``, checked together (``RulesError`` names the problem)."""
+    return Table(RuleSet.parse(rules), players)
 
 
 def drop_stdout() -> None:

@@ -73,12 +73,12 @@ def main(argv: list[str]) -> int:
 def engine(args: argparse.Namespace) -> int:
     """The engine's and the environments' throughput."""
     try:
-        rules = table(args.rules, args.players)
+        t = table(args.rules, args.players)
         if args.env:
             steps = args.steps if args.steps is not None else (200_000 if args.num_envs == 1 else 2_000_000)
-            res = measured(lambda: bench_env(rules, args.players, args.num_envs, steps, args.seed))
+            res = measured(lambda: bench_env(t.rules, t.players, args.num_envs, steps, args.seed))
         else:
-            res = measured(lambda: bench_engine(rules, args.players, args.games, args.seed, args.batch))
+            res = measured(lambda: bench_engine(t.rules, t.players, args.games, args.seed, args.batch))
     except (RulesError, ValueError) as exc:
         return fail("samloc bench", exc)
     if not args.json:

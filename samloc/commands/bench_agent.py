@@ -8,9 +8,9 @@ import sys
 
 from agents.evaluation.bench import bench_agent
 from sam_env.cards import DEFAULT_PLAYERS
-from sam_env.rules import DEFAULT_PRESET, RuleSet, RulesError
+from sam_env.rules import DEFAULT_PRESET, RulesError
 
-from .args import Parser, agent_spec, non_negative, nonempty, parse, players, positive
+from .args import Parser, agent_spec, non_negative, nonempty, parse, players, positive, table
 
 
 def _parser() -> Parser:
@@ -35,9 +35,7 @@ def main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     try:
-        rules = RuleSet.parse(args.rules)
-        rules.check_players(args.players)
-        res = bench_agent(args.agent, rules, args.players, args.deals, args.seed)
+        res = bench_agent(args.agent, table(args.rules, args.players), args.deals, args.seed)
     except (RulesError, ValueError) as exc:
         print(f"samloc bench: {exc}", file=sys.stderr)
         return 2

@@ -43,9 +43,8 @@ def _parser() -> Parser:
 @command(_parser)
 def main(args: argparse.Namespace) -> int:
     try:
-        table(args.rules, args.players)
         res = bench_serve(args.agent, args.workers, args.clients, args.requests, url=args.url,
-                          rules=args.rules, players=args.players, warmup=args.warmup, seed=args.seed,
+                          table=table(args.rules, args.players), warmup=args.warmup, seed=args.seed,
                           serve_args=["--deadline-ms", str(args.deadline_ms)])
     except (RulesError, ValueError, RuntimeError, ImportError) as exc:
         return fail("samloc bench", exc)

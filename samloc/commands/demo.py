@@ -49,12 +49,12 @@ def ends_text(ends: dict[str, int]) -> str:
 @command(parser)
 def main(args: argparse.Namespace) -> int:
     try:
-        rules = table(args.rules, args.players)
+        t = table(args.rules, args.players)
         check_target(args.out)  # before the games are played
     except (RulesError, UnsafeTarget) as exc:
         return fail("samloc demo", exc)
-    r = roundtrip(rules, args.players, args.games, args.seed, Path(args.out))
-    print(f"played {r.games} random games ({rules.name}, {args.players} players) in {r.play_seconds:.1f} s")
+    r = roundtrip(t.rules, t.players, args.games, args.seed, Path(args.out))
+    print(f"played {r.games} random games ({t.rules.name}, {t.players} players) in {r.play_seconds:.1f} s")
     blocked = max(r.ends, key=r.ends.__getitem__) == "sam_failed"
     print(f"how they ended: {ends_text(r.ends)}" + ("; random players declare Sâm at half their chances,"
                                                    " so most games end in a blocked Sâm" if blocked else ""))

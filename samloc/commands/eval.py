@@ -142,7 +142,7 @@ def _announce(args: argparse.Namespace, plan: _Plan) -> None:
     warm up: the first compiles the engine's kernels on a cold cache, which the run does not do again."""
     games = args.deals * sum(t.players for t in plan.tables)
     first = plan.tables[0]
-    warm, one = (evaluate(args.agent, args.opponents, first.rules, first.players, deals=1, seed=args.seed)
+    warm, one = (evaluate(args.agent, args.opponents, first, deals=1, seed=args.seed)
                  for _ in range(2))  # the first compiles and loads; the second is what a deal costs
     per_game = one["seconds"] / one["games"]
     print(f"samloc eval: {len(plan.tables)} table{'s' * (len(plan.tables) > 1)} x {args.deals} deals, each"

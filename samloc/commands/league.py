@@ -103,7 +103,6 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         table, entries, pin, off = _plan(args)
-        rules, players = table.rules, table.players
         if args.out is not None:
             check_folder(args.out)  # UnsafeTarget (a ValueError) now, not after the games
     except (RulesError, ValueError) as exc:
@@ -117,19 +116,20 @@ def main(argv: list[str]) -> int:
                       transient=args.json) as prog:
             task = prog.add_task(f"{n_pairs} pairs", total=n_pairs * args.deals)
             fitted, evaluations = rate_league(
-                entries, rules, players, args.deals, args.seed, pin=pin, reps=args.bootstrap,
+                entries, table, args.deals, args.seed, pin=pin, reps=args.bootstrap,
                 progress=lambda done, what: prog.update(task, completed=done, description=what[-60:]))
     except (IllegalMoveError, RuntimeError, OSError, ValueError) as exc:
         print(f"samloc league: {exc}", file=sys.stderr)
         return 1
     res = {"command": shlex.join(["samloc", "league", *map(shown_spec, argv)]), "table": table.name,
-           "rules": rules.name, "players": players, "deals": args.deals, "seed": args.seed,
+           "rules": table.rules.name, "players": table.players, "deals": args.deals, "seed": args.seed,
            "agents": [{"name": e.name, "spec": shown_spec(e.spec), "run": e.run,
                        "decisions_trained": e.decisions_trained,
                        "out_of_distribution": e.name in off} for e in entries],
            **fitted, "seconds": round(time.perf_counter() - t0, 1)}
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else Path("runs") / "league" / f"{rules.name}_{players}__{stamp}"
+    out = (Path(args.out) if args.out
+           else Path("runs") / "league" / f"{table.rules.name}_{table.players}__{stamp}")
     try:
         write_report(res | {"evaluations": evaluations}, out)
     except OSError as exc:

@@ -20,6 +20,7 @@ from agents.nets.interface import PolicyNetwork
 from agents.players.policy_agent import PolicyAgent
 from sam_env.rules import RuleSet
 from sam_env.seeding import mix
+from sam_env.table import Table
 
 from ..config import TrainConfig, eval_table
 from .rollout import load_numpy_weights
@@ -39,23 +40,23 @@ def _opponent(spec: str, snap: dict[str, np.ndarray] | None, hp: dict[str, int],
     return make_agent(spec, seed=seed)
 
 
-def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponent: Any, rules: RuleSet,
-                     players: int, deals: int, seed: int) -> dict[str, Any]:
+def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponent: Any, table: Table,
+                     deals: int, seed: int) -> dict[str, Any]:
     """``agents.evaluation.evaluate`` of the greedy policy of ``weights`` against one opponent (a spec or an
-    Agent the caller made, e.g. with a temperature), on the duplicate deals of ``seed``; without the score
-    histogram."""
+    Agent the caller made, e.g. with a temperature) at ``table``, on the duplicate deals of ``seed``; without
+    the score histogram."""
     torch.set_num_threads(1)
     agent = PolicyAgent(_net(weights, hp), seed=seed, name="learner")
-    res = evaluate(agent, opponent, rules=rules, players=players, deals=deals, seed=seed)
+    res = evaluate(agent, opponent, table, deals, seed)
     return {k: v for k, v in res.items() if k != "score_hist"}
 
 
 def _against(weights: dict[str, np.ndarray], hp: dict[str, int], spec: str,
-             snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int, seed: int,
+             snap: dict[str, np.ndarray] | None, table: Table, deals: int, seed: int,
              i: int) -> dict[str, Any] | None:
     """The greedy policy against the ``i``-th opponent, ``spec`` (None: a snapshot, and none yet)."""
     opp = _opponent(spec, snap, hp, seed + 1 + i)
-    return None if opp is None else evaluate_against(weights, hp, opp, rules, players, deals, seed)
+    return None if opp is None else evaluate_against(weights, hp, opp, table, deals, seed)
 
 
 def evaluate_weights(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
@@ -63,8 +64,16 @@ def evaluate_weights(weights: dict[str, np.ndarray], hp: dict[str, int], opponen
                      seed: int, workers: int = 1) -> dict[str, dict[str, Any]]:
     """``{opponent: evaluate(...) result}`` for the greedy policy against each opponent spec; ``workers`` > 1
     (``eval.num_workers``): the opponents side by side in that many processes, each with the figures it
-    has in one process."""
-    args = [(weights, hp, spec, snap, rules, players, deals, seed, i) for i, spec in enumerate(opponents)]
+    has in one process.  The table comes as ``rules`` and ``players``, as training.tools.pipeline's final
+    evaluation passes it (the run's periodic evaluation gives a Table to :func:`_evaluate_table`)."""
+    return _evaluate_table(weights, hp, opponents, snap, Table(rules, players), deals, seed, workers)
+
+
+def _evaluate_table(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
+                    snap: dict[str, np.ndarray] | None, table: Table, deals: int, seed: int,
+                    workers: int) -> dict[str, dict[str, Any]]:
+    """:func:`evaluate_weights` at ``table``."""
+    args = [(weights, hp, spec, snap, table, deals, seed, i) for i, spec in enumerate(opponents)]
     if workers > 1 and len(args) > 1:
         with ProcessPoolExecutor(min(workers, len(args)), mp_context=get_context("spawn")) as ex:
             results = [f.result() for f in [ex.submit(_against, *a) for a in args]]
@@ -82,9 +91,9 @@ def eval_processes(cfg: TrainConfig) -> int:
 # ---- the run's periodic evaluation -------------------------------------------------------------------
 @ray.remote(num_cpus=0)
 def _evaluate_remote(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
-                     snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int,
-                     seed: int, workers: int) -> dict[str, Any]:
-    return evaluate_weights(weights, hp, opponents, snap, rules, players, deals, seed, workers)
+                     snap: dict[str, np.ndarray] | None, table: Table, deals: int, seed: int,
+                     workers: int) -> dict[str, Any]:
+    return _evaluate_table(weights, hp, opponents, snap, table, deals, seed, workers)
 
 
 class EvalTarget(Protocol):
@@ -105,13 +114,12 @@ class OpponentsEval:
 
     def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], state: RunState,
                deals: int) -> tuple[Any, dict[str, Any]]:
-        cfg, c, pool = self.cfg, state.c, state.pool
+        cfg, c, pool = self.cfg, state.counters, state.pool
         snap = pool[0][1] if pool else None
         at = {"updates": c.updates, "decisions_trained": c.decisions_trained, "games": c.games,
               "wall_s": round(c.wall_s, 1), "snapshot": pool[0][0] if pool else None}
         seed = mix(cfg.seed, 7, c.updates) if self.deals_seed is None else self.deals_seed
-        table = eval_table(cfg)
-        ref = _evaluate_remote.remote(weights, hp, self.opponents, snap, table.rules, table.players, deals,
+        ref = _evaluate_remote.remote(weights, hp, self.opponents, snap, eval_table(cfg.env, cfg.eval), deals,
                                       seed, eval_processes(cfg))
         return ref, at
 

@@ -98,14 +98,13 @@ def collect(policy: Any, heuristic_share: float, deals: int, tables: list[Table]
             raise NotImplementedError
 
     for t, table in enumerate(tables):
-        rules, players = table.rules, table.players
         share = deals // len(tables) + (t < deals % len(tables))
         n_heur = int(round(share * heuristic_share))
         for opp, count, s in (("heuristic", n_heur, 2 * t), (policy, share - n_heur, 2 * t + 1)):
             if count > 0:
-                evaluate(Recorder(), opp, rules, players, count, seed * 1_000_003 + s)
+                evaluate(Recorder(), opp, table, count, seed * 1_000_003 + s)
                 if progress:
-                    progress(f"{rules.name}, {players} players:"
+                    progress(f"{table.rules.name}, {table.players} players:"
                              f" {sum(len(p) for p in obs_parts):,} decisions recorded")
     count = sum(len(p) for p in obs_parts)
     obs = np.empty((count, obs_mod.OBS_SIZE), dtype=np.float16)

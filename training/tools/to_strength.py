@@ -35,9 +35,10 @@ from agents.evaluation.evaluate import evaluate
 from agents.nets.format import CheckpointError, list_checkpoints, read_json_file, read_metadata
 from sam_env.atomic import UnsafeTarget, check_dir_target, write_json_atomic, write_with
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 
-from ..config import ConfigError, TrainConfig, eval_table, to_dict
-from ..run.launch import new_run_folder, read_run_config, resolve_launch
+from ..config import ConfigError, ModelConfig, TrainConfig, eval_table, to_dict
+from ..launch import new_run_folder, read_run_config, resolve_launch
 from ..run.precision import REPEATS, ROWS, learner_rates
 from .curve import stage_marks
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
@@ -176,10 +177,10 @@ def train_seeds(plan: Plan, say: Callable[[str], None]) -> list[SeedRun]:
     return runs
 
 
-def _score(ckpt: str, rules: RuleSet, players: int, deals: int, seed: int) -> dict[str, Any]:
+def _score(ckpt: str, table: Table, deals: int, seed: int) -> dict[str, Any]:
     """One snapshot's duplicate evaluation against the heuristic (a worker process's task)."""
     torch.set_num_threads(1)  # one thread a process, as the trainer's
-    r = evaluate(ckpt, OPPONENT, rules, players, deals, seed)
+    r = evaluate(ckpt, OPPONENT, table, deals, seed)
     return {"la": round(r["mean_score"], 4), "ci_low": round(r["ci95"][0], 4),
             "ci_high": round(r["ci95"][1], 4), "win_rate": round(r["win_rate"], 4), "deals": deals,
             "eval_seed": seed}
@@ -210,11 +211,9 @@ def run_stages(ckpts: list[Path]) -> list[dict[str, Any]]:
              "updates": int(s.get("updates", 0)), "why": str(s.get("why", ""))} for i, s in enumerate(starts)]
 
 
-def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[[str], None]) -> None:
-    """Every snapshot of every run scored on the same deals (``plan.eval_seed``), ``plan.workers`` side by
-    side; the points go into each run, in order of minutes."""
-    table = eval_table(cfg)
-    rules, players = table.rules, table.players
+def score_runs(plan: Plan, runs: list[SeedRun], table: Table, say: Callable[[str], None]) -> None:
+    """Every snapshot of every run scored at ``table`` (the runs' evaluation table) on the same deals
+    (``plan.eval_seed``), ``plan.workers`` side by side; the points go into each run, in order of minutes."""
     for run in runs:
         ckpts = list_checkpoints(run.run_dir)
         run.stages = run_stages(ckpts)
@@ -226,8 +225,7 @@ def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[
     todo = [p for run in runs for p in run.points]
     say(f"scoring {len(todo)} snapshots against the {OPPONENT}, {plan.deals} duplicate deals each"
         f" (seed {plan.eval_seed}), {plan.workers} at a time")
-    scores = score_snapshots([p["checkpoint"] for p in todo], rules, players, plan.deals, plan.eval_seed,
-                             plan.workers)
+    scores = _score_table([p["checkpoint"] for p in todo], table, plan.deals, plan.eval_seed, plan.workers)
     for p, s in zip(todo, scores):
         p.update(s)
 
@@ -235,8 +233,14 @@ def score_runs(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, say: Callable[
 def score_snapshots(ckpts: list[str], rules: RuleSet, players: int, deals: int, seed: int,
                     workers: int) -> list[dict[str, Any]]:
     """Each snapshot against the heuristic on the same duplicate deals (``seed``), ``workers`` side by side:
-    lá per game, its 95% CI, the win rate."""
-    args = [(c, rules, players, deals, seed) for c in ckpts]
+    lá per game, its 95% CI, the win rate.  The table comes as ``rules`` and ``players``, as
+    training.tools.sweep passes it."""
+    return _score_table(ckpts, Table(rules, players), deals, seed, workers)
+
+
+def _score_table(ckpts: list[str], table: Table, deals: int, seed: int, workers: int) -> list[dict[str, Any]]:
+    """:func:`score_snapshots` at ``table``."""
+    args = [(c, table, deals, seed) for c in ckpts]
     if workers > 1 and len(args) > 1:
         with ProcessPoolExecutor(min(workers, len(args)), mp_context=get_context("spawn")) as ex:
             return list(ex.map(_score, *zip(*args)))
@@ -248,27 +252,28 @@ def quiet(load_before: list[float]) -> bool:
     return load_before[0] < QUIET_LOAD
 
 
-def machine_speed(cfg: TrainConfig) -> dict[str, Any]:
+def machine_speed(model: ModelConfig) -> dict[str, Any]:
     """How fast this machine's CPU learner is, measured before training: what a run's minutes buy moves
     with the host (the same command made 70% of the updates on one 2-core VM that it made on another), so
-    a report of minutes says how fast its minutes were.  The config's network, fresh, on the CPU: the rows a
+    a report of minutes says how fast its minutes were.  ``model``'s network, fresh, on the CPU: the rows a
     second of a forward+backward pass in fp32 and bf16 (:func:`training.run.precision.learner_rates`, what
     ``learner.precision: auto`` measures at a run's start)."""
-    net = cfg.model.build()
+    net = model.build()
     rates = learner_rates(net, net.takes_sparse_rows)
     return {"learner_rows_per_s": {k: round(v) for k, v in rates.items()},
             "speed_probe": f"forward+backward of the config's network on {ROWS:,} synthetic rows on the CPU,"
                            f" the best of {REPEATS}, before training"}
 
 
-def report(plan: Plan, runs: list[SeedRun], cfg: TrainConfig, before: list[float],
-           speed: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``to_strength.json``'s document; ``speed``: :func:`machine_speed`, where the runs trained here."""
+def report(plan: Plan, runs: list[SeedRun], table: Table, resolved: dict[str, Any] | None,
+           before: list[float], speed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``to_strength.json``'s document: the runs scored at ``table``, trained with the config ``resolved``
+    (None: each run's own); ``speed``: :func:`machine_speed`, where the runs trained here."""
     return {
         "command": plan.command, "config": plan.config, "overrides": plan.overrides,
-        "resolved_config": to_dict(cfg) | {"seed": "per seed"},
+        "resolved_config": resolved,
         "minutes": plan.minutes, "every_minutes": plan.interval, "opponent": OPPONENT,
-        **eval_table(cfg).to_record(),
+        **table.to_record(),
         "deals": plan.deals, "eval_seed": plan.eval_seed,
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in before],
                     "quiet": quiet(before),
@@ -381,11 +386,12 @@ def run_benchmark(plan: Plan, say: Callable[[str], None], few_deals_ok: bool = F
     OSError from training."""
     cfg = check_plan(plan, few_deals_ok)
     before = list(os.getloadavg())  # before the probe, which is load of its own
-    speed = machine_speed(cfg)
+    speed = machine_speed(cfg.model)
     say(f"this machine's learner: {_speed(speed['learner_rows_per_s'])} ({speed['speed_probe']})")
     runs = train_seeds(plan, say)
-    score_runs(plan, runs, cfg, say)
-    doc = report(plan, runs, cfg, before, speed)
+    table = eval_table(cfg.env, cfg.eval)
+    score_runs(plan, runs, table, say)
+    doc = report(plan, runs, table, to_dict(cfg) | {"seed": "per seed"}, before, speed)
     write_json_atomic(plan.out / "to_strength.json", doc)
     plot(doc, plan.out / "to_strength.png")
     return doc
@@ -413,7 +419,7 @@ def score_trained(dirs: list[Path], out: Path, deals: int, eval_seed: int, worke
     check_scoring(deals, few_deals_ok)
     check_out(out)
     cfgs = [run_config(d) for d in dirs]
-    tables = [eval_table(c) for c in cfgs]
+    tables = [eval_table(c.env, c.eval) for c in cfgs]
     for d, t in zip(dirs, tables):
         if t.key != tables[0].key:
             raise ConfigError(f"{d} is evaluated on {t.name}, {dirs[0]} on {tables[0].name}:"
@@ -425,9 +431,8 @@ def score_trained(dirs: list[Path], out: Path, deals: int, eval_seed: int, worke
                             label=f"{c.name} {c.algorithm} seed {c.seed}", group=f"{c.name} {c.algorithm}"))
     plan = Plan(SCORED, [], max(r.seconds for r in runs) / 60, len(runs), out, 0.0, deals, eval_seed, workers,
                 command)
-    score_runs(plan, runs, cfgs[0], say)
-    doc = report(plan, runs, cfgs[0], [0.0, 0.0, 0.0])
-    doc["resolved_config"] = None  # each run's own is in its folder
+    score_runs(plan, runs, tables[0], say)
+    doc = report(plan, runs, tables[0], None, [0.0, 0.0, 0.0])  # each run's own config is in its folder
     doc["machine"] |= {"load_before": None, "quiet": None,
                        "quiet_rule": "not recorded: the runs were trained before (see each run's notes)"}
     out.mkdir(parents=True, exist_ok=True)
