@@ -44,6 +44,7 @@ from sam_env.actions import NUM_ACTIONS
 from sam_env.cards import DEFAULT_PLAYERS
 from sam_env.obs import OBS_SIZE
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 
 # ---- 1. config ------------------------------------------------------------------------------------
@@ -157,7 +158,7 @@ def score(net: MaskedAgent, args: Args, device: torch.device) -> dict[str, Any] 
     """Mean lá per game against the opponents (duplicate deals), or None when ``eval_deals`` is 0."""
     if args.eval_deals < 1:
         return None
-    res = evaluate(greedy(net, device), args.opponents, RuleSet.parse(args.rules), args.players,
+    res = evaluate(greedy(net, device), args.opponents, Table(RuleSet.parse(args.rules), args.players),
                    deals=args.eval_deals, seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"]}
 

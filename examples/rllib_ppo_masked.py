@@ -35,6 +35,7 @@ from agents.base import ObsPolicy
 from agents.evaluation.evaluate import evaluate
 from sam_env.integrations.rllib import GAMES, LA_PER_GAME, LEARNER, init_local_ray, masked_ppo_config
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 OPPONENTS = "heuristic"
 
@@ -53,8 +54,8 @@ def greedy(module: Any) -> ObsPolicy:
 
 def score(module: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Mean lá per game against the heuristic (duplicate deals, ``samloc eval``'s numbers)."""
-    res = evaluate(greedy(module), OPPONENTS, RuleSet.parse(args.rules), args.players, deals=args.eval_deals,
-                   seed=args.eval_seed)
+    res = evaluate(greedy(module), OPPONENTS, Table(RuleSet.parse(args.rules), args.players),
+                   deals=args.eval_deals, seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"],
             "win_rate": res["win_rate"]}
 

@@ -34,6 +34,7 @@ from agents.base import ObsPolicy
 from agents.evaluation.evaluate import evaluate
 from sam_env.integrations.sb3 import SamLocVecEnv
 from sam_env.rules import RuleSet
+from sam_env.table import Table
 
 
 def greedy(model: MaskablePPO) -> ObsPolicy:
@@ -48,7 +49,7 @@ def greedy(model: MaskablePPO) -> ObsPolicy:
 
 def score(model: MaskablePPO, args: argparse.Namespace) -> dict[str, Any]:
     """Mean lá per game against the opponents (duplicate deals, ``samloc eval``'s numbers)."""
-    res = evaluate(greedy(model), args.opponents, RuleSet.parse(args.rules), args.players,
+    res = evaluate(greedy(model), args.opponents, Table(RuleSet.parse(args.rules), args.players),
                    deals=args.eval_deals, seed=args.eval_seed)
     return {"mean_la": res["mean_score"], "ci95": res["ci95"], "games": res["games"],
             "win_rate": res["win_rate"], "sam_declared": res["sam_declared"]}

@@ -27,6 +27,7 @@ from agents.evaluation.evaluate import evaluate
 from agents.nets.format import latest_good, list_checkpoints, read_json_file
 from sam_env.atomic import write_with
 from sam_env.rules import DEFAULT_PRESET, RuleSet
+from sam_env.table import Table
 
 FIXED = ("heuristic", "heuristic:greedy", "random")
 
@@ -70,11 +71,11 @@ def measure(nets: list[tuple[str, str]], reference: str, rules: RuleSet, players
             if Path(opp).resolve() == Path(net).resolve():
                 continue
             if opp not in played:
-                played[opp] = evaluate(net, opp, rules, players, deals, seed)
+                played[opp] = evaluate(net, opp, Table(rules, players), deals, seed)
             res[key] = played[opp]
             log(f"{label} vs {key}: {res[key]['mean_score']:+.3f}")
         if search_deals:
-            res["search"] = evaluate(f"{net}+search", "heuristic", rules, players, search_deals, seed,
+            res["search"] = evaluate(f"{net}+search", "heuristic", Table(rules, players), search_deals, seed,
                                      workers=workers)
             log(f"{label}+search vs heuristic: {res['search']['mean_score']:+.3f}")
         rows.append({"label": label, "network": net, "results": res})
