@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from training.algorithms.base import Algorithm, OnPolicySettings, policy_terms, value_regression
+from training.algorithms import Algorithm, OnPolicySettings, RunContext, policy_terms, value_regression
 from training.config import TrainConfig, need
 
 
@@ -43,7 +43,7 @@ class A2C(Algorithm):
     name = "a2c"
     Settings = A2CConfig
 
-    def learn(self, run: Any, batches: list[dict[str, Any]]) -> dict[str, float]:
+    def learn(self, ctx: RunContext, batches: list[dict[str, Any]]) -> dict[str, float]:
         s, net = self.settings, self.learner.net
         data = self.learner.batch([b["batch"] for b in batches])
         adv = data["adv"]

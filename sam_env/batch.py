@@ -32,7 +32,7 @@ class GameBatch:
 
     def __init__(self, rules: RuleSet, players: int = DEFAULT_PLAYERS,
                  num_games: int = 1024, seed: int = 0, autoreset: bool = True):
-        self.rules = RuleSet.given(rules)
+        self.rules = RuleSet.checked(rules)
         self.players = self.rules.check_players(players)
         if num_games < 1:
             raise ValueError("num_games must be at least 1")
@@ -95,7 +95,7 @@ def play_random(rules: RuleSet, players: int = DEFAULT_PLAYERS,
     Slot ``g`` of the batch starts on deal 0 of seed ``seed + g``; its random
     moves draw from the same stream, so its later deals are its own.
     """
-    rs = RuleSet.given(rules)
+    rs = RuleSet.checked(rules)
     rs.check_players(players)
     batch = max(1, min(batch, games))
     states = core.new_states(batch)

@@ -103,7 +103,7 @@ class RuleSetBase:
         raise RulesError(f"rules must be a preset name or an object, not {spec!r}")
 
     @classmethod
-    def given(cls, rules: Any) -> Any:
+    def checked(cls, rules: Any) -> Any:
         """``rules`` if it is already parsed, else a TypeError: libraries take the parsed value, and
         only an edge (a command line, a config, a request, a record, an environment's constructor)
         calls :meth:`parse`."""

@@ -28,7 +28,7 @@ class Table:
     players: int = DEFAULT_PLAYERS
 
     def __post_init__(self) -> None:
-        RuleSet.given(self.rules)
+        RuleSet.checked(self.rules)
         self.rules.check_players(self.players)
 
     @classmethod

@@ -9,20 +9,20 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 from agents.nets import checkpoint as ckpt
-from training.algorithms import ALGORITHMS, algorithm_class, resolve
-from training.algorithms.base import Algorithm
+from training.algorithms import ALGORITHMS, Algorithm, algorithm_class, resolve
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO
 from training.algorithms.reinforce import Reinforce
 from training.config import ConfigError
 from training.config_load import load_config
-from training.run.loop import RunLoop
+from training.launch import new_loop
 from training.run.rollout import RolloutEngine
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,14 +44,29 @@ def test_algorithms_are_chosen_by_name_or_import_path() -> None:
 @pytest.mark.parametrize("overrides, words", [
     (["algorithm=sarsa"], "not one of ppo"),
     (["algorithm=nowhere.module:Thing"], "cannot import it"),
-    (["algorithm=training.run.loop:RunLoop"], "is not a training.algorithms.base.Algorithm"),
-    (["algorithm=expert_iteration"], "needs distill.enabled=true"),
+    (["algorithm=training.run.loop:RunLoop"], "is not a training.algorithms.Algorithm"),
     (["algorithm=reinforce", "distill.enabled=true"], "is expert iteration"),
 ])
 def test_a_bad_algorithm_is_refused_in_one_line(overrides: list[str], words: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_config("quick", overrides)
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("ask", [["algorithm=expert_iteration"], ["distill.enabled=true"],
+                                 ["algorithm=ppo", "distill.enabled=true"]])
+def test_expert_iteration_is_an_algorithm_and_distill_enabled_its_alias(ask: list[str]) -> None:
+    """``algorithm: expert_iteration`` and the older ``distill.enabled: true`` load the same config, in which
+    the two agree; a later word for another algorithm, or ``distill.enabled=false``, turns it off again."""
+    cfg = load_config("quick", ask)
+    assert (cfg.algorithm, cfg.section("distill").enabled) == ("expert_iteration", True)
+    assert algorithm_class(cfg) is ExpertIteration
+    off = load_config("quick", [*ask, "distill.enabled=false"])
+    assert (off.algorithm, off.section("distill").enabled) == ("ppo", False)
+    dmc = load_config("quick", [*ask, "algorithm=dmc"])
+    assert (dmc.algorithm, dmc.section("distill").enabled) == ("dmc", False)
+    shipped = load_config("expert", [])
+    assert (shipped.algorithm, shipped.section("distill").enabled) == ("expert_iteration", True)
 
 
 HELPERS = """
@@ -80,7 +95,7 @@ def test_the_centre_asks_the_algorithm_for_its_worker_groups(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Sizing, the CPU check and the dry run ask the algorithm which workers it starts (no name of an
     algorithm in the centre): an outside one without rollout workers and with a group of its own."""
-    from training.run.launch import dry_run, resolve_launch
+    from training.launch import dry_run, resolve_launch
     from training.run.sizing import size_workers
     from training.run.workers import WorkerGroup, cpu_shortfall
 
@@ -91,7 +106,7 @@ def test_the_centre_asks_the_algorithm_for_its_worker_groups(tmp_path: Path,
     cls = algorithm_class(cfg)
     assert cls.worker_groups(cfg) == [WorkerGroup("helpers", 3, 2.0, "helper")]
     assert PPO.worker_groups(cfg) == [WorkerGroup("rollout", "auto", 1.0, "rollout worker")]
-    sized = size_workers(cfg, 16, "cpu")
+    sized = size_workers(cfg, 16, "cpu", algorithm_class(cfg))
     assert sized.rollout_workers == 8 and sized.line.endswith("- 1 evaluation - 6 helpers)")
     assert cpu_shortfall(cls.worker_groups(cfg), 4, embedded=True) == (
         "helpers.num_workers=3 x helpers.cpus_per_worker=2 need 6 CPUs, Ray has 4"
@@ -107,7 +122,7 @@ def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> N
     TensorBoard's usual tags, a checkpoint that resumes like any other."""
     cfg = load_config("quick",
                       [*TINY, "algorithm=reinforce", "reinforce.batch_decisions=100", "total_decisions=500"])
-    loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
+    loop = new_loop(cfg, tmp_path / "run", log=lambda m: None)
     before = {k: v.copy() for k, v in loop.algo.learner.weights().items()}
     summary = loop.run()
     assert isinstance(loop.algo, Reinforce) and summary["updates"] >= 3 \
@@ -117,9 +132,9 @@ def test_the_example_algorithm_trains_through_the_real_loop(tmp_path: Path) -> N
     assert meta.updates == summary["updates"] and meta.raw["config"]["algorithm"] == "reinforce"
     after = loop.algo.learner.weights()
     assert any(not np.array_equal(before[k], after[k]) for k in before)
-    resumed = RunLoop(load_config(tmp_path / "run" / "config.yaml"), tmp_path / "run", resume=True,
+    resumed = new_loop(load_config(tmp_path / "run" / "config.yaml"), tmp_path / "run", resume=True,
                       log=lambda m: None)
-    assert isinstance(resumed.algo, Reinforce) and resumed.c.updates == summary["updates"]
+    assert isinstance(resumed.algo, Reinforce) and resumed.counters.updates == summary["updates"]
 
 
 @pytest.mark.slow
@@ -169,8 +184,8 @@ def test_ppo_anneals_its_learning_rate_over_the_budget_it_names(
         state.stage_starts = [{"stage": i, "wall_s": w} for i, w in enumerate(where)]
         algo = PPO(cfg, state, print)
         for k, v in at.items():
-            setattr(state.c, k, v)
-        assert algo.learning_rate() == pytest.approx(1e-3 * (want if anneal else 1.0))
+            setattr(state.counters, k, v)
+        assert algo.learner.schedule(_progress(state)) == pytest.approx(1e-3 * (want if anneal else 1.0))
 
 
 def test_a_resume_that_adds_minutes_raises_the_annealed_rate_again(tmp_path: Path) -> None:
@@ -182,8 +197,17 @@ def test_a_resume_that_adds_minutes_raises_the_annealed_rate_again(tmp_path: Pat
                                 "ppo.anneal_by=minutes"])
     state = RunState(cfg, tmp_path / "run", "test", print)
     state.stage_starts = [{"stage": 0, "wall_s": 0.0}, {"stage": 1, "wall_s": 300.0}]
-    state.c.wall_s = 600.0
-    assert PPO(cfg, state, print).learning_rate() == pytest.approx(1e-3 * 2 / 3)
+    state.counters.wall_s = 600.0
+    assert PPO(cfg, state, print).learner.schedule(_progress(state)) == pytest.approx(1e-3 * 2 / 3)
+
+
+def _progress(state: Any) -> Any:
+    """The progress the loop hands the learner at the next update of a run in ``state``."""
+    from training.run.learner import Progress
+
+    c = state.counters
+    return Progress(c.updates, c.decisions_trained, c.wall_s,
+                    state.stage_starts[-1]["wall_s"] if state.stage_starts else 0.0)
 
 
 @pytest.mark.parametrize("overrides, words", [

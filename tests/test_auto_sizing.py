@@ -13,12 +13,13 @@ import torch
 import yaml
 
 from samloc.commands.train import main
-from training.run import launch, workers
+from training import launch
+from training.algorithms import algorithm_class
+from training.run import workers
 from training.config import CONFIG_DIR, ConfigError
 from training.config_load import load_config
 from training.errors import TrainError
-from training.run.launch import read_run_config
-from training.run.loop import RunLoop
+from training.launch import new_loop, read_run_config
 from training.run.runstate import RunState
 from training.run.sizing import apply_sizing, eval_workers, size_eval, size_workers
 
@@ -49,32 +50,32 @@ def test_the_choice_for_a_core_count_a_device_and_search_workers(cpus: float, de
                                                                  overrides: list[str],
                                                                   workers: int, why: str) -> None:
     cfg = load_config("quick", overrides)
-    sizing = size_workers(cfg, cpus, device)
+    sizing = size_workers(cfg, cpus, device, algorithm_class(cfg))
     assert sizing.rollout_workers == workers
     assert sizing.line == f"rollout.num_workers=auto → {workers} ({why})"
 
 
 def test_only_auto_is_resolved_and_the_config_then_holds_the_number() -> None:
     fixed = load_config("quick", ["rollout.num_workers=3", "eval.num_workers=2"])
-    assert apply_sizing(fixed, 64, "cpu") == "" and (fixed.rollout.num_workers,
+    assert apply_sizing(fixed, 64, "cpu", algorithm_class(fixed)) == "" and (fixed.rollout.num_workers,
                                                      fixed.eval.num_workers) == (3, 2)
     cfg = load_config("quick", QUICK)
-    assert apply_sizing(cfg, 16, "cpu") == (
+    assert apply_sizing(cfg, 16, "cpu", algorithm_class(cfg)) == (
         "eval.num_workers=auto → 1 (one per 16 of 16 CPUs, at least 1, at most one per opponent: 2)\n"
         "rollout.num_workers=auto → 14 (16 CPUs - 1 learner (cpu) - 1 evaluation)")
     assert cfg.rollout.num_workers == 14 and cfg.eval.num_workers == 1
-    assert apply_sizing(cfg, 64, "cpu") == "" and cfg.rollout.num_workers == 14  # resolved once
+    assert apply_sizing(cfg, 64, "cpu", algorithm_class(cfg)) == "" and cfg.rollout.num_workers == 14  # resolved once
     assert cfg.eval.num_workers == 1
 
 
 def test_a_queue_smaller_than_the_figure_is_refused_in_one_line() -> None:
     cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
-    assert apply_sizing(cfg, 4, "cpu") and cfg.rollout.num_workers == 2  # 4 rollouts hold 2 workers
+    assert apply_sizing(cfg, 4, "cpu", algorithm_class(cfg)) and cfg.rollout.num_workers == 2  # 4 rollouts hold 2 workers
     cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
     with pytest.raises(TrainError,
                        match=r"^rollout.num_workers=auto → 14 \(.*: learner.queue_rollouts=4 must be"
                                          r" 0 \(num_workers \+ 1\) or at least 14$"):
-        apply_sizing(cfg, 16, "cpu")
+        apply_sizing(cfg, 16, "cpu", algorithm_class(cfg))
 
 
 @pytest.mark.parametrize("value, message", [
@@ -99,8 +100,8 @@ def test_every_shipped_config_but_cluster_sizes_its_workers() -> None:
     assert shipped and set(shipped.values()) == {("auto", "auto")}, shipped
     for name in shipped:  # each loads as auto, and on two cores it is one worker (measured best there)
         cfg = load_config(name)
-        assert cfg.rollout.num_workers == "auto" and size_workers(cfg, 2, "cpu").rollout_workers == 1
-        assert cfg.eval.num_workers == "auto" and eval_workers(cfg, 2) == 1
+        assert cfg.rollout.num_workers == "auto" and size_workers(cfg, 2, "cpu", algorithm_class(cfg)).rollout_workers == 1
+        assert cfg.eval.num_workers == "auto" and eval_workers(cfg.eval, 2) == 1
 
 
 @pytest.mark.parametrize("cpus, opponents, workers", [
@@ -110,11 +111,11 @@ def test_every_shipped_config_but_cluster_sizes_its_workers() -> None:
 ])
 def test_the_evaluations_processes_for_a_core_count(cpus: float, opponents: list[str], workers: int) -> None:
     cfg = load_config("quick", [f"eval.opponents=[{', '.join(opponents)}]"])
-    assert size_eval(cfg, cpus) == (workers,
+    assert size_eval(cfg.eval, cpus) == (workers,
                                     f"eval.num_workers=auto → {workers} (one per 16 of {cpus:g} CPUs, at"
                                              f" least 1, at most one per opponent: {len(opponents)})")
-    assert eval_workers(cfg, cpus) == workers
-    assert eval_workers(load_config("quick", ["eval.num_workers=5"]), cpus) == 5  # a number is kept
+    assert eval_workers(cfg.eval, cpus) == workers
+    assert eval_workers(load_config("quick", ["eval.num_workers=5"]).eval, cpus) == 5  # a number is kept
 
 
 @pytest.mark.parametrize("value", ["autox", "0", "10001"])
@@ -132,7 +133,7 @@ def test_the_opponents_side_by_side_give_the_figures_of_one_process() -> None:
     from training.run.learner import Learner
 
     cfg = load_config("quick", ["model.hidden=32", "model.layers=1"])
-    net = Learner(cfg, 1e-3)
+    net = Learner(cfg.model, cfg.learner, 1e-3)
     args = (net.weights(), net.net.hparams(), ["heuristic", "random", "snapshot"], None,
             RuleSet.parse("hoi_quan_bai"), 4, 6, 11)
     one, two = evaluate_weights(*args), evaluate_weights(*args, workers=2)
@@ -188,7 +189,7 @@ def test_the_run_folder_records_the_figure_and_a_resume_keeps_it(tmp_path: Path)
     state = RunState(cfg, tmp_path, "samloc train --config quick", log=lambda m: None)
     state.write_run_files(resume=False)
     assert read_run_config(tmp_path).rollout.num_workers == "auto"  # before the run has Ray
-    apply_sizing(cfg, 16, "cpu")
+    apply_sizing(cfg, 16, "cpu", algorithm_class(cfg))
     state.write_config()
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert saved["rollout"]["num_workers"] == 14 and saved["eval"]["num_workers"] == 1
@@ -210,7 +211,7 @@ def test_a_run_prints_the_choice_and_records_it(monkeypatch: pytest.MonkeyPatch,
                                 "ppo.minibatch=128", "ppo.epochs=1", "total_decisions=400", "display=none",
                                 "max_minutes=0"])
     said: list[str] = []
-    summary = RunLoop(cfg, tmp_path / "run", log=said.append).run()
+    summary = new_loop(cfg, tmp_path / "run", log=said.append).run()
     assert "rollout.num_workers=auto → 2 (3 CPUs - 1 learner (cpu))" in said
     assert said.index("eval.num_workers=auto → 1 (one per 16 of 3 CPUs, at least 1, at most one per "
                       "opponent: 2)") \

@@ -29,10 +29,11 @@ from training.config_load import load_config
 from training.algorithms import algorithm_class
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO
-from training.algorithms.expert_search import (SearchEngine, TargetBuffer, kl_to_targets, search_answer,
-                                               search_request_seed, target_batch)
+from training.algorithms.expert_search import SearchEngine, search_request_seed
+from training.algorithms.expert_targets import TargetBuffer, kl_to_targets, search_answer, target_batch
 from training.algorithms.losses import distill_terms
 from training.run.rollout import request_seed, weights_to_numpy
+from training.launch import new_loop
 from training.run.loop import RunLoop
 
 REPO = Path(__file__).resolve().parent.parent
@@ -350,7 +351,7 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
     held.set_network(weights_to_numpy(net), 0, {"hidden": 16, "weights": weights_to_numpy(belief)})
     held_out = held.play()["batch"]
     before = kl_to_targets(net, held_out, cfg.section("distill").temperature)
-    tr = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
+    tr = new_loop(cfg, tmp_path / "run", log=lambda m: None)
     assert tr.algo.belief is not None and tr.algo.belief["info"]["from"] == str(start)  # init_from's belief
     summary = tr.run()
     after_net, meta = ckpt.load_checkpoint(summary["checkpoint"])
@@ -362,7 +363,7 @@ def test_a_stage_without_ppo_lowers_the_kl_to_held_out_search_targets(tmp_path: 
     kl = [v for _, v in tags["losses/distill_kl"]]
     assert len(kl) >= 10 and np.mean(kl[-3:]) < np.mean(kl[:3])
     # the run's own held-out decisions (every 20th), never trained on: the policy moved towards them too
-    own = tr.algo.held.rows(np.arange(len(tr.algo.held)))
+    own = tr.algo.search_targets.held.rows(np.arange(len(tr.algo.search_targets.held)))
     assert len(own["cands"]) >= 80 and tags["losses/distill_kl_heldout"][-1][1] == pytest.approx(
         summary["distill"]["heldout"]["distill_kl"])
     assert kl_to_targets(after_net, own, 1.0)["distill_kl"] < kl_to_targets(net, own, 1.0)["distill_kl"]
@@ -386,18 +387,18 @@ def test_a_round_whose_start_would_not_end_inside_the_budget_is_not_begun(tmp_pa
     algo = ExpertIteration(cfg, RunState(cfg, tmp_path, "x", logs.append), logs.append)
     begun: list[int] = []
     algo._search_charts = lambda run, step: None                      # type: ignore[method-assign]
-    algo._next_round = lambda run: begun.append(algo.state.c.updates)  # type: ignore[method-assign]
+    algo._next_round = lambda run: begun.append(algo.state.counters.updates)  # type: ignore[method-assign]
     left = [math.inf]
     run = SimpleNamespace(seconds_left=lambda: left[0])
-    algo.state.c.updates = 3
+    algo.state.counters.updates = 3
     algo.after_update(run)
     assert begun == []                                 # round 0 has 4 updates
-    algo.state.c.updates = 4
+    algo.state.counters.updates = 4
     algo.after_update(run)
     assert begun == [4] and algo.round_start_s >= 0   # no budget: it begins, its start timed
     algo.round_start_s, left[0] = 70.0, 69.0
     for updates in (5, 6):
-        algo.state.c.updates = updates
+        algo.state.counters.updates = updates
         algo.after_update(run)
     assert begun == [4] and logs == ["round 1 is not begun: its start (the belief and an evaluation, 70 s "
                                      "last"
@@ -411,7 +412,7 @@ def _stop_when(done: Any) -> Any:
     """An on_update hook that ends the sitting (at this update) once ``done(trainer)``."""
     def hook(tr: RunLoop) -> None:
         if done(tr):
-            tr.cfg.total_decisions = tr.c.decisions_trained
+            tr.cfg.total_decisions = tr.counters.decisions_trained
     return hook
 
 
@@ -428,16 +429,16 @@ def test_a_killed_search_worker_is_restarted_and_counted_once(tmp_path: Path) ->
     killed: list[int] = []
 
     def kill_at_update_2(tr: RunLoop) -> None:
-        if tr.c.updates == 2 and not killed:
+        if tr.counters.updates == 2 and not killed:
             killed.append(tr.algo.search_placement[0]["pid"])
             os.kill(killed[0], signal.SIGKILL)
 
-    tr = RunLoop(cfg, tmp_path / "run", log=logs.append, on_update=kill_at_update_2)
+    tr = new_loop(cfg, tmp_path / "run", log=logs.append, on_update=kill_at_update_2)
     summary = tr.run()
     assert killed and summary["decisions_trained"] >= 700
-    assert summary["worker_failures"] == 1 and tr.algo.search_health.failures == [1]
+    assert summary["worker_failures"] == 1 and tr.algo.workers.health.failures == [1]
     assert sum("search worker 0 failed" in m for m in logs) == 1
-    assert tr.algo.d.requests > 3  # the killed request was asked again, and the stage went on
+    assert tr.algo.stage_counters.requests > 3  # the killed request was asked again, and the stage went on
 
 
 def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path: Path) -> None:
@@ -448,10 +449,10 @@ def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path:
     cfg = load_config("quick", [*TINY, *over])
     run = tmp_path / "run"
     logs: list[str] = []
-    tr = RunLoop(cfg, run, log=logs.append,
-                        on_update=_stop_when(lambda t: t.algo.d.round >= 2 and "distill_kl" in t.algo.losses))
+    tr = new_loop(cfg, run, log=logs.append,
+                        on_update=_stop_when(lambda t: t.algo.stage_counters.round >= 2 and "distill_kl" in t.algo.losses))
     first = tr.run()
-    d1 = tr.algo.d
+    d1 = tr.algo.stage_counters
     assert d1.round >= 2 and first["distill"]["round"] == d1.round
     assert [r["round"] for r in d1.rounds] == list(range(d1.round + 1))
     # no belief to start from: round 0 learns one; each later round's is kept only where it scores better
@@ -471,21 +472,21 @@ def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path:
     evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
     assert [e["round"] for e in evals] == list(range(d1.round + 1))  # the start, then each round's network
 
-    again = RunLoop(load_config(run / "config.yaml"), run, resume=True, log=lambda m: None,
+    again = new_loop(load_config(run / "config.yaml"), run, resume=True, log=lambda m: None,
                            command="samloc train --resume RUN",
-                           on_update=_stop_when(lambda t: t.c.updates >= first["updates"] + 5))
-    assert again.algo.d == d1  # every counter of the stage, the round included
+                           on_update=_stop_when(lambda t: t.counters.updates >= first["updates"] + 5))
+    assert again.algo.stage_counters == d1  # every counter of the stage, the round included
     saved, _ = ckpt.load_trainer_state(first["checkpoint"])
     for k, v in again.algo.round_weights.items():
         assert np.array_equal(v, saved[f"round.{k}"].numpy())
     assert again.algo.belief is not None and again.algo.belief["info"]["round"] == learned_in
     second = again.run()
     assert second["updates"] >= first["updates"] + 5
-    assert again.algo.d.round >= d1.round and again.algo.d.requests > d1.requests \
-        and again.algo.d.searched >= d1.searched
-    assert again.algo.d.rounds[:len(d1.rounds)] == d1.rounds
+    assert again.algo.stage_counters.round >= d1.round and again.algo.stage_counters.requests > d1.requests \
+        and again.algo.stage_counters.searched >= d1.searched
+    assert again.algo.stage_counters.rounds[:len(d1.rounds)] == d1.rounds
     meta = ckfmt.verify(Path(second["checkpoint"]), trainer=True)
-    assert meta.raw["distill"]["round"] == again.algo.d.round \
+    assert meta.raw["distill"]["round"] == again.algo.stage_counters.round \
         and meta.resumes == ("samloc train --resume RUN",)
     assert [m for m in logs if "rollouts in" in m] == [
         "search worker 0: rollouts in fp32 (distill.precision)"]

@@ -18,7 +18,7 @@ from training.run import compact
 from training.algorithms import algorithm_class
 from training.algorithms.dmc import DeepMonteCarlo, MonteCarloEngine, first_end
 from training.config_load import load_config
-from training.run.loop import RunLoop
+from training.launch import new_loop
 
 ENGINE = ["rollout.envs_per_worker=6", "model.hidden=16", "model.layers=1", "ppo.sam_lesson_coef=0"]
 
@@ -161,7 +161,7 @@ TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1
 def test_a_tiny_dmc_run_trains_checkpoints_resumes_and_exports(tmp_path: Path) -> None:
     cfg = load_config("quick", [*TINY, "total_decisions=600"])
     assert algorithm_class(cfg) is DeepMonteCarlo
-    loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
+    loop = new_loop(cfg, tmp_path / "run", log=lambda m: None)
     before = {k: v.copy() for k, v in loop.algo.learner.weights().items()}
     summary = loop.run()
     assert summary["updates"] >= 3 and summary["decisions_trained"] >= 600
@@ -171,10 +171,10 @@ def test_a_tiny_dmc_run_trains_checkpoints_resumes_and_exports(tmp_path: Path) -
     assert any(not np.array_equal(before[k], after[k]) for k in before)
     net, meta = ckpt.load_checkpoint(summary["checkpoint"])
     assert meta.raw["config"]["algorithm"] == "dmc" and meta.updates == summary["updates"]
-    resumed = RunLoop(load_config(tmp_path / "run" / "config.yaml", ["total_decisions=900"]),
+    resumed = new_loop(load_config(tmp_path / "run" / "config.yaml", ["total_decisions=900"]),
                       tmp_path / "run",
                       resume=True, log=lambda m: None)
-    assert isinstance(resumed.algo, DeepMonteCarlo) and resumed.c.updates == summary["updates"]
+    assert isinstance(resumed.algo, DeepMonteCarlo) and resumed.counters.updates == summary["updates"]
     more = resumed.run()
     assert more["updates"] > summary["updates"] and more["decisions_trained"] >= 900
     assert resumed.algo.learner.opt.param_groups[0]["lr"] == cfg.section("dmc").lr
@@ -186,7 +186,7 @@ def test_the_dmc_network_is_exported_and_evaluated_like_any_other(
     from samloc.commands.eval import main as eval_main
     from samloc.commands.export import main as export_main
 
-    summary = RunLoop(load_config("quick", [*TINY, "total_decisions=300"]), tmp_path / "run",
+    summary = new_loop(load_config("quick", [*TINY, "total_decisions=300"]), tmp_path / "run",
                       log=lambda m: None).run()
     assert export_main([summary["checkpoint"], "--out", str(tmp_path / "q.onnx"), "--samples",
                         "50", "--json"]) == 0

@@ -122,11 +122,11 @@ SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "m
 def saved_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder with one checkpoint (update 4) of a small network, written by the trainer without Ray."""
     from training.config_load import load_config
-    from training.run.loop import RunLoop
+    from training.launch import new_loop
 
     run = tmp_path_factory.mktemp("saved") / "run"
-    tr = RunLoop(load_config("quick", SMALL), run, log=lambda m: None)
-    tr.c.updates, tr.c.decisions_trained = 4, 400
+    tr = new_loop(load_config("quick", SMALL), run, log=lambda m: None)
+    tr.counters.updates, tr.counters.decisions_trained = 4, 400
     tr.save()
     return run
 
@@ -142,7 +142,7 @@ def run(saved_run: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("damage", ["empty", "cut", "list"])
 def test_a_damaged_config_yaml_resumes_with_the_checkpoints_config(
         run: Path, damage: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from training.run.launch import resolve_launch
+    from training.launch import resolve_launch
 
     cfg_file = run / "config.yaml"
     whole = cfg_file.read_text()
@@ -162,7 +162,7 @@ def test_a_damaged_config_yaml_without_a_checkpoint_is_refused(run: Path,
     import shutil
 
     from training.config import ConfigError
-    from training.run.launch import read_run_config
+    from training.launch import read_run_config
 
     shutil.rmtree(run / "checkpoints")
     (run / "config.yaml").write_text("")
@@ -236,10 +236,10 @@ def test_negative_counters_are_refused(run: Path, key: str, capsys: pytest.Captu
 def test_a_checkpoint_is_never_written_for_negative_counters(tmp_path: Path) -> None:
     from training.config_load import load_config
     from training.errors import TrainError
-    from training.run.loop import RunLoop
+    from training.launch import new_loop
 
-    tr = RunLoop(load_config("quick", SMALL), tmp_path / "run", log=lambda m: None)
-    tr.c.updates = -4
+    tr = new_loop(load_config("quick", SMALL), tmp_path / "run", log=lambda m: None)
+    tr.counters.updates = -4
     with pytest.raises(TrainError, match="counters.updates is -4: a count is never negative"):
         tr.save()
     assert not (tmp_path / "run" / "checkpoints").exists() or \
@@ -451,7 +451,7 @@ def test_more_worker_processes_than_memory_holds_are_refused(monkeypatch: pytest
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     import re
 
-    from training.run import launch
+    from training import launch
 
     monkeypatch.setattr(launch, "available_memory", lambda: 8 * 2**30)
     argv = ["train", *DRY, "rollout.num_workers=500", "rollout.cpus_per_worker=0.001"]

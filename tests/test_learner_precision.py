@@ -16,14 +16,15 @@ from agents.nets.sparse import SparseRows
 from training.config import ConfigError
 from training.config_load import load_config
 from training.run import precision, workers
-from training.run.launch import read_run_config
+from training.launch import read_run_config
 from training.run.learner import Learner
-from training.run.loop import RunLoop
+from training.launch import new_loop
 from training.run.precision import learner_rates, settle_precision, synthetic_batch
 
 
 def _learner(*overrides: str) -> Learner:
-    return Learner(load_config("quick", list(overrides)), 1e-3)
+    cfg = load_config("quick", list(overrides))
+    return Learner(cfg.model, cfg.learner, 1e-3)
 
 
 def test_auto_is_the_default_and_anything_else_is_one_line_naming_the_key() -> None:
@@ -36,7 +37,7 @@ def test_auto_is_the_default_and_anything_else_is_one_line_naming_the_key() -> N
 def test_a_named_precision_is_kept_without_measuring(named: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(precision, "learner_rates", lambda *a: pytest.fail("measured"))
     learner = _learner(f"learner.precision={named}")
-    assert settle_precision(learner) == ("", {}) and learner.cfg.learner.precision == named
+    assert settle_precision(learner, False) == ("", {}) and learner.settings.precision == named
 
 
 @pytest.mark.parametrize("rates, chosen", [({"fp32": 1000.0, "bf16": 1650.0}, "bf16"),
@@ -46,23 +47,23 @@ def test_auto_on_a_cpu_takes_the_faster_it_measured(rates: dict, chosen: str,
     asked: list[bool] = []
     monkeypatch.setattr(precision, "learner_rates", lambda net, sparse: asked.append(sparse) or dict(rates))
     learner = _learner()
-    line, measured = settle_precision(learner)
-    assert learner.cfg.learner.precision == chosen and measured == rates
+    line, measured = settle_precision(learner, False)
+    assert learner.settings.precision == chosen and measured == rates
     assert asked == [True]  # timed as its updates run: on the nonzero cells
     assert line == (f"learner.precision=auto → {chosen} (measured 1,000 rows/s in fp32,"
                     f" {rates['bf16']:,.0f} in bf16, forward+backward)")
-    assert settle_precision(learner) == ("", {})  # settled once
+    assert settle_precision(learner, False) == ("", {})  # settled once
 
 
 def test_auto_on_cuda_and_in_a_reproducible_run_is_fp32_unmeasured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(precision, "learner_rates", lambda *a: pytest.fail("measured"))
     gpu = _learner()
     gpu.device = torch.device("cuda")  # what settle_precision reads (no GPU is needed to ask)
-    assert settle_precision(gpu)[0].startswith("learner.precision=auto → fp32 (on cuda:")
-    assert gpu.cfg.learner.precision == "fp32"
+    assert settle_precision(gpu, False)[0].startswith("learner.precision=auto → fp32 (on cuda:")
+    assert gpu.settings.precision == "fp32"
     fixed = _learner("rollout.deterministic=true")
-    assert settle_precision(fixed)[0].startswith("learner.precision=auto → fp32 (rollout.deterministic:")
-    assert fixed.cfg.learner.precision == "fp32"
+    assert settle_precision(fixed, True)[0].startswith("learner.precision=auto → fp32 (rollout.deterministic:")
+    assert fixed.settings.precision == "fp32"
 
 
 def test_the_synthetic_batch_has_real_plays_counts_of_cells() -> None:
@@ -99,7 +100,7 @@ def test_a_run_says_what_auto_chose_and_records_it(monkeypatch: pytest.MonkeyPat
         "rollout.steps_per_rollout=8", "ppo.batch_decisions=200", "ppo.minibatch=128", "ppo.epochs=1",
         "total_decisions=400", "display=none", "max_minutes=0", "rollout.num_workers=1"])
     said: list[str] = []
-    summary = RunLoop(cfg, tmp_path / "run", log=said.append).run()
+    summary = new_loop(cfg, tmp_path / "run", log=said.append).run()
     assert "learner.precision=auto → bf16 (measured 100 rows/s in fp32, 150 in bf16, forward+backward)" \
         in said
     assert summary["decisions_trained"] >= 400

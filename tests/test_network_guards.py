@@ -24,7 +24,7 @@ from tests.custom_net import GlobalPeekNet, PeekingNet, TinyNet, ZeroPeekNet  # 
 from training.config_load import load_config  # noqa: E402
 from training.errors import TrainError  # noqa: E402
 from training.run.learner import Learner  # noqa: E402
-from training.run.loop import RunLoop  # noqa: E402
+from training.launch import new_loop  # noqa: E402
 from training.run.runstate import RunState  # noqa: E402
 
 PEEK = "tests.custom_net:PeekingNet"
@@ -41,7 +41,8 @@ def test_the_mlp_and_a_network_that_keeps_the_hands_in_its_critic_pass() -> None
         check_blind_policy(net)
         assert torch.equal(torch.random.get_rng_state(), state)  # the probe draws from its own generator
         assert net.training  # left as it was
-    Learner(load_config("quick", ["model.hidden=32"]), 1e-3)  # the default network, built for training
+    default = load_config("quick", ["model.hidden=32"])
+    Learner(default.model, default.learner, 1e-3)  # the default network, built for training
 
 
 def test_a_network_whose_policy_reads_the_hidden_hands_is_refused_naming_its_kind() -> None:
@@ -55,7 +56,8 @@ def test_a_network_whose_policy_reads_the_hidden_hands_is_refused_naming_its_kin
         net.peek.bias.zero_()
     check_blind_policy(net)
     with pytest.raises(NetworkError, match="its acting logits change with the hidden hands"):
-        Learner(load_config("quick", [f"model.kind={PEEK}", "model.kwargs.width=8"]), 1e-3)
+        peek = load_config("quick", [f"model.kind={PEEK}", "model.kwargs.width=8"])
+        Learner(peek.model, peek.learner, 1e-3)
     check_blind_policy(TinyNet(OBS_SIZE, NUM_ACTIONS, 0, width=8))  # no critic: no hands to read
 
 
@@ -104,7 +106,7 @@ def trained_cheat(request, tmp_path: Path) -> tuple[type, Path, Path]:
     cls = CHEATS[request.param]
     cfg = load_config("quick", [f"model.kind={_kind(cls)}", "model.kwargs.width=8", *TINY_RUN])
     run = tmp_path / "run"
-    learner = Learner(cfg, 1e-3)  # the fresh network passes: its branch is zero
+    learner = Learner(cfg.model, cfg.learner, 1e-3)  # the fresh network passes: its branch is zero
     _teach_to_peek(learner.net)
     state = RunState(cfg, run, "test", lambda line: None)
     state.write_run_files(False)
@@ -172,10 +174,10 @@ def test_the_loop_probes_the_learner_before_it_checkpoints(cls: type, tmp_path: 
     """The loop's probe (every learner.guard_every updates, and before each checkpoint) stops the run in one
     line that names the last checkpoint, and writes none of the weights that peek."""
     cfg = load_config("quick", [f"model.kind={_kind(cls)}", "model.kwargs.width=8", *TINY_RUN])
-    loop = RunLoop(cfg, tmp_path / "run")  # Ray starts only in run()
+    loop = new_loop(cfg, tmp_path / "run")  # Ray starts only in run()
     loop.save()  # the fresh network: written
     _teach_to_peek(loop.net)
-    loop.state.c.updates = 10
+    loop.state.counters.updates = 10
     with pytest.raises(TrainError) as err:
         loop.guard()
     msg = str(err.value)

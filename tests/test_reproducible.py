@@ -22,6 +22,7 @@ from training.config_load import load_config
 from training.algorithms.ppo import ppo_engine
 from training.run.rollout import weights_to_numpy
 from training.errors import TrainError
+from training.launch import new_loop
 from training.run.loop import RunLoop as Trainer
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]  # training runs
@@ -123,7 +124,7 @@ def test_a_checkpoint_keeps_the_weights_only_the_requests_out_play() -> None:
 # ---- whole runs on Ray ---------------------------------------------------------------------------
 def _kill_worker_at(update: int, killed: list[int]) -> Any:
     def hook(tr: Trainer) -> None:
-        if tr.c.updates == update and not killed:
+        if tr.counters.updates == update and not killed:
             killed.append(tr.placement[0]["pid"])
             os.kill(killed[0], signal.SIGKILL)
     return hook
@@ -133,7 +134,7 @@ def _kill_worker_at(update: int, killed: list[int]) -> Any:
 def straight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A run that never stops: FULL decisions, a checkpoint after every update."""
     run = tmp_path_factory.mktemp("straight") / "run"
-    summary = Trainer(load_config("quick", [*TINY, f"total_decisions={FULL}"]), run, log=lambda m: None).run()
+    summary = new_loop(load_config("quick", [*TINY, f"total_decisions={FULL}"]), run, log=lambda m: None).run()
     return {"run": run, "summary": summary}
 
 
@@ -142,7 +143,7 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The same config and seed stopped at HALF decisions, a worker killed on the way."""
     run = tmp_path_factory.mktemp("stopped") / "run"
     killed: list[int] = []
-    tr = Trainer(load_config("quick", [*TINY, f"total_decisions={HALF}"]), run, log=lambda m: None,
+    tr = new_loop(load_config("quick", [*TINY, f"total_decisions={HALF}"]), run, log=lambda m: None,
                  on_update=_kill_worker_at(2, killed))
     summary = tr.run()
     assert killed and summary["worker_failures"] >= 1
@@ -173,7 +174,7 @@ def test_a_resume_of_another_lane_count_is_refused_in_one_line(stopped: dict[str
     run = stopped["run"]
     cfg = load_config(run / "config.yaml", ["rollout.num_workers=1"])
     with pytest.raises(TrainError, match="2 lanes resumes with rollout.num_workers=2, not 1") as err:
-        Trainer(cfg, run, resume=True, log=lambda m: None)
+        new_loop(cfg, run, resume=True, log=lambda m: None)
     assert "\n" not in str(err.value)
 
 

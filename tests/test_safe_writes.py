@@ -84,10 +84,10 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], rc: int, codes: tuple[in
 def _ckpt(tmp_path: Path) -> Path:
     """A small checkpoint (no Ray): what export and belief read."""
     from training.config_load import load_config
-    from training.run.loop import RunLoop
+    from training.launch import new_loop
 
-    tr = RunLoop(load_config("quick", SMALL), tmp_path / "src_run", log=lambda m: None)
-    tr.c.updates = 3
+    tr = new_loop(load_config("quick", SMALL), tmp_path / "src_run", log=lambda m: None)
+    tr.counters.updates = 3
     return tr.save()
 
 
@@ -311,12 +311,12 @@ def two_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder with two checkpoints, each with its exported policy.onnx."""
     from agents.nets.export import export
     from training.config_load import load_config
-    from training.run.loop import RunLoop
+    from training.launch import new_loop
 
     run = tmp_path_factory.mktemp("damaged") / "run"
-    tr = RunLoop(load_config("quick", SMALL), run, log=lambda m: None)
+    tr = new_loop(load_config("quick", SMALL), run, log=lambda m: None)
     for updates in (10, 20):
-        tr.c.updates = updates
+        tr.counters.updates = updates
         export(tr.save(), samples=10)
     return run
 

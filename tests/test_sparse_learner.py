@@ -140,7 +140,8 @@ def test_a_ppo_update_lands_on_the_same_weights(stale: bool) -> None:
         if stale:  # half the rows a few updates old: the proximal policy's forward runs too
             data["lag"] = torch.arange(len(data["act"])) % 2
         twin = copy.deepcopy(net)
-        learner = Learner(load_config("quick", []), cfg.lr)
+        quick = load_config("quick", [])
+        learner = Learner(quick.model, quick.learner, cfg.lr)
         learner.net = twin  # the learner's one gradient step, on the twin with an optimizer of its own
         opt = torch.optim.Adam(twin.parameters(), lr=cfg.lr, eps=1e-5)
         losses = ppo_update(twin, lambda loss: learner.step(loss, cfg.max_grad_norm, opt), data, cfg, lcfg,
@@ -189,7 +190,8 @@ def test_under_bf16_autocast_the_sparse_path_matches_the_dense_one(rules: str, p
 
 def test_the_learner_takes_sparse_rows_on_a_cpu_in_any_precision_and_not_on_a_gpu() -> None:
     for precision in ("auto", "fp32", "bf16"):
-        learner = Learner(load_config("quick", [f"learner.precision={precision}"]), 1e-3)
+        named = load_config("quick", [f"learner.precision={precision}"])
+        learner = Learner(named.model, named.learner, 1e-3)
         assert learner.sparse_input(), precision
         learner.device = torch.device("cuda")  # what sparse_input reads (no GPU is needed to ask)
         assert not learner.sparse_input(), precision

@@ -19,8 +19,9 @@ from training.tools import curve
 from training.tools.curve import plot_curve, stage_marks
 from training.tools.to_strength import run_stages, snapshot_point
 from training.errors import TrainError
+from training.launch import new_loop, stage_plan
 from training.run.loop import RunLoop
-from training.run.stages import StagePlan, plateaued
+from training.run.stages import plateaued
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -88,9 +89,9 @@ def test_a_stages_config_is_the_runs_with_every_stage_so_far_and_applying_it_aga
     third = stage_config(cfg, 2)
     again = stage_config(third, 2)
     assert again.section("ppo").lr == 5e-5 and again.rollout == third.rollout and again.eval == third.eval
-    plan = StagePlan(cfg)
+    plan = stage_plan(cfg)
     plan.apply(cfg, 2)  # in place; the base is kept apart
-    assert cfg.rollout.heuristic_share == 0.5 and plan.base.rollout.heuristic_share == 1.0
+    assert cfg.rollout.heuristic_share == 0.5 and plan.configs[0].rollout.heuristic_share == 1.0
     plan.apply(cfg, 1)
     assert cfg.rollout.heuristic_share == 1.0 and cfg.section("ppo").lr == 1e-4
     assert cfg.total_decisions == 10_000_000  # the run's own keys are never a stage's
@@ -130,7 +131,7 @@ def _evals(stage: int, scores: list[float]) -> list[dict[str, Any]]:
 def test_a_stage_ends_at_its_minutes_mark_its_updates_or_a_plateau_and_the_last_never() -> None:
     cfg = load_config("quick", ["max_minutes=100", "stages=[{name: a, share: 0.25}, {name: b, share: 0.25,"
                                 " updates: 10, plateau_evals: 2, plateau_gain: 0.1}, {name: c}]"])
-    plan = StagePlan(cfg)
+    plan = stage_plan(cfg)
     start = {"updates": 5}
     assert plan.ends(0, start, 1000, 25 * 60 - 1, 100, []) == ""
     assert plan.ends(0, start, 6, 25 * 60, 100, []).startswith("its share of max_minutes (25 minutes")
@@ -151,7 +152,7 @@ def test_the_seconds_left_are_to_the_stages_mark_or_the_runs_budget_whichever_is
                                 " {name: c}]"])
 
     def at(stage: int, cfg: Any = cfg) -> Any:  # a run 10 minutes in, in this stage
-        return SimpleNamespace(cfg=cfg, plan=StagePlan(cfg), state=SimpleNamespace(stage=stage),
+        return SimpleNamespace(cfg=cfg, plan=stage_plan(cfg), state=SimpleNamespace(stage=stage),
                                wall=lambda: 600.0)
     assert [RunLoop.seconds_left(at(i)) for i in range(3)] == [900, 5400, 5400]
     assert RunLoop.seconds_left(at(0, load_config("quick", ["max_minutes=0"]))) == float("inf")
@@ -193,9 +194,9 @@ def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 def _stop_when(done: Any, seen: list[tuple[int, int, int]]) -> Any:
     """An on_update hook: notes (update, stage, the scheduler's id) and ends the sitting once ``done``."""
     def hook(tr: RunLoop) -> None:
-        seen.append((tr.c.updates, tr.state.stage, id(tr.scheduler)))
+        seen.append((tr.counters.updates, tr.state.stage, id(tr.scheduler)))
         if done(tr):
-            tr.cfg.total_decisions = tr.c.decisions_trained
+            tr.cfg.total_decisions = tr.counters.decisions_trained
     return hook
 
 
@@ -207,7 +208,7 @@ def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stop
     in the third; the resume goes on in it, with its settings."""
     run, logs, seen = tmp_path / "run", [], []
     cfg = load_config("quick", [*TINY, THREE])
-    first = RunLoop(cfg, run, log=logs.append, on_update=_stop_when(lambda t: t.c.updates >= 6, seen)).run()
+    first = new_loop(cfg, run, log=logs.append, on_update=_stop_when(lambda t: t.counters.updates >= 6, seen)).run()
     assert [(s["stage"], s["name"], s["updates"]) for s in first["stages"]] == [
         (0, "first", 0), (1, "second", 2), (2, "third", 4)]
     assert [why["why"] for why in first["stages"]][1:] == ["its 2 updates are made"] * 2
@@ -234,10 +235,10 @@ def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stop
         (s["decisions_trained"], float(s["stage"])) for s in first["stages"]]
 
     logs2: list[str] = []
-    again = RunLoop(load_config(run / "config.yaml"), run, resume=True, log=logs2.append,
-                    on_update=_stop_when(lambda t: t.c.updates >= 8, seen))
+    again = new_loop(load_config(run / "config.yaml"), run, resume=True, log=logs2.append,
+                    on_update=_stop_when(lambda t: t.counters.updates >= 8, seen))
     assert again.state.stage == 2 and again.cfg.rollout.heuristic_share == 0.5
-    assert again.algo.learning_rate() == 5e-5
+    assert again.algo.learner.lr == 5e-5 and again.algo.settings.lr == 5e-5
     second = again.run()
     assert "stage 2 of 3: third (resumed)" in logs2 and not any(" ends at update " in m for m in logs2)
     assert second["updates"] >= 8 and second["stages"] == first["stages"]
@@ -245,7 +246,7 @@ def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stop
     fewer = load_config(run / "config.yaml", ["stages=[{name: a, updates: 1}, {name: b}]"])
     with pytest.raises(TrainError,
                        match=r"its checkpoint is in stage 2, and stages lists 2 \(a resume keeps"):
-        RunLoop(fewer, run, resume=True)
+        new_loop(fewer, run, resume=True)
 
 
 @pytest.mark.slow
@@ -259,7 +260,7 @@ def test_ppo_then_expert_iteration_learns_its_hand_belief_inside_the_run(tmp_pat
     stages = "stages=[{name: ppo, updates: 2}, {name: expert, settings: {distill: {enabled: true}}}]"
     cfg = load_config("quick", [*TINY, *search, stages])
     run, logs, seen = tmp_path / "run", [], []
-    tr = RunLoop(cfg, run, log=logs.append,
+    tr = new_loop(cfg, run, log=logs.append,
                  on_update=_stop_when(lambda t: t.state.stage == 1 and "distill_kl" in t.algo.losses, seen))
     summary = tr.run()
     assert type(tr.algo).__name__ == "ExpertIteration" and summary["stages"][1]["updates"] == 2
@@ -281,7 +282,7 @@ def test_the_dry_run_and_print_config_show_the_stages(tmp_path: Path,
     assert main(["--config", "strong", "--run-dir", str(tmp_path / "run"), "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "  stage 0:     ppo, until minute 60; the run's config" in out
-    assert ("  stage 1:     expert, until the run stops; distill.enabled=True, ppo.ent_coef=0.01,"
+    assert ("  stage 1:     expert, until the run stops; algorithm=expert_iteration, ppo.ent_coef=0.01,"
             " rollout.num_workers=auto") in out
     assert main(["--config", "strong", "--print-config"]) == 0
     text = capsys.readouterr().out
@@ -289,25 +290,25 @@ def test_the_dry_run_and_print_config_show_the_stages(tmp_path: Path,
 
 
 def test_a_resumes_dry_run_shows_the_stages_done_and_the_one_it_continues_in() -> None:
-    from training.run.launch import stage_lines
+    from training.launch import stage_lines
 
     cfg = load_config("strong", ["max_minutes=270"])  # a resume given more minutes: the shares move on
     record = {"index": 1, "starts": [{"stage": 0, "wall_s": 0.0}, {"stage": 1, "wall_s": 3601.1}]}
-    assert stage_lines(cfg, record) == [
+    assert stage_lines(cfg.stages, cfg.max_minutes, record) == [
         "  stage 0:     ppo, done (minute 0.0 to 60.0)",
         "  stage 1:     expert, resumed in it (begun at minute 60.0), until the run stops;"
-        " distill.enabled=True, ppo.ent_coef=0.01, rollout.num_workers=auto"]
+        " algorithm=expert_iteration, ppo.ent_coef=0.01, rollout.num_workers=auto"]
     three = load_config("strong", ["max_minutes=100", "stages=[{name: a, share: 0.2}, {name: b, share: 0.3},"
                                    " {name: c}]"])
-    assert stage_lines(three, {"index": 1, "starts": [{"wall_s": 0}, {"wall_s": 1230}]}) == [
+    assert stage_lines(three.stages, three.max_minutes, {"index": 1, "starts": [{"wall_s": 0}, {"wall_s": 1230}]}) == [
         "  stage 0:     a, done (minute 0.0 to 20.5)",
         "  stage 1:     b, resumed in it (begun at minute 20.5), until minute 50; the run's config",
         "  stage 2:     c, until the run stops; the run's config"]
-    new = stage_lines(three)
+    new = stage_lines(three.stages, three.max_minutes)
     assert new[0] == "  stage 0:     a, until minute 20; the run's config"
     for bad in ({"index": 5, "starts": []}, {"index": 1, "starts": [{}]}, {"index": "1"}, {},
                 {"index": 1, "starts": [{"wall_s": 0}, {"wall_s": "soon"}]}, [1], "stage 1"):
-        assert stage_lines(three, bad) == new  # a record these stages do not match: shown as a new run's
+        assert stage_lines(three.stages, three.max_minutes, bad) == new  # a record these stages do not match: shown as a new run's
 
 
 def load_config_text(text: str, tmp_path: Path) -> Any:

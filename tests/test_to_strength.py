@@ -168,11 +168,11 @@ def test_a_minutes_clock_is_due_past_every_multiple_once() -> None:
 @pytest.mark.slow
 def test_the_wall_clock_and_the_minute_0_checkpoint_come_before_ray_starts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from training.run.loop import RunLoop
+    from training.launch import new_loop
 
     cfg = load_config("quick",
                       ["model.hidden=16", "model.layers=1", "display=none", "checkpoint.every_minutes=1"])
-    loop = RunLoop(cfg, tmp_path / "run", log=lambda m: None)
+    loop = new_loop(cfg, tmp_path / "run", log=lambda m: None)
     seen = {}
 
     def ray_starts() -> None:

@@ -17,7 +17,7 @@ from training.tools import pipeline
 from training.config import ConfigError, TrainConfig
 from training.config_docs import field_docs
 from training.config_load import load_config, schema as load_schema
-from training.run.launch import run_name
+from training.launch import run_name
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["warm_start.decisions=0", "eval.every_minutes=0", "model.hidden=32", "model.layers=1",
@@ -40,11 +40,11 @@ def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _saved_run(tmp_path: Path, updates: int = 40, trained: int = 5000, wall_s: float = 90.0) -> Path:
     """A run folder whose newest checkpoint holds these counters (written by the trainer, without Ray)."""
-    from training.run.loop import RunLoop as Trainer
+    from training.launch import new_loop
 
     run = tmp_path / "run"
-    tr = Trainer(load_config("quick", SMALL), run, log=lambda m: None)
-    tr.c.updates, tr.c.decisions_trained, tr.c.wall_s = updates, trained, wall_s
+    tr = new_loop(load_config("quick", SMALL), run, log=lambda m: None)
+    tr.counters.updates, tr.counters.decisions_trained, tr.counters.wall_s = updates, trained, wall_s
     tr.state.eval_history = [_entry(20)]
     tr.save()
     return run
@@ -120,7 +120,7 @@ def test_an_older_runs_lag_correction_keys_move_to_ppo_and_an_override_names_the
     import yaml
 
     from training.config import to_dict
-    from training.run.launch import read_run_config
+    from training.launch import read_run_config
 
     run = tmp_path / "old-run"
     run.mkdir()
@@ -205,13 +205,13 @@ def test_a_resume_with_nothing_left_says_so_and_starts_nothing(
 def test_a_resume_shows_the_last_evaluation_on_record(tmp_path: Path) -> None:
     """The checkpoint at update 40 was written while its evaluation ran; eval.jsonl got it afterwards, and
     one at update 60, whose work the kill lost."""
-    from training.run.loop import RunLoop as Trainer
+    from training.launch import new_loop
     from training.run.runlog import Display
 
     run = _saved_run(tmp_path, updates=40)
     (run / "eval.jsonl").write_text("".join(json.dumps(_entry(u)) + "\n" for u in (20, 40, 60)))
     msgs: list[str] = []
-    tr = Trainer(load_config(run / "config.yaml"), run, resume=True, log=msgs.append)
+    tr = new_loop(load_config(run / "config.yaml"), run, resume=True, log=msgs.append)
     assert tr.state.last_eval is not None and tr.state.last_eval["updates"] == 40
     assert Display(tr.cfg, tr.state, tr.algo.display_rows)._eval_text().startswith("@update 40:")
     assert [json.loads(ln)["updates"] for ln in (run / "eval.jsonl").read_text().splitlines()] == [20, 40]

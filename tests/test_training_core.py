@@ -585,7 +585,7 @@ def test_the_board_writes_cleanrls_tags_beside_the_trainers_own(tmp_path: Path) 
     figures (the learning seat's lá per game, decisions per game)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # as the other tests
 
-    state = SimpleNamespace(run_dir=tmp_path, resumed_from=None, c=SimpleNamespace(updates=1))
+    state = SimpleNamespace(run_dir=tmp_path, resumed_from=None, counters=SimpleNamespace(updates=1))
     board = Board(load_config("quick"), state, 0)
     board.scalar("losses/policy", -0.5, 100)
     board.scalar("losses/value", 2.0, 100)

@@ -21,6 +21,7 @@ import pytest
 from agents.nets import format as ckfmt
 from training.config_load import load_config
 from training.errors import TrainError
+from training.launch import new_loop
 from training.run.loop import RunLoop as Trainer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -161,19 +162,19 @@ def test_a_killed_worker_is_restarted_and_nothing_is_counted_twice(tmp_path: Pat
     killed: list[int] = []
 
     def killer(tr: Trainer) -> None:
-        if tr.c.updates in (5, 25) and len(killed) < 2:
+        if tr.counters.updates in (5, 25) and len(killed) < 2:
             pid = tr.placement[len(killed) % 2]["pid"]
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-    tr = Trainer(cfg, tmp_path / "run", on_update=killer, log=lambda m: None)
+    tr = new_loop(cfg, tmp_path / "run", on_update=killer, log=lambda m: None)
     summary = tr.run()
     assert len(killed) == 2
     assert summary["worker_failures"] >= 2 and summary["decisions_trained"] >= 12000
     # every arrived rollout has its own request id, and was learned from, dropped, or is still queued
     assert (summary["rollouts"] + summary["dropped_rollouts"] + len(tr.scheduler.queue)
             == len(tr.scheduler.consumed))
-    assert max(tr.scheduler.consumed) < tr.c.next_request
+    assert max(tr.scheduler.consumed) < tr.counters.next_request
 
 
 def test_kill_and_resume_loses_at_most_one_checkpoint_interval(tmp_path: Path) -> None:
@@ -200,11 +201,11 @@ def test_kill_and_resume_loses_at_most_one_checkpoint_interval(tmp_path: Path) -
     msgs: list[str] = []
     target = prev_meta.decisions_trained + 5000
     cfg = load_config(run / "config.yaml", [f"total_decisions={target}"])
-    tr = Trainer(cfg, run, resume=True, log=msgs.append, command="samloc train --resume RUN")
+    tr = new_loop(cfg, run, resume=True, log=msgs.append, command="samloc train --resume RUN")
     assert any("truncated or corrupt" in m and newest.name in m for m in msgs)
-    assert tr.c.updates == prev_meta.updates and tr.c.games == prev_meta.games
-    assert tr.c.decisions_trained == prev_meta.decisions_trained
-    start = tr.c.updates
+    assert tr.counters.updates == prev_meta.updates and tr.counters.games == prev_meta.games
+    assert tr.counters.decisions_trained == prev_meta.decisions_trained
+    start = tr.counters.updates
     summary = tr.run()
     assert summary["decisions_trained"] >= target and summary["updates"] > start
     meta = ckfmt.verify(Path(summary["checkpoint"]), trainer=True)
@@ -229,7 +230,7 @@ def cluster() -> Iterator[Any]:
 def test_two_node_cluster_through_ray_address(tmp_path: Path, cluster: Any) -> None:
     cfg = load_config("quick",
                       [*TINY, "total_decisions=4000", "rollout.num_workers=2", "rollout.cpus_per_worker=1"])
-    tr = Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=lambda m: None)
+    tr = new_loop(cfg, tmp_path / "run", ray_address=cluster.address, log=lambda m: None)
     summary = tr.run()
     nodes = {w["node_id"] for w in summary["workers"]}
     assert len(nodes) == 2, summary["workers"]
@@ -241,7 +242,7 @@ def test_a_cuda_learner_on_a_cluster_without_gpus_fails_at_once_in_one_line(tmp_
     cfg = load_config("quick", [*TINY, "learner.device=cuda"])
     t0 = time.perf_counter()
     with pytest.raises(TrainError) as err:
-        Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=lambda m: None).run()
+        new_loop(cfg, tmp_path / "run", ray_address=cluster.address, log=lambda m: None).run()
     msg = str(err.value)
     assert "learner.device=cuda" in msg and "no GPU" in msg and "\n" not in msg, msg
     assert time.perf_counter() - t0 < 60  # refused, not waited on
@@ -253,7 +254,7 @@ def test_workers_ray_cannot_place_are_reported_then_refused(tmp_path: Path, clus
                                 "rollout.place_timeout_s=8"])
     msgs: list[str] = []
     with pytest.raises(TrainError, match="not started after .* giving up") as err:
-        Trainer(cfg, tmp_path / "run", ray_address=cluster.address, log=msgs.append).run()
+        new_loop(cfg, tmp_path / "run", ray_address=cluster.address, log=msgs.append).run()
     assert "\n" not in str(err.value)
     assert any("need 3 CPUs, Ray has 2" in m for m in msgs), msgs
     assert any("not started after" in m and "Ray has 2 CPUs in all, the workers ask for 3" in m
@@ -278,7 +279,7 @@ def test_the_policy_lag_is_bounded_logged_and_what_is_too_old_dropped(tmp_path: 
     """max_policy_lag=0: only rollouts made with the newest weights are learned from; the rest are dropped
     and counted."""
     cfg = load_config("quick", [*TINY, "total_decisions=3000", "learner.max_policy_lag=0"])
-    summary = Trainer(cfg, tmp_path / "run", log=lambda m: None).run()
+    summary = new_loop(cfg, tmp_path / "run", log=lambda m: None).run()
     assert summary["decisions_trained"] >= 3000 and summary["dropped_rollouts"] > 0
     tags = _scalars(tmp_path / "run")
     assert tags["losses/policy_lag_max"] and max(tags["losses/policy_lag_max"]) == 0
@@ -338,11 +339,11 @@ def test_the_embedded_ray_listens_on_loopback_only(tmp_path: Path) -> None:
     others = _descendants({os.getpid()}) - {os.getpid()}  # another Ray's processes (this module's cluster)
 
     def look(tr: Trainer) -> None:
-        if tr.c.updates == 3:
+        if tr.counters.updates == 3:
             seen.extend(_listening(_descendants({os.getpid()}) - _descendants(others)))
 
     cfg = load_config("quick", [*TINY, "total_decisions=1500"])
-    Trainer(cfg, tmp_path / "run", log=lambda m: None, on_update=look).run()
+    new_loop(cfg, tmp_path / "run", log=lambda m: None, on_update=look).run()
     assert len(seen) >= 4, seen  # the driver, GCS, raylet, the worker: each serves gRPC
     assert all(addr in LOOPBACK for addr, _ in seen), seen
 
@@ -370,11 +371,11 @@ def test_the_embedded_rays_workers_run_at_the_learners_priority(tmp_path: Path, 
     others = _descendants({os.getpid()}) - {os.getpid()}  # another Ray's processes (this module's cluster)
 
     def look(tr: Trainer) -> None:
-        if tr.c.updates == 2 and not seen:
+        if tr.counters.updates == 2 and not seen:
             seen.extend(_worker_niceness(_descendants({os.getpid()}) - _descendants(others)))
 
     cfg = load_config("quick", [*TINY, "total_decisions=1000"])
-    Trainer(cfg, tmp_path / "run", log=lambda m: None, on_update=look).run()
+    new_loop(cfg, tmp_path / "run", log=lambda m: None, on_update=look).run()
     assert seen and max(seen) <= os.nice(0), (seen, os.nice(0))
 
 
@@ -413,8 +414,8 @@ def test_a_signal_ends_the_sitting_with_a_checkpoint_of_that_moment(tmp_path: Pa
     assert (Path(summary["checkpoint"]) / "policy.onnx").is_file()  # the sitting's end ran: the export
     msgs: list[str] = []
     cfg = load_config(run / "config.yaml", ["total_decisions=10000000"])
-    tr = Trainer(cfg, run, resume=True, log=msgs.append)
-    assert tr.c.updates == final.updates
+    tr = new_loop(cfg, run, resume=True, log=msgs.append)
+    assert tr.counters.updates == final.updates
 
 
 def _without_root_overrides() -> None:

@@ -13,7 +13,7 @@ from training.run import compact
 from training.config import ConfigError
 from training.config_load import load_config
 from training.run.learner import Learner
-from training.run.loop import RunLoop
+from training.launch import new_loop
 from training.algorithms.warm_start import HeuristicEngine, clone_heuristic, games_config
 
 pytestmark = pytest.mark.slow  # the heuristic's games cloned
@@ -35,7 +35,7 @@ def test_every_seat_is_the_heuristic_and_the_clone_learns_its_moves() -> None:
     batches = [eng.rollout()["batch"] for _ in range(3)]  # the first holds only the games that ended soon
     held_out = compact.expand({k: torch.from_numpy(v) for k, v in compact.concat(batches).items()})
     assert games_config(cfg).rollout.opponent_fraction == 0.0 and len(held_out["act"]) > 200
-    learner = Learner(cfg, cfg.section("ppo").lr)
+    learner = Learner(cfg.model, cfg.learner, cfg.section("ppo").lr)
     before = agreement(learner, held_out)
     lines: list[str] = []
     figures = clone_heuristic(learner, cfg, lines.append)
@@ -49,7 +49,7 @@ def test_every_seat_is_the_heuristic_and_the_clone_learns_its_moves() -> None:
 
 def test_the_same_seed_clones_the_same_network() -> None:
     cfg = load_config("quick", [*SMALL, "warm_start.decisions=3000"])
-    a, b = Learner(cfg, cfg.section("ppo").lr), Learner(cfg, cfg.section("ppo").lr)
+    a, b = Learner(cfg.model, cfg.learner, cfg.section("ppo").lr), Learner(cfg.model, cfg.learner, cfg.section("ppo").lr)
     b.net.load_state_dict(a.net.state_dict())
     clone_heuristic(a, cfg, lambda m: None)
     clone_heuristic(b, cfg, lambda m: None)
@@ -64,7 +64,7 @@ def test_a_run_with_a_warm_start_counts_its_time(tmp_path: Path) -> None:
                                 "eval.every_updates=0", "eval.final_deals=0", "display=none", "max_minutes=0",
                                 "total_decisions=200"])
     lines: list[str] = []
-    summary = RunLoop(cfg, tmp_path / "run", log=lines.append).run()
+    summary = new_loop(cfg, tmp_path / "run", log=lines.append).run()
     said = [ln for ln in lines if ln.startswith("warm start: ")]
     assert len(said) == 1
     seconds = float(said[0].split(" in ")[1].split(" s ")[0])

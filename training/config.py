@@ -325,8 +325,8 @@ class TrainConfig:
     init_from: str = ""
     """A checkpoint folder whose network (same shape) a new run starts from ('' = fresh weights)."""
     algorithm: str = "ppo"
-    """The learning algorithm: ppo, dmc (Deep Monte-Carlo), expert_iteration (needs distill.enabled=true,
-    which alone selects it), reinforce, or a package.module:Class path (docs/training.md, "Writing an
+    """The learning algorithm: ppo, dmc (Deep Monte-Carlo), expert_iteration (on PPO; the older
+    ``distill.enabled: true`` is its alias), reinforce, or a package.module:Class path (docs/training.md, "Writing an
     algorithm"); each has its settings in the section of its name (ppo.lr, dmc.epsilon, distill.coef)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -373,14 +373,14 @@ def need(ok: bool, msg: str) -> None:
         raise ConfigError(msg)
 
 
-def weighted_tables(cfg: TrainConfig) -> list[tuple[Table, float]]:
+def weighted_tables(env: EnvConfig) -> list[tuple[Table, float]]:
     """Every table of ``env`` (``env.tables``, else ``env.rules`` x ``env.players``) with its share of
     the game slots.
 
     Raises ConfigError for an unknown preset or parameter, or a player count the rules forbid."""
-    specs = ([(t.rules, list(t.players), float(t.weight)) for t in cfg.env.tables] if cfg.env.tables
-             else [(r, list(cfg.env.players), 1.0) for r in cfg.env.rules])
-    where = "env.tables" if cfg.env.tables else "env.rules"
+    specs = ([(t.rules, list(t.players), float(t.weight)) for t in env.tables] if env.tables
+             else [(r, list(env.players), 1.0) for r in env.rules])
+    where = "env.tables" if env.tables else "env.rules"
     if not specs or any(not players for _, players, _ in specs):
         raise ConfigError(f"{where}: no tables (give at least one rule set and one player count)")
     out: list[tuple[Table, float]] = []
@@ -394,7 +394,7 @@ def weighted_tables(cfg: TrainConfig) -> list[tuple[Table, float]]:
         try:  # a count the rules forbid is the players key's mistake, not the rules'
             out += [(Table(rs, p), weight) for p in players]
         except RulesError as exc:
-            raise ConfigError(f"{f'env.tables[{k}].players' if cfg.env.tables else 'env.players'}: {exc}"
+            raise ConfigError(f"{f'env.tables[{k}].players' if env.tables else 'env.players'}: {exc}"
                               ) from None
     keys = [t.key for t, _ in out]
     if len(set(keys)) != len(keys):
@@ -402,28 +402,28 @@ def weighted_tables(cfg: TrainConfig) -> list[tuple[Table, float]]:
     return out
 
 
-def training_tables(cfg: TrainConfig) -> list[Table]:
+def training_tables(env: EnvConfig) -> list[Table]:
     """The tables training plays, in the config's order (:func:`weighted_tables` without the weights)."""
-    return [t for t, _ in weighted_tables(cfg)]
+    return [t for t, _ in weighted_tables(env)]
 
 
-def table_weights(cfg: TrainConfig) -> list[float]:
+def table_weights(env: EnvConfig) -> list[float]:
     """Each training table's relative share of a worker's game slots, in :func:`training_tables`' order."""
-    return [w for _, w in weighted_tables(cfg)]
+    return [w for _, w in weighted_tables(env)]
 
 
-def eval_table(cfg: TrainConfig) -> Table:
+def eval_table(env: EnvConfig, ev: EvalConfig) -> Table:
     """The evaluation's table: ``eval.rules`` and ``eval.players``, each the first training table's
     when not given.  ConfigError names a player count the rules forbid."""
-    first = training_tables(cfg)[0]
+    first = training_tables(env)[0]
     try:
-        rules = RuleSet.parse(cfg.eval.rules) if cfg.eval.rules else first.rules
+        rules = RuleSet.parse(ev.rules) if ev.rules else first.rules
     except RulesError as exc:
         raise ConfigError(f"eval.rules: {exc}") from None
     try:
-        return Table(rules, cfg.eval.players or first.players)
+        return Table(rules, ev.players or first.players)
     except RulesError as exc:
-        raise ConfigError(f"{'eval.players' if cfg.eval.players else 'eval.rules'}: {exc}") from None
+        raise ConfigError(f"{'eval.players' if ev.players else 'eval.rules'}: {exc}") from None
 
 
 def core_fields(cfg: TrainConfig | type[TrainConfig]) -> list[dataclasses.Field]:
@@ -455,10 +455,11 @@ def flat(cfg: TrainConfig) -> dict[str, Any]:
     return out
 
 
-def stop_reason(cfg: TrainConfig, decisions_trained: int, wall_s: float) -> str:
-    """Why a run with this much done stops now ('' when it goes on): the budgets count every sitting."""
-    if decisions_trained >= cfg.total_decisions:
+def stop_reason(total_decisions: int, max_minutes: float, decisions_trained: int, wall_s: float) -> str:
+    """Why a run with this much done stops now, by its budgets ('' when it goes on): the budgets count every
+    sitting."""
+    if decisions_trained >= total_decisions:
         return "total_decisions reached"
-    if cfg.max_minutes and wall_s >= cfg.max_minutes * 60:
+    if max_minutes and wall_s >= max_minutes * 60:
         return "max_minutes reached"
     return ""

@@ -22,7 +22,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from agents.registry import make_agent, parse_spec
 
-from .algorithms import STAGES, algorithm_class, resolve, sections
+from .algorithms import STAGES, resolve, sections
 from .config import (AUTO, CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_table, need,
                      to_dict, training_tables)
 
@@ -188,10 +188,47 @@ def _moved(layer: Layer) -> Layer:
     return layer
 
 
+#: The algorithm ``distill.enabled: true`` names (the older way to ask for it, kept as its alias).
+EXPERT = "expert_iteration"
+
+
+def _expert_alias(layers: list[Layer]) -> list[Layer]:
+    """The layers with ``algorithm`` and ``distill.enabled`` agreeing: ``distill.enabled: true`` asks for
+    ``algorithm: expert_iteration`` (on PPO; ``false``, after a layer that asked for it, for PPO again), and
+    ``algorithm`` sets ``distill.enabled`` to whether it is expert iteration, layer by layer, as the later
+    word wins.  A layer that asks for expert iteration beside another algorithm is left as it is: the
+    section's check refuses it in one line."""
+    current = TrainConfig.algorithm
+    for _, node, _ in layers:
+        if not isinstance(node, dict):
+            continue
+        part = node.get("distill")
+        enabled = part.get("enabled") if isinstance(part, dict) else None
+        spec = node.get("algorithm")
+        if spec is None and enabled is None:
+            continue
+        if spec is not None:
+            if enabled is True and spec not in ("ppo", EXPERT):
+                continue
+            current = EXPERT if enabled is True else str(spec)
+        elif enabled is True:
+            if current not in ("ppo", EXPERT):
+                continue
+            current = EXPERT
+        elif current == EXPERT:
+            current = "ppo"
+        node["algorithm"] = current
+        if part is None:
+            node["distill"] = part = {}
+        if isinstance(part, dict):  # (a section of the wrong shape: the merge refuses it)
+            part["enabled"] = current == EXPERT
+    return layers
+
+
 def _merge(layers: list[Layer]) -> TrainConfig:
     """The typed defaults of the algorithm the layers name ← each layer, one at a time, so that an error
     names the key or file that made it."""
-    layers = [_moved(layer) for layer in layers]
+    layers = _expert_alias([_moved(layer) for layer in layers])
     algorithm = _algorithm(layers)
     cls = schema(algorithm)  # the sections of the algorithm the layers name
     merged = _defaults(algorithm)
@@ -296,7 +333,7 @@ def _check_settings(cfg: TrainConfig) -> None:
     need(cfg.max_minutes >= 0, "max_minutes must be >= 0")
     need(cfg.display in ("auto", "rich", "plain", "none"), "display must be auto, rich, plain or none")
     need(cfg.log_every_s > 0, "log_every_s must be positive")
-    tabs = training_tables(cfg)
+    tabs = training_tables(cfg.env)
     need(cfg.init_from == "" or os.path.isdir(cfg.init_from),
          f"init_from: {cfg.init_from!r} is not a checkpoint folder")
     need(cfg.env.reward_scale > 0, "env.reward_scale must be positive")
@@ -338,7 +375,7 @@ def _check_settings(cfg: TrainConfig) -> None:
     for o in ev.opponents:
         need(o in ("random", "heuristic", "snapshot") or os.path.exists(o) or o.endswith(".onnx"),
              f"eval.opponents: unknown opponent {o!r} (random, heuristic, snapshot or a checkpoint folder)")
-    eval_table(cfg)
+    eval_table(cfg.env, cfg.eval)
     ck = cfg.checkpoint
     need(ck.every_updates >= 1 and ck.keep >= 0,
          "checkpoint.every_updates must be >= 1, checkpoint.keep >= 0")
@@ -457,8 +494,7 @@ def _run_algorithms(cfg: TrainConfig) -> dict[str, Any]:
     """The algorithm of the run and of each of its stages, by what the config calls it."""
     out = {}
     for c in [cfg, *(stage_config(cfg, i) for i in range(len(cfg.stages)))]:
-        cls = algorithm_class(c)
-        out["expert_iteration" if cls.section == "distill" else c.algorithm] = cls
+        out[c.algorithm] = resolve(c.algorithm)
     return out
 
 

@@ -32,7 +32,7 @@ from training.config import ConfigError
 from training.config_docs import config_text, keys_help
 from training.config_load import check_agents, load_config, shipped_configs
 from training.errors import TrainError
-from training.run.launch import (Launch, check_write_targets, dry_run, new_run_folder, nothing_left,
+from training.launch import (Launch, check_write_targets, dry_run, new_run_folder, nothing_left,
                                  resolve_launch)
 from training.run.runlog import program, tensorboard_command
 from training.tools.pipeline import TrainResult, run_pipeline
@@ -140,7 +140,7 @@ def _train(args: argparse.Namespace, launch: Launch, command: str,
     resume = launch.run_dir is not None
     try:
         run_dir = launch.run_dir or new_run_folder(launch.cfg, where)
-        check_write_targets(launch.cfg, run_dir)  # before anything starts (exit 2)
+        check_write_targets(run_dir, launch.cfg.checkpoint.export_to, launch.cfg.name)  # before anything (exit 2)
     except TrainError as exc:
         print(f"samloc train: {exc}", file=sys.stderr)
         return 2, None

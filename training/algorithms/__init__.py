@@ -1,6 +1,8 @@
 """Learning algorithms, chosen by the config's ``algorithm`` key: a registered name, or a user's class by
-import path (``package.module:Class``, a subclass of :class:`~training.algorithms.base.Algorithm`).
-``distill.enabled: true`` (configs/expert.yaml) means expert iteration, which composes PPO.
+import path (``package.module:Class``, a subclass of :class:`~training.run.algorithm.Algorithm`, the
+loop's contract, which this package re-exports with the pieces the on-policy algorithms share, so an
+outside algorithm imports them from here).  ``algorithm: expert_iteration`` (configs/expert.yaml; the
+older ``distill.enabled: true`` is its alias) composes PPO.
 
 Each algorithm's settings are a section of the config named by it (``Algorithm.Settings``, a
 :class:`~training.config.Section` declared beside its code); :func:`sections` gathers them, with the
@@ -13,7 +15,11 @@ import importlib
 from typing import Any
 
 from ..config import ConfigError, Section, TrainConfig, core_fields
-from .base import Algorithm
+from ..run.algorithm import Algorithm, RunContext
+from .on_policy import OnPolicySettings, policy_terms, value_regression
+
+__all__ = ["ALGORITHMS", "STAGES", "Algorithm", "OnPolicySettings", "RunContext", "algorithm_class",
+           "policy_terms", "resolve", "sections", "value_regression"]
 
 #: name -> "module:Class" (imported when chosen, so a run loads only its own algorithm)
 ALGORITHMS = {
@@ -46,7 +52,7 @@ def resolve(spec: str) -> type[Algorithm]:
                           " nor a package.module:Class path")
     cls = _import(path, spec)
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
-        raise ConfigError(f"algorithm={spec}: {path} is not a training.algorithms.base.Algorithm subclass")
+        raise ConfigError(f"algorithm={spec}: {path} is not a training.algorithms.Algorithm subclass")
     return cls
 
 
@@ -69,5 +75,5 @@ def sections(spec: str) -> dict[str, type[Section]]:
 
 
 def algorithm_class(cfg: TrainConfig) -> type[Algorithm]:
-    """The algorithm a config asks for: expert iteration with ``distill.enabled``, else ``algorithm``."""
-    return resolve("expert_iteration" if cfg.section("distill").enabled else cfg.algorithm)
+    """The algorithm a config asks for (``algorithm``; the loader made ``distill.enabled`` agree with it)."""
+    return resolve(cfg.algorithm)

@@ -22,19 +22,17 @@ checkpoints, TensorBoard, the evaluation) is the run loop's and :mod:`training.r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from ..run import compact
 from ..config import MAX_BATCH_DECISIONS, Section, TrainConfig, need
-from .losses import Step
+from ..run import compact
+from ..run.algorithm import Algorithm, RunContext
 from ..run.rollout import MAX_SEATS, RolloutEngine, RolloutTargets, RolloutStream, rollout_actor_class
-from .base import Algorithm, value_regression
-
-if TYPE_CHECKING:  # the loop imports the algorithms: a type only
-    from ..run.loop import RunLoop
+from .losses import Step
+from .on_policy import value_regression
 
 @dataclass
 class DMCConfig(Section):
@@ -222,17 +220,17 @@ class DeepMonteCarlo(Algorithm):
     def rollout_actor(self) -> type:
         return rollout_actor_class(MonteCarloEngine)
 
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
+    def learn(self, ctx: RunContext, batches: list[dict[str, Any]]) -> dict[str, float]:
         """One regression update on these rollouts' finished decisions."""
         dm, learner = self.settings, self.learner
-        lags = [self.state.c.updates - b["version"] for b in batches]
+        lags = [self.state.counters.updates - b["version"] for b in batches]
         losses = q_update(learner.net, lambda loss: learner.step(loss, dm.max_grad_norm),
                           learner.batch([b["batch"] for b in batches]), dm, self.state.gen,
-                          self.cfg.learner.precision == "bf16", run.between_steps)
+                          self.cfg.learner.precision == "bf16", ctx.between_steps)
         return losses | {"policy_lag": float(np.mean(lags))}
 
-    def log_scalars(self, run: "RunLoop", step: int) -> None:
-        run.board.scalar("charts/epsilon", self.settings.epsilon, step)
+    def log_scalars(self, ctx: RunContext, step: int) -> None:
+        ctx.board.scalar("charts/epsilon", self.settings.epsilon, step)
 
     def display_rows(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         ls = self.losses

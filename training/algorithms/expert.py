@@ -1,10 +1,15 @@
-"""Expert iteration as an algorithm: search workers' targets distilled into the policy, beside PPO.
+"""Expert iteration (``algorithm: expert_iteration``): search workers' targets distilled into the policy,
+beside PPO.
 
-The stage itself (rounds, search workers, the buffer, seeds, resume) is described in
-:mod:`training.algorithms.expert_search`, which holds its pieces; this part runs them in the loop: it
-starts the search workers, takes their results into the buffer, learns (PPO's update with a distillation
-minibatch on each step, or distillation steps alone without ``distill.ppo``), ends a round after
-``distill.round_updates`` updates, and keeps its state in every checkpoint.
+The stage itself (rounds, search workers, seeds, resume) is described in
+:mod:`training.algorithms.expert_search`.  Its pieces, by role: the search workers
+(:class:`~training.algorithms.expert_search.SearchWorkers`), the targets they send
+(:class:`~training.algorithms.expert_targets.SearchTargets`) and the distillation term
+(:func:`~training.algorithms.losses.distill_terms`, one of PPO's :class:`~training.algorithms.ppo.ExtraTerm`).
+This module runs them in the loop, round by round: it starts the workers, takes their results into the
+targets, learns (PPO's update with the distillation term on each step, or distillation steps alone without
+``distill.ppo``), ends a round after ``distill.round_updates`` updates (the round's network and hand belief),
+and keeps the stage's state in every checkpoint.
 """
 
 from __future__ import annotations
@@ -14,33 +19,28 @@ import math
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
-import ray
 import torch
-from ray.exceptions import RayActorError, RayTaskError
 
 from agents.nets.belief import load_belief, save_belief
 from agents.nets.format import BELIEF_META, read_json_file
 from agents.players.policy_agent import PolicyAgent
-from agents.players.search import rates_text
 from sam_env.seeding import mix
 
-from ..tools.belief import collect, fit
 from ..config import TrainConfig, training_tables
-from .expert_search import (BELIEF_STREAM, HOLD_EVERY, DistillConfig, DistillCounters, TargetBuffer,
-                       _search_actor_class, belief_net, kl_to_targets, search_request_seed)
 from ..errors import TrainError
+from ..run.algorithm import Algorithm, RunContext, Rows
+from ..run.learner import LearningRate
 from ..run.rollout import RolloutTargets, load_numpy_weights, weights_to_numpy
 from ..run.runstate import Restored, RunState
-from ..run.workers import WorkerGroup, WorkerHealth, arrived
-from .base import Algorithm, Rows
-from .losses import distill_update
-from .ppo import PPO
-
-if TYPE_CHECKING:  # the loop imports the algorithms: a type only
-    from ..run.loop import RunLoop
+from ..run.workers import WorkerGroup
+from ..tools.belief import collect, fit
+from .expert_search import BELIEF_STREAM, DistillConfig, DistillCounters, SearchWorkers, belief_net
+from .expert_targets import SearchTargets
+from .losses import DISTILL_NAMES, distill_terms, distill_update
+from .ppo import PPO, ExtraTerm
 
 
 class ExpertIteration(Algorithm):
@@ -55,20 +55,13 @@ class ExpertIteration(Algorithm):
         ppo = PPO(cfg, state, log)  # PPO's update and settings, on the same network
         super().__init__(cfg, state, log, learner=ppo.learner)
         self.ppo = ppo
-        self.ppo.distill_coef = self.settings.coef
-        self.d = DistillCounters()
+        self.stage_counters = DistillCounters()
         self.round_weights: dict[str, np.ndarray] | None = None
         self.belief: dict[str, Any] | None = None  # {"hidden", "weights", "info"}: the round's hand belief
-        self.precision: dict[int, str] = {}        # each search worker's rollouts, as it last reported
-        self.buffer = TargetBuffer(self.settings.buffer)
-        self.held = TargetBuffer(self.settings.heldout) if self.settings.heldout else None  # never trained on
-        self.drawn = self.received = self.fresh = 0  # this sitting's draws into minibatches, arrivals
-        self.search_actors: list[Any] = []
-        self.search_placement: list[dict[str, Any]] = []
-        self.search_health = WorkerHealth("search worker", 0, cfg.rollout.max_restarts)
-        self.search_pending: dict[Any, tuple[int, int]] = {}
+        self.search_targets = SearchTargets(self.settings.buffer, self.settings.heldout)
+        self.workers = SearchWorkers(cfg.seed, cfg.rollout.max_restarts, log)
         self.search_points: deque[tuple[float, int]] = deque(maxlen=20)
-        self.marks = dataclasses.replace(self.d, rounds=[])  # the counters at the last charts written
+        self.marks = dataclasses.replace(self.stage_counters, rounds=[])  # the counters at the last charts written
         self.held_kl: dict[str, float] = {}  # the last measure on the held-out decisions
         self.round_start_s = 0.0     # how long the last round's start took (this sitting's; 0: none yet)
         self.round_skipped = False   # a round not begun for want of time, said once
@@ -81,8 +74,8 @@ class ExpertIteration(Algorithm):
     def batch_decisions(self) -> int:
         return self.ppo.batch_decisions
 
-    def learning_rate(self) -> float:
-        return self.ppo.learning_rate()
+    def lr_schedule(self) -> LearningRate:
+        return self.ppo.lr_schedule()
 
     @classmethod
     def learns_from_rollouts(cls, cfg: TrainConfig) -> bool:
@@ -110,11 +103,11 @@ class ExpertIteration(Algorithm):
             self._restore(restored)
         if self.round_weights is None:
             self.round_weights = self.learner.weights()
-            self.d.round_start = self.state.c.updates  # a stage that begins mid-run: its round 0 from here
+            self.stage_counters.round_start = self.state.counters.updates  # a stage that begins mid-run: its round 0 from here
             if self.cfg.init_from:
                 self.belief = self._belief_of(Path(self.cfg.init_from))
-            self.d.rounds = [self._round_record("init_from" if self.belief else "none")]
-        self.marks = dataclasses.replace(self.d, rounds=[])
+            self.stage_counters.rounds = [self._round_record("init_from" if self.belief else "none")]
+        self.marks = dataclasses.replace(self.stage_counters, rounds=[])
 
     # ---- the belief and the round's network ----------------------------------------------------
     def _belief_of(self, ckpt_dir: Path) -> dict[str, Any] | None:
@@ -137,9 +130,9 @@ class ExpertIteration(Algorithm):
         t0 = time.perf_counter()
         net = cfg.model.build()
         load_numpy_weights(net, self.round_weights)
-        seed = mix(cfg.seed, BELIEF_STREAM, self.d.round) >> 32
+        seed = mix(cfg.seed, BELIEF_STREAM, self.stage_counters.round) >> 32
         obs, tgt = collect(PolicyAgent(net.eval(), seed=seed), d.heuristic_share, d.belief_deals,
-                           training_tables(cfg), seed)
+                           training_tables(cfg.env), seed)
         try:
             bnet, losses = fit(obs, tgt, hidden=cfg.belief.hidden, epochs=cfg.belief.epochs, seed=seed,
                                incumbent=belief_net(self.belief))
@@ -150,168 +143,107 @@ class ExpertIteration(Algorithm):
         verdict = "learned" if new < old else "kept"
         seconds = round(time.perf_counter() - t0, 1)
         if verdict == "learned":
-            info = {"round": self.d.round, "deals": d.belief_deals, "decisions": int(len(tgt)), **scored,
+            info = {"round": self.stage_counters.round, "deals": d.belief_deals, "decisions": int(len(tgt)), **scored,
                     "seconds": seconds}
             self.belief = {"hidden": cfg.belief.hidden, "weights": weights_to_numpy(bnet), "info": info}
         than = f", the round's belief so far {old:.4f}" if "incumbent_nll" in losses else ""
-        self.log(f"round {self.d.round}: hand belief {verdict} ({d.belief_deals:,} deals,"
+        self.log(f"round {self.stage_counters.round}: hand belief {verdict} ({d.belief_deals:,} deals,"
                  f" {len(tgt):,} decisions, held-out: new {new:.4f} nats/card{than},"
                  f" uniform {scored['uniform_nll']:.4f}; {seconds:.0f} s)")
         return verdict
 
     def _round_record(self, belief: str) -> dict[str, Any]:
         """Where a round began (``belief``: init_from, none, learned or kept), for the metadata."""
-        c = self.state.c
-        return {"round": self.d.round, "updates": c.updates, "decisions_trained": c.decisions_trained,
-                "searched": self.d.searched, "wall_s": round(c.wall_s, 1), "belief": belief}
+        c = self.state.counters
+        return {"round": self.stage_counters.round, "updates": c.updates, "decisions_trained": c.decisions_trained,
+                "searched": self.stage_counters.searched, "wall_s": round(c.wall_s, 1), "belief": belief}
 
-    def _put_round(self) -> None:
-        """The round's network and belief in Ray's object store, for every search request of the round."""
-        self.round_ref = ray.put(self.round_weights)
-        b = self.belief
-        self.belief_ref = ray.put({"hidden": b["hidden"], "weights": b["weights"]}) if b else None
-
-    def _next_round(self, run: "RunLoop") -> None:
+    def _next_round(self, ctx: RunContext) -> None:
         """A round ends: the belief for the new network, an evaluation of it, a checkpoint, and the search
         workers' next requests play it."""
-        c = self.state.c
-        self.d.round += 1
-        self.d.round_start = c.updates
+        c = self.state.counters
+        self.stage_counters.round += 1
+        self.stage_counters.round_start = c.updates
         self.round_weights = self.learner.weights()
         belief = self._retrain_belief() if self.settings.belief_deals else "kept"
-        self._put_round()
-        flight = run.evaluator.in_flight
-        if flight is not None and flight[1]["updates"] != c.updates:
-            run.evaluator.finish()  # the last round's: part of the curve
-        run.evaluate(if_idle=True)
-        c.wall_s = run.wall()
-        self.d.rounds.append(self._round_record(belief))
-        run.save()
-        self.log(f"round {self.d.round} begins at update {c.updates} ({self.d.searched:,} searched"
+        self.workers.set_round(self.round_weights, self.stage_counters.round, self.belief)
+        ctx.evaluate(if_idle=True, finish_older=True)  # the last round's evaluation is part of the curve
+        c.wall_s = ctx.wall()
+        self.stage_counters.rounds.append(self._round_record(belief))
+        ctx.save()
+        self.log(f"round {self.stage_counters.round} begins at update {c.updates} ({self.stage_counters.searched:,} searched"
                  " decisions so far); the search workers play the new network")
 
     # ---- the search workers ------------------------------------------------------------------------------
-    def start(self, run: "RunLoop") -> None:
+    def start(self, ctx: RunContext) -> None:
         d = self.settings
-        if self.d.round == 0 and self.belief is None and d.belief_deals:
-            self.d.rounds[0]["belief"] = self._retrain_belief()
-        self._put_round()
-        self.search_actors, self.search_placement = run.workers.place(
-            _search_actor_class(), d.num_workers, "search worker", d.cpus_per_worker)
-        self.search_health = WorkerHealth("search worker", d.num_workers, self.cfg.rollout.max_restarts)
-        for w in range(d.num_workers):
-            self._submit_search(w)
-        if self.state.c.updates == 0:  # the starting network, measured as every round's is
-            run.evaluate()
+        if self.stage_counters.round == 0 and self.belief is None and d.belief_deals:
+            self.stage_counters.rounds[0]["belief"] = self._retrain_belief()
+        self.workers.set_round(self.round_weights, self.stage_counters.round, self.belief)
+        self.workers.start(ctx.place, d, self.stage_counters)
+        if self.state.counters.updates == 0:  # the starting network, measured as every round's is
+            ctx.evaluate()
 
-    def _submit_search(self, w: int) -> None:
-        req = self.d.requests
-        self.d.requests += 1
-        ref = self.search_actors[w].play.remote(self.round_ref, self.d.round, self.belief_ref,
-                                                search_request_seed(self.cfg.seed, w, req))
-        self.search_pending[ref] = (w, req)
-
-    def collect(self, run: "RunLoop", timeout: float) -> float:
+    def collect(self, ctx: RunContext, timeout: float) -> float:
         """Search results first (waiting for them when there are no rollout workers), then rollouts."""
-        for w in self.search_health.due():
-            self._submit_search(w)
-        got = self._collect_search(0 if self.rollout_workers else timeout)
-        return 0 if got or not self.rollout_workers else timeout
-
-    def _collect_search(self, timeout: float) -> int:
-        """Take the search results that arrived into the buffer and ask their workers again; their count."""
-        ready = arrived(self.search_pending, timeout)
-        for ref in ready:
-            w, req = self.search_pending.pop(ref)
-            try:
-                out = ray.get(ref)
-            except (RayActorError, RayTaskError) as exc:
-                if self.search_health.failed(w, exc):
-                    self.state.c.worker_failures += 1
-                    self.log(f"search worker {w} failed ({type(exc).__name__}); Ray restarts it,"
-                             f" request {req} is dropped and asked again")
-                continue
-            self.search_health.ok(w)
+        outs, failures = self.workers.collect(0 if self.rollout_workers else timeout, self.stage_counters)
+        self.state.counters.worker_failures += failures
+        for out in outs:
             self._take_targets(out)
-            self._submit_search(w)
-        return len(ready)
+        return 0 if outs or not self.rollout_workers else timeout
 
     def _take_targets(self, out: dict[str, Any]) -> None:
-        """A search result into the buffer (every HOLD_EVERY-th decision into the held-out set instead),
-        and its counts into the stage's."""
-        batch = out["batch"]
-        n = len(batch["cands"])
-        if self.held is not None:
-            hold = np.arange(n) % HOLD_EVERY == 0
-            self.held.add({k: v[hold] for k, v in batch.items()})
-            batch = {k: v[~hold] for k, v in batch.items()}
-        self.buffer.add(batch)
-        self.received += len(batch["cands"])
-        self.fresh += len(batch["cands"])
-        st, d = out["stats"], self.d
-        self._note_precision(out.get("worker", 0), st)
+        """A search result into the targets, and its counts into the stage's."""
+        self.search_targets.add(out["batch"])
+        st, d = out["stats"], self.stage_counters
         d.games += st["games"]
         d.decisions += st["decisions"]
-        d.searched += n
+        d.searched += len(out["batch"]["cands"])
         d.changed += st["changed"]
         d.la_sum += st["la_sum"]
         d.heuristic_games += st["heuristic_games"]
         d.heuristic_la_sum += st["heuristic_la_sum"]
 
-    def _note_precision(self, worker: int, st: dict[str, Any]) -> None:
-        """Says once per worker which precision its rollouts run in, and why."""
-        prec, rates = st["precision"], st["rollout_rates"]
-        if self.precision.get(worker) != prec:
-            self.precision[worker] = prec
-            why = f"measured {rates_text(rates)}" if rates else "distill.precision"
-            self.log(f"search worker {worker}: rollouts in {prec} ({why})")
-
     def stop(self) -> None:
-        if ray.is_initialized():
-            for a in self.search_actors:
-                ray.kill(a, no_restart=True)
+        self.workers.stop()
 
     # ---- learning ---------------------------------------------------------------------------------------
     def _sample(self) -> dict[str, torch.Tensor] | None:
-        """A distillation minibatch from the buffer, or None while drawing it would use the searched
-        decisions more than ``distill.reuse`` times each on average."""
+        """A distillation minibatch of the targets, or None while none is due (``distill.reuse``)."""
         d = self.settings
-        if len(self.buffer) < d.minibatch or self.drawn + d.minibatch > d.reuse * self.received + 1e-9:
-            return None
-        self.drawn += d.minibatch
-        return self.buffer.sample(d.minibatch, self.state.gen, self.learner.device, d.temperature, d.stake,
-                                  d.loss)
+        return self.search_targets.sample(d.minibatch, d.reuse, self.state.gen, self.learner.device, d.temperature,
+                                    d.stake, d.loss)
 
-    def take(self, run: "RunLoop") -> list[dict[str, Any]]:
+    def distill_term(self) -> ExtraTerm:
+        """The distillation term on a minibatch of the targets, as PPO adds it to each of its steps."""
+        def loss(net: torch.nn.Module, bf16: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
+            batch = self._sample()
+            return None if batch is None else distill_terms(net, batch, bf16)
+        return ExtraTerm("distill", DISTILL_NAMES, loss, self.settings.coef)
+
+    def take(self, ctx: RunContext) -> list[dict[str, Any]]:
         if self.rollout_workers:
-            return super().take(run)
-        d = self.settings
-        if self.fresh < d.batch_decisions or len(self.buffer) < d.minibatch:
-            return []
-        fresh, self.fresh = self.fresh, 0
-        return [{"searched": fresh}]
+            return super().take(ctx)
+        fresh = self.search_targets.take_fresh(self.settings.batch_decisions, self.settings.minibatch)
+        return [{"searched": fresh}] if fresh else []
 
     def decisions_in(self, batches: list[dict[str, Any]]) -> int:
         return super().decisions_in(batches) if self.rollout_workers else batches[0]["searched"]
 
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
-        """With PPO: its update, a distillation minibatch riding on each step; without: distillation steps
-        on the buffer for the new searched decisions (``distill.reuse`` x them / ``distill.minibatch``)."""
+    def learn(self, ctx: RunContext, batches: list[dict[str, Any]]) -> dict[str, float]:
+        """With PPO: its update, the distillation term riding on each step; without: distillation steps on
+        the targets for the new searched decisions (``distill.reuse`` x them / ``distill.minibatch``)."""
         if self.rollout_workers:
-            self.ppo.distill = self._sample
-            try:
-                return self.ppo.learn(run, batches)
-            finally:
-                self.ppo.distill = None
+            return self.ppo.learn(ctx, batches, extra=[self.distill_term()])
         d, learner = self.settings, self.learner
         return distill_update(learner.net, lambda loss: learner.step(loss, self.ppo.settings.max_grad_norm),
                               self._sample, math.ceil(d.reuse * batches[0]["searched"] / d.minibatch),
-                              self.cfg.learner.precision == "bf16", run.between_steps)
+                              self.cfg.learner.precision == "bf16", ctx.between_steps)
 
-    def _search_charts(self, run: "RunLoop", step: int) -> None:
+    def _search_charts(self, ctx: RunContext, step: int) -> None:
         """What the search workers delivered since the last update: the searching seat's lá, how often the
         search changed the round network's move, the round and the buffer."""
-        d, m, b = self.d, self.marks, run.board
+        d, m, b = self.stage_counters, self.marks, ctx.board
         games, heur = d.games - m.games, d.heuristic_games - m.heuristic_games
         searched = d.searched - m.searched
         if games:
@@ -321,38 +253,38 @@ class ExpertIteration(Algorithm):
         if searched:
             b.scalar("charts/search_changed", (d.changed - m.changed) / searched, step)
         b.scalar("charts/round", d.round, step)
-        b.scalar("charts/search_buffer", len(self.buffer), step)
+        b.scalar("charts/search_buffer", len(self.search_targets.buffer), step)
         self.marks = dataclasses.replace(d, rounds=[])
 
-    def after_update(self, run: "RunLoop") -> None:
-        self._search_charts(run, self.state.c.decisions_trained)
-        if self.state.c.updates - self.d.round_start < self.settings.round_updates:
+    def after_update(self, ctx: RunContext) -> None:
+        self._search_charts(ctx, self.state.counters.decisions_trained)
+        if self.state.counters.updates - self.stage_counters.round_start < self.settings.round_updates:
             return
-        left = run.seconds_left()
+        left = ctx.seconds_left()
         if left < self.round_start_s:  # the round goes on to the budget's end instead
             if not self.round_skipped:
                 self.round_skipped = True
-                self.log(f"round {self.d.round + 1} is not begun: its start (the belief and an evaluation,"
+                self.log(f"round {self.stage_counters.round + 1} is not begun: its start (the belief and an evaluation,"
                          f" {self.round_start_s:.0f} s last time) would not end in the {max(left, 0):.0f} s"
-                         f" left; round {self.d.round} goes on")
+                         f" left; round {self.stage_counters.round} goes on")
             return
         t0 = time.perf_counter()
-        self._next_round(run)
+        self._next_round(ctx)
         self.round_start_s = time.perf_counter() - t0
 
     # ---- what it shows and keeps --------------------------------------------------------------------
-    def log_scalars(self, run: "RunLoop", step: int) -> None:
-        self.search_points.append((time.perf_counter(), self.d.searched))
+    def log_scalars(self, ctx: RunContext, step: int) -> None:
+        self.search_points.append((time.perf_counter(), self.stage_counters.searched))
         r = self._search_rate()
         if r is not None:
-            run.board.scalar("charts/search_decisions_per_s", r, step)
-        run.board.scalar("charts/searched_decisions", self.d.searched, step)
-        if self.held is not None and len(self.held):
-            self.held_kl = kl_to_targets(self.learner.net, self.held.rows(np.arange(len(self.held))),
-                                         self.settings.temperature)
-            run.board.scalar("losses/distill_kl_heldout", self.held_kl["distill_kl"], step)
-            run.board.scalar("charts/search_agreement_heldout", self.held_kl["search_agreement"], step)
-            run.board.scalar("losses/distill_regret_heldout", self.held_kl["distill_regret"], step)
+            ctx.board.scalar("charts/search_decisions_per_s", r, step)
+        ctx.board.scalar("charts/searched_decisions", self.stage_counters.searched, step)
+        held = self.search_targets.held_out_kl(self.learner.net, self.settings.temperature)
+        if held:
+            self.held_kl = held
+            ctx.board.scalar("losses/distill_kl_heldout", held["distill_kl"], step)
+            ctx.board.scalar("charts/search_agreement_heldout", held["search_agreement"], step)
+            ctx.board.scalar("losses/distill_regret_heldout", held["distill_regret"], step)
 
     def _search_rate(self) -> float | None:
         """Searched decisions received per second over the last log intervals."""
@@ -362,7 +294,7 @@ class ExpertIteration(Algorithm):
         return (n1 - n0) / (t1 - t0) if t1 > t0 else None
 
     def display_rows(self) -> tuple[Rows, Rows]:
-        d, ls = self.d, self.losses
+        d, ls = self.stage_counters, self.losses
         r = self._search_rate()
         text = f"round {d.round}, {d.searched:,} searched" + (f" ({r:,.0f}/s)" if r else "")
         if "distill_kl" in ls:
@@ -374,16 +306,16 @@ class ExpertIteration(Algorithm):
         return rows + [("search", text)], [("search", text)]
 
     def eval_note(self, at: dict[str, Any]) -> None:
-        at["round"] = self.d.round
+        at["round"] = self.stage_counters.round
 
     def metadata(self, meta: dict[str, Any]) -> None:
-        d = self.d
+        d = self.stage_counters
         if not self.settings.ppo:  # the opponent mix the network learned from is the search games'
             meta["heuristic_share"] = self.settings.heuristic_share
         meta["distill"] = {"round": d.round, "round_start_update": d.round_start, "searched": d.searched,
                            "games": d.games, "search_la": round(d.la_sum / d.games, 4) if d.games else None,
                            "rounds": d.rounds, "belief": (self.belief or {}).get("info"),
-                           "precision": {str(w): p for w, p in sorted(self.precision.items())}}
+                           "precision": {str(w): p for w, p in sorted(self.workers.precision.items())}}
 
     def to_checkpoint(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         tensors = {f"round.{k}": torch.from_numpy(np.array(v)) for k, v in self.round_weights.items()}
@@ -391,8 +323,8 @@ class ExpertIteration(Algorithm):
         if b:
             tensors |= {f"belief.{k}": torch.from_numpy(np.array(v)) for k, v in b["weights"].items()}
         belief = {"hidden": b["hidden"], "info": b["info"]} if b else None
-        return tensors, {"distill": {"counters": dataclasses.asdict(self.d), "belief": belief,
-                                     "precision": {str(w): p for w, p in self.precision.items()}}}
+        return tensors, {"distill": {"counters": dataclasses.asdict(self.stage_counters), "belief": belief,
+                                     "precision": {str(w): p for w, p in self.workers.precision.items()}}}
 
     def _restore(self, restored: Restored) -> None:
         tensors, saved = restored.tensors, restored.state.get("distill")
@@ -401,8 +333,8 @@ class ExpertIteration(Algorithm):
                      " it starts at round 0 from this network")
             return
         known = {f.name for f in dataclasses.fields(DistillCounters)}
-        self.d = DistillCounters(**{k: v for k, v in saved["counters"].items() if k in known})
-        self.precision = {int(w): p for w, p in saved.get("precision", {}).items()}  # until workers report
+        self.stage_counters = DistillCounters(**{k: v for k, v in saved["counters"].items() if k in known})
+        self.workers.precision = {int(w): p for w, p in saved.get("precision", {}).items()}  # until they report
         self.round_weights = {k[len("round."):]: v.numpy() for k, v in tensors.items()
                               if k.startswith("round.")}
         b = saved.get("belief")
@@ -414,10 +346,10 @@ class ExpertIteration(Algorithm):
         """The round's hand belief beside the weights (``DIR+search`` then searches any checkpoint of the
         stage as the stage did)."""
         if self.belief:
-            save_belief(path, belief_net(self.belief), self.belief["info"] | {"distill_round": self.d.round})
+            save_belief(path, belief_net(self.belief), self.belief["info"] | {"distill_round": self.stage_counters.round})
 
     def summary(self, out: dict[str, Any]) -> None:
-        d = self.d
+        d = self.stage_counters
         out["distill"] = {"round": d.round, "searched": d.searched, "games": d.games,
                           "search_la": round(d.la_sum / d.games, 4) if d.games else None,
                           "changed": round(d.changed / d.searched, 4) if d.searched else None,

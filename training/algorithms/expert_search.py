@@ -18,13 +18,15 @@ network is evaluated (the trainer's own evaluation) and checkpointed, and the
 search workers get it.  Targets of the previous round still in the buffer stay
 until newer ones push them out.
 
-**The pieces.**  :class:`SearchEngine` plays one worker's games (plain Python;
-tests use it directly), :func:`_search_actor_class` is the Ray actor around it,
-:class:`TargetBuffer` holds the newest searched decisions, packed, for the
-learner, and :class:`training.algorithms.expert.ExpertIteration` is the
-algorithm that runs all of it in the run loop: the loop's checkpoints,
-resume, TensorBoard, evaluations, export and metadata serve this stage
-unchanged.
+**The pieces, by role.**  This module holds the stage's settings and the search
+workers: :class:`SearchEngine` plays one worker's games (plain Python; tests use it
+directly), :func:`_search_actor_class` is the Ray actor around it, and
+:class:`SearchWorkers` places them, asks them for the round's games and takes what
+they send.  The targets are :mod:`training.algorithms.expert_targets`' (the buffer
+of searched decisions), the distillation term :mod:`training.algorithms.losses`',
+and :class:`training.algorithms.expert.ExpertIteration` is the algorithm that runs
+them in the run loop, round by round: the loop's checkpoints, resume, TensorBoard,
+evaluations, export and metadata serve this stage unchanged.
 
 **Seeds.**  A search worker's engine is seeded by the request that finds it
 fresh, :func:`search_request_seed` (``training.run.rollout.request_seed`` in a
@@ -43,17 +45,18 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import ray
 import torch
+from ray.exceptions import RayActorError, RayTaskError
 
 from agents import make_agent
 from agents.nets.belief import BeliefNet, load_belief
 from agents.nets.checkpoint import load_checkpoint
 from agents.players.policy_agent import PolicyAgent
-from agents.players.search import SearchAgent, prefers_bf16, rollout_rates, search_targets
+from agents.players.search import SearchAgent, prefers_bf16, rates_text, rollout_rates
 from agents.players.search_settings import check_search_settings
 from sam_env.obs import OBS_SIZE
 from sam_env.rules import RuleSet
@@ -63,9 +66,7 @@ from sam_env.vector import SelfPlayBatch
 from ..run import compact
 from ..config import MAX_WORKERS, ConfigError, Section, TrainConfig, need, table_weights, training_tables
 from ..run.rollout import load_numpy_weights, request_seed, slot_shares, table_seed, weights_to_numpy
-from .losses import DISTILL_NAMES, distill_terms
-
-HOLD_EVERY = 20  # every 20th searched decision that arrives is held out of training (distill.heldout)
+from ..run.workers import WorkerHealth, arrived
 SEARCH_STREAM = 0x5EA4C4  # the search workers' seeds: a stream of their own beside the rollout workers'
 BELIEF_STREAM = 0xBE11EF  # the deals a round's belief is learned from
 OPP_HEURISTIC, OPP_POLICY = 0, 1  # who sits in a search game's other seats
@@ -76,8 +77,9 @@ class DistillConfig(Section):
     """Expert iteration: the policy trained towards what play-time search finds (this module's docstring)."""
 
     enabled: bool = False
-    """Run the stage (docs/training.md, Expert iteration): search workers play games with the search and
-    the learner adds a KL term towards its answers; off, nothing in this section is used."""
+    """Whether the run (or stage) is expert iteration: true is the older way to say ``algorithm:
+    expert_iteration``, and the loader keeps the two agreeing (docs/training.md, Expert iteration); off,
+    nothing in this section is used."""
     ppo: bool = True
     """Keep the PPO objective on the rollout workers' games beside the distillation term (it also keeps
     the value heads, which the search's leaves read, in step with the policy); false: a supervised stage
@@ -157,52 +159,50 @@ class DistillConfig(Section):
     def check(self, cfg: TrainConfig, name: str) -> None:
         """Ranges, what the search needs of the network and of the trainer, and the algorithm it goes with."""
 
-        def want(ok: bool, msg: str) -> None:
+        def need_here(ok: bool, msg: str) -> None:  # need(), the message prefixed with this section
             need(ok, f"{name}.{msg}")
 
-        want(self.coef > 0, f"coef must be positive, not {self.coef}")
-        want(self.temperature >= 0,
+        need_here(self.coef > 0, f"coef must be positive, not {self.coef}")
+        need_here(self.temperature >= 0,
              f"temperature must be >= 0 lá (0: the search's move), not {self.temperature}")
-        want(0 <= self.stake <= 1, f"stake must be in [0, 1] (0: every decision alike), not {self.stake}")
-        want(self.loss in ("kl", "value"), f"loss must be kl or value, not {self.loss!r}")
-        want(self.loss == "kl" or self.stake == 0,
+        need_here(0 <= self.stake <= 1, f"stake must be in [0, 1] (0: every decision alike), not {self.stake}")
+        need_here(self.loss in ("kl", "value"), f"loss must be kl or value, not {self.loss!r}")
+        need_here(self.loss == "kl" or self.stake == 0,
              f"stake weights the KL: with loss: value (the regret itself) it must be 0, not {self.stake}")
-        want(self.world in ("sampled", "real"), f"world must be sampled or real, not {self.world!r}")
-        want(self.world == "sampled" or self.worlds == 1,
+        need_here(self.world in ("sampled", "real"), f"world must be sampled or real, not {self.world!r}")
+        need_here(self.world == "sampled" or self.worlds == 1,
              f"worlds must be 1 with world: real (the one real deal), not {self.worlds}")
-        want(self.world == "sampled" or self.belief_deals == 0,
+        need_here(self.world == "sampled" or self.belief_deals == 0,
              f"belief_deals must be 0 with world: real (nothing is dealt), not {self.belief_deals:,}")
-        want(self.round_updates >= 1, f"round_updates must be at least 1, not {self.round_updates}")
-        want(1 <= self.num_workers <= MAX_WORKERS, f"num_workers must be from 1 to {MAX_WORKERS:,}")
-        want(self.cpus_per_worker > 0, "cpus_per_worker must be positive")
-        want(self.envs_per_worker >= len(training_tables(cfg)),
+        need_here(self.round_updates >= 1, f"round_updates must be at least 1, not {self.round_updates}")
+        need_here(1 <= self.num_workers <= MAX_WORKERS, f"num_workers must be from 1 to {MAX_WORKERS:,}")
+        need_here(self.cpus_per_worker > 0, "cpus_per_worker must be positive")
+        need_here(self.envs_per_worker >= len(training_tables(cfg.env)),
              "envs_per_worker must give every (rules, players) pair at least one game")
-        want(self.decisions_per_request >= 1, "decisions_per_request must be at least 1")
+        need_here(self.decisions_per_request >= 1, "decisions_per_request must be at least 1")
         try:  # the bounds a served search has: each setting's range, worlds x candidates by their memory
             check_search_settings({"candidates": self.candidates, "worlds": self.worlds,
                                    "horizon": self.horizon, "critic": self.critic})
         except ValueError as exc:  # its words name the setting; here it is a key of this section
             raise ConfigError(str(exc).replace("search setting ", f"{name}.")
                               .replace("search worlds", f"{name}.worlds")) from None
-        want(0 <= self.heuristic_share <= 1, "heuristic_share must be in [0, 1]")
-        want(self.minibatch >= 1 and self.batch_decisions >= 1,
+        need_here(0 <= self.heuristic_share <= 1, "heuristic_share must be in [0, 1]")
+        need_here(self.minibatch >= 1 and self.batch_decisions >= 1,
              "minibatch and batch_decisions must be positive")
-        want(self.buffer >= self.minibatch,
+        need_here(self.buffer >= self.minibatch,
              f"buffer ({self.buffer:,}) must hold at least one minibatch ({self.minibatch:,})")
-        want(self.reuse > 0, f"reuse must be positive, not {self.reuse}")
-        want(self.belief_deals >= 0 and self.heldout >= 0, "belief_deals and heldout must be >= 0")
-        want(self.precision in ("auto", "bf16", "fp32"),
+        need_here(self.reuse > 0, f"reuse must be positive, not {self.reuse}")
+        need_here(self.belief_deals >= 0 and self.heldout >= 0, "belief_deals and heldout must be >= 0")
+        need_here(self.precision in ("auto", "bf16", "fp32"),
              f"precision must be auto, bf16 or fp32, not {self.precision!r}")
-        need(not (self.enabled and cfg.algorithm not in ("ppo", "expert_iteration")),
+        need(not (self.enabled and cfg.algorithm != "expert_iteration"),
              f"{name}.enabled=true is expert iteration (on PPO), not algorithm={cfg.algorithm}")
-        need(self.enabled or cfg.algorithm != "expert_iteration",
-             f"algorithm=expert_iteration needs {name}.enabled=true (its settings)")
         if not self.enabled:
             return
-        want(not (self.horizon >= 0 and self.critic > 0 and cfg.model.critic != "full"),
+        need_here(not (self.horizon >= 0 and self.critic > 0 and cfg.model.critic != "full"),
              "critic > 0 needs the perfect-information critic (model.critic: full); use distill.critic=0"
              " or horizon=-1")
-        want(not cfg.rollout.deterministic, "enabled does not run with rollout.deterministic (the search"
+        need_here(not cfg.rollout.deterministic, "enabled does not run with rollout.deterministic (the search"
              " workers' requests are not scheduled in lanes)")
 
 
@@ -212,7 +212,7 @@ def search_request_seed(run_seed: int, worker: int, request: int) -> int:
 
 
 # ---- the search workers -----------------------------------------------------------------------
-class _Table:
+class _SearchGames:
     """One SelfPlayBatch of games with, per game, the seat that searches, who its opponents are, and the
     lá that seat has won so far."""
 
@@ -233,9 +233,9 @@ class SearchEngine:
         torch.set_num_threads(1)
         self.cfg, self.worker_id, self.seed = cfg, worker_id, seed
         self.rng = np.random.default_rng(seed)
-        tables = training_tables(cfg)
-        sizes = slot_shares(cfg.section("distill").envs_per_worker, table_weights(cfg))
-        self.tables = [_Table(t.rules, t.players, n, table_seed(seed, i))
+        tables = training_tables(cfg.env)
+        sizes = slot_shares(cfg.section("distill").envs_per_worker, table_weights(cfg.env))
+        self.tables = [_SearchGames(t.rules, t.players, n, table_seed(seed, i))
                        for i, (t, n) in enumerate(zip(tables, sizes))]
         for tb in self.tables:
             self._draw(tb, np.arange(tb.n))
@@ -268,7 +268,7 @@ class SearchEngine:
                                   true_world=true_world)
         self.round = round_
 
-    def _draw(self, tb: _Table, games: np.ndarray) -> None:
+    def _draw(self, tb: _SearchGames, games: np.ndarray) -> None:
         """The searching seat and the opponents of games that just started."""
         u = self.rng.random(games.size)
         tb.opp[games] = np.where(u < self.cfg.section("distill").heuristic_share, OPP_HEURISTIC, OPP_POLICY)
@@ -296,7 +296,7 @@ class SearchEngine:
         stats["rollout_rates"] = self.rates
         return {"batch": batch, "stats": stats, "round": self.round}
 
-    def _step(self, tb: _Table, parts: list[tuple[np.ndarray, ...]], stats: dict[str, Any]) -> None:
+    def _step(self, tb: _SearchGames, parts: list[tuple[np.ndarray, ...]], stats: dict[str, Any]) -> None:
         """One decision in every game of ``tb``: the searching seats search (and are recorded), the others
         play as their kind does."""
         env = tb.env
@@ -366,76 +366,77 @@ def _search_actor_class() -> type:
     return SearchActor
 
 
-# ---- the learner's side ----------------------------------------------------------------------------
-def target_batch(packed: dict[str, np.ndarray], device: torch.device, temperature: float,
-                 stake: float = 0.0, loss: str = "kl") -> dict[str, Any]:
-    """Searched decisions (a search worker's ``batch``) as the learner's minibatch: ``obs`` and ``mask``,
-    then :func:`search_answer`'s tensors, ``stake``, how its rows' KL is weighted, and ``loss``, the term
-    trained (distill_terms)."""
-    obs, mask = compact.expand_obs(compact.to_device({k: v for k, v in packed.items()
-                                                      if k not in ("cands", "values")}, device))
-    return {"obs": obs, "mask": mask, **search_answer(packed["cands"], packed["values"], temperature, device),
-            "stake": float(stake), "loss": loss}
+class SearchWorkers:
+    """The stage's search workers as one group: placed, each asked for the round's games (a request at a
+    time, seeded by its id), their results taken as they arrive; a failed one is restarted by Ray and its
+    request asked again, and each one's rollout precision is said once."""
 
+    def __init__(self, seed: int, max_restarts: int, log: Callable[[str], None]):
+        self.seed, self.max_restarts, self.log = seed, max_restarts, log
+        self.actors: list[Any] = []
+        self.placement: list[dict[str, Any]] = []
+        self.health = WorkerHealth("search worker", 0, max_restarts)
+        self.pending: dict[Any, tuple[int, int]] = {}
+        self.precision: dict[int, str] = {}  # each worker's rollouts, as it last reported
+        self.round: tuple[Any, int, Any] = (None, 0, None)  # the round's weights and belief, in Ray's store
 
-def search_answer(cands: np.ndarray, values: np.ndarray, temperature: float,
-                  device: torch.device) -> dict[str, torch.Tensor]:
-    """What the search said of each decision, as tensors: the ``target`` distribution at ``temperature``,
-    its entropy, the search's ``move``, the ``cands`` (-1: none) and their ``values`` in lá."""
-    cands = cands.astype(np.int64)
-    target = search_targets(cands, values, temperature)
-    best = np.where(cands >= 0, values, -np.inf).argmax(axis=1)
-    t = target.astype(np.float64)
-    entropy = -(t * np.log(np.where(t > 0, t, 1.0))).sum(axis=1)
-    return {"target": torch.from_numpy(target).to(device),
-            "target_entropy": torch.from_numpy(entropy.astype(np.float32)).to(device),
-            "move": torch.from_numpy(cands[np.arange(len(cands)), best]).to(device),
-            "cands": torch.from_numpy(cands).to(device),
-            "values": torch.from_numpy(values.astype(np.float32)).to(device)}
+    def set_round(self, weights: dict[str, np.ndarray], round_: int, belief: dict[str, Any] | None) -> None:
+        """The round's network and belief in Ray's object store, for every request of the round."""
+        b = {"hidden": belief["hidden"], "weights": belief["weights"]} if belief else None
+        self.round = (ray.put(weights), round_, ray.put(b) if b else None)
 
+    def start(self, place: Callable[..., tuple[list[Any], list[dict[str, Any]]]], d: DistillConfig,
+              counters: DistillCounters) -> None:
+        """Place ``distill.num_workers`` actors and ask each for games."""
+        self.actors, self.placement = place(_search_actor_class(), d.num_workers, "search worker",
+                                            d.cpus_per_worker)
+        self.health = WorkerHealth("search worker", d.num_workers, self.max_restarts)
+        for w in range(d.num_workers):
+            self.submit(w, counters)
 
-class TargetBuffer:
-    """The newest ``capacity`` searched decisions as the workers packed them, in arrays allocated once (at
-    the first batch); minibatches are drawn uniformly with replacement."""
+    def submit(self, w: int, counters: DistillCounters) -> None:
+        """Ask worker ``w`` for the round's games, under the next request id."""
+        req = counters.requests
+        counters.requests += 1
+        weights, round_, belief = self.round
+        ref = self.actors[w].play.remote(weights, round_, belief, search_request_seed(self.seed, w, req))
+        self.pending[ref] = (w, req)
 
-    def __init__(self, capacity: int):
-        self.capacity = int(capacity)
-        self.arrays: dict[str, np.ndarray] = {}
-        self.size = 0
-        self.next = 0
+    def collect(self, timeout: float, counters: DistillCounters) -> tuple[list[dict[str, Any]], int]:
+        """The results that arrived (waiting up to ``timeout`` for the first), their workers asked again,
+        and how many workers failed: (results, failures).  A worker due again after a failure is asked
+        first."""
+        for w in self.health.due():
+            self.submit(w, counters)
+        outs, failures = [], 0
+        for ref in arrived(self.pending, timeout):
+            w, req = self.pending.pop(ref)
+            try:
+                out = ray.get(ref)
+            except (RayActorError, RayTaskError) as exc:
+                if self.health.failed(w, exc):
+                    failures += 1
+                    self.log(f"search worker {w} failed ({type(exc).__name__}); Ray restarts it,"
+                             f" request {req} is dropped and asked again")
+                continue
+            self.health.ok(w)
+            self._note_precision(out.get("worker", 0), out["stats"])
+            outs.append(out)
+            self.submit(w, counters)
+        return outs, failures
 
-    def __len__(self) -> int:
-        return self.size
+    def _note_precision(self, worker: int, st: dict[str, Any]) -> None:
+        """Says once per worker which precision its rollouts run in, and why."""
+        prec, rates = st["precision"], st["rollout_rates"]
+        if self.precision.get(worker) != prec:
+            self.precision[worker] = prec
+            why = f"measured {rates_text(rates)}" if rates else "distill.precision"
+            self.log(f"search worker {worker}: rollouts in {prec} ({why})")
 
-    def add(self, batch: dict[str, np.ndarray]) -> None:
-        n = len(batch["cands"])
-        if not self.arrays:
-            self.arrays = {k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype)
-                           for k, v in batch.items()}
-        skip = max(0, n - self.capacity)  # more than fits: the newest
-        idx = (self.next + np.arange(n - skip)) % self.capacity
-        for k, a in self.arrays.items():
-            a[idx] = batch[k][skip:]
-        self.next = int((self.next + n - skip) % self.capacity)
-        self.size = min(self.capacity, self.size + n - skip)
-
-    def rows(self, idx: np.ndarray) -> dict[str, np.ndarray]:
-        return {k: a[idx] for k, a in self.arrays.items()}
-
-    def sample(self, n: int, gen: torch.Generator, device: torch.device, temperature: float,
-               stake: float = 0.0, loss: str = "kl") -> dict[str, Any]:
-        idx = torch.randint(self.size, (n,), generator=gen).numpy()
-        return target_batch(self.rows(idx), device, temperature, stake, loss)
-
-
-@torch.no_grad()
-def kl_to_targets(net: torch.nn.Module, packed: dict[str, np.ndarray],
-                  temperature: float) -> dict[str, float]:
-    """KL(target || policy), cross-entropy, agreement and regret of ``net`` (in eval mode) on searched
-    decisions it was not trained on, on the network's device."""
-    device = next(net.parameters()).device
-    _, terms = distill_terms(net.eval(), target_batch(packed, device, temperature), bf16=False)
-    return dict(zip(DISTILL_NAMES, terms.tolist()))
+    def stop(self) -> None:
+        if ray.is_initialized():
+            for a in self.actors:
+                ray.kill(a, no_restart=True)
 
 
 @dataclass

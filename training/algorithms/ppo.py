@@ -22,14 +22,14 @@ Two additions to plain PPO, both explained in docs/training.md:
   meets the hands where declaring pays, and a declared hand is played too rarely for PPO alone to learn
   to play it out.
 
-Expert iteration (training/algorithms/expert.py) adds a third term, its distillation KL
-(:func:`training.algorithms.losses.distill_terms`), riding on each PPO step.
+Another algorithm may add terms of its own to each step (:class:`ExtraTerm`): expert iteration
+(training/algorithms/expert.py) adds its distillation KL (:func:`training.algorithms.losses.distill_terms`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -37,13 +37,11 @@ import torch
 from agents.nets.interface import PolicyNetwork
 
 from ..config import LearnerConfig, TrainConfig, need
-from ..run.learner import Learner
+from ..run.algorithm import Algorithm, RunContext
+from ..run.learner import Learner, LearningRate, Progress
 from ..run.rollout import RolloutEngine, RolloutTargets
-from .base import Algorithm, OnPolicySettings
-from .losses import DISTILL_NAMES, DistillSampler, Step, distill_terms, explained_variance, minibatch_indices
-
-if TYPE_CHECKING:  # the loop imports the algorithms: a type only
-    from ..run.loop import RunLoop
+from .losses import Step, explained_variance, minibatch_indices
+from .on_policy import OnPolicySettings
 
 
 ANNEAL_BY = ("decisions", "minutes")
@@ -94,6 +92,19 @@ class PPOConfig(OnPolicySettings):
                  " rollout.deterministic (the rate would follow the wall clock)")
 
 
+@dataclass(frozen=True)
+class ExtraTerm:
+    """A term another algorithm adds to PPO's loss at each gradient step (expert iteration's distillation):
+    ``loss(net, bf16)`` gives (the term, a tensor of its ``figures``) or None when it has nothing this step;
+    the update adds ``coef`` x the term, and returns each figure's mean over the steps it had one and
+    ``<name>_steps``, their count."""
+
+    name: str
+    figures: tuple[str, ...]
+    loss: Callable[[PolicyNetwork, bool], Optional[tuple[torch.Tensor, torch.Tensor]]]
+    coef: float = 1.0
+
+
 @torch.no_grad()
 def proximal_logp(net: PolicyNetwork, data: dict[str, torch.Tensor], stale: torch.Tensor, chunk: int,
                   bf16: bool) -> torch.Tensor:
@@ -111,16 +122,15 @@ def proximal_logp(net: PolicyNetwork, data: dict[str, torch.Tensor], stale: torc
 
 def ppo_update(net: PolicyNetwork, step: Step, data: dict[str, torch.Tensor], cfg: PPOConfig,
                lcfg: LearnerConfig, gen: torch.Generator,
-               between_steps: Callable[[], None] | None = None, distill: DistillSampler | None = None,
-               distill_coef: float = 0.0) -> dict[str, float]:
+               between_steps: Callable[[], None] | None = None,
+               extra: Sequence[ExtraTerm] = ()) -> dict[str, float]:
     """``cfg.epochs`` passes of minibatch PPO over ``data`` (tensors on the network's device, from
     ``compact.expand``, plus ``lag``: each row's policy lag in updates); returns mean losses and diagnostics.
 
     ``step`` is the learner's gradient step (clip and Adam) on a loss; ``lcfg`` its section (the precision).
     ``between_steps`` runs after every gradient step (the trainer collects rollouts there, so workers
     never wait for a long update).  ``gen`` is a CPU generator, so the minibatches are the same on any device.
-    ``distill``: at each step, a minibatch of search targets whose KL term joins the loss with weight
-    ``distill_coef`` (none when it answers None); its means come back as ``distill_kl`` ... .
+    ``extra``: terms added to the loss at each step (:class:`ExtraTerm`); their figures come back too.
     """
     device = data["obs"].device
     bf16 = lcfg.precision == "bf16"
@@ -133,8 +143,9 @@ def ppo_update(net: PolicyNetwork, step: Step, data: dict[str, torch.Tensor], cf
     net.train()
     names = ("policy", "value", "entropy", "approx_kl", "clipfrac", "sam_lesson")
     sums = torch.zeros(len(names) + 1, device=device)  # and the gradient norm before clipping
-    dsums = torch.zeros(len(DISTILL_NAMES), device=device)
-    steps = dsteps = 0
+    esums = [torch.zeros(len(t.figures), device=device) for t in extra]
+    esteps = [0] * len(extra)
+    steps = 0
     for _ in range(cfg.epochs):
         for i in minibatch_indices(n, mb, gen):
             i = i.to(device)
@@ -165,12 +176,12 @@ def ppo_update(net: PolicyNetwork, step: Step, data: dict[str, torch.Tensor], cf
             if cfg.sam_lesson_coef > 0 and bool(asked.any()):
                 lesson = -logp_all[asked].gather(1, teach[asked].long()[:, None]).mean()
                 loss = loss + cfg.sam_lesson_coef * lesson
-            dbatch = distill() if distill is not None else None
-            if dbatch is not None:
-                dloss, terms = distill_terms(net, dbatch, bf16)
-                loss = loss + distill_coef * dloss
-                dsums += terms
-                dsteps += 1
+            for k, term in enumerate(extra):
+                got = term.loss(net, bf16)
+                if got is not None:
+                    loss = loss + term.coef * got[0]
+                    esums[k] += got[1]
+                    esteps[k] += 1
             grad_norm = step(loss)
             with torch.no_grad():  # summed on the device: no host sync per step
                 sums += torch.stack([pg, v_loss, entropy, ((ratio - 1) - log_ratio).mean(),
@@ -184,20 +195,20 @@ def ppo_update(net: PolicyNetwork, step: Step, data: dict[str, torch.Tensor], cf
     out["explained_variance"] = explained_variance(data["val"], data["ret"])
     out["stale_fraction"] = float(stale.float().mean())
     out["is_weight"] = float(is_weight.mean())
-    if distill is not None:
-        out |= dict(zip(DISTILL_NAMES, (dsums / max(dsteps, 1)).tolist())) if dsteps else {}
-        out["distill_steps"] = float(dsteps)
+    for term, sums_k, steps_k in zip(extra, esums, esteps):
+        out |= dict(zip(term.figures, (sums_k / steps_k).tolist())) if steps_k else {}
+        out[f"{term.name}_steps"] = float(steps_k)
     return out
 
 
 def update(learner: Learner, settings: PPOConfig, batches: list[dict[str, np.ndarray]], lags: list[int],
-           gen: torch.Generator, between_steps: Any = None, distill: DistillSampler | None = None,
-           distill_coef: float = 0.0) -> dict[str, float]:
+           gen: torch.Generator, between_steps: Any = None,
+           extra: Sequence[ExtraTerm] = ()) -> dict[str, float]:
     """One PPO update of ``learner`` on packed rollouts; ``lags[k]``: updates between the weights that made
     ``batches[k]`` and these (``samloc bench --learner`` times this)."""
     return ppo_update(learner.net, lambda loss: learner.step(loss, settings.max_grad_norm),
                       learner.batch(batches, lags, sparse=learner.sparse_input()), settings,
-                      learner.cfg.learner, gen, between_steps, distill, distill_coef)
+                      learner.settings, gen, between_steps, extra)
 
 
 class PPO(Algorithm):
@@ -205,32 +216,34 @@ class PPO(Algorithm):
 
     name = "ppo"
     Settings = PPOConfig
-    #: search targets whose KL term rides on each PPO step, with its weight (expert iteration sets them)
-    distill: DistillSampler | None = None
-    distill_coef = 0.0
 
     @classmethod
     def targets(cls, cfg: TrainConfig) -> RolloutTargets:
         s: PPOConfig = cfg.section("ppo")
         return RolloutTargets(gamma=s.gamma, gae_lambda=s.gae_lambda, teach=s.sam_lesson_coef > 0)
 
-    def learning_rate(self) -> float:
-        """``ppo.lr``; with ``ppo.anneal_lr``, times the share of the budget still to go (``anneal_by``)."""
-        s, c = self.settings, self.state.c
-        if not s.anneal_lr:
-            return s.lr
-        if s.anneal_by == "decisions":
-            return s.lr * max(0.0, 1.0 - c.decisions_trained / self.cfg.total_decisions)
-        start = self.state.stage_starts[-1]["wall_s"] if self.state.stage_starts else 0.0
-        end = 60.0 * self.cfg.max_minutes
-        return s.lr * min(1.0, max(0.0, (end - c.wall_s) / max(end - start, 1.0)))
+    def lr_schedule(self) -> LearningRate:
+        cfg = self.cfg  # read when asked: a resume's --more-minutes and --more-decisions raise the rate
+        return lambda p: annealed_lr(self.settings, p, cfg.total_decisions, cfg.max_minutes)
 
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
-        """One PPO update on these rollouts."""
-        lags = [self.state.c.updates - b["version"] for b in batches]
+    def learn(self, ctx: RunContext, batches: list[dict[str, Any]],
+              extra: Sequence[ExtraTerm] = ()) -> dict[str, float]:
+        """One PPO update on these rollouts (``extra``: terms another algorithm adds to each step)."""
+        lags = [self.state.counters.updates - b["version"] for b in batches]
         losses = update(self.learner, self.settings, [b["batch"] for b in batches], lags, self.state.gen,
-                        run.between_steps, self.distill, self.distill_coef)
+                        ctx.between_steps, extra)
         return losses | {"policy_lag": float(np.mean(lags)), "policy_lag_max": float(max(lags))}
+
+
+def annealed_lr(s: PPOConfig, p: Progress, total_decisions: int, max_minutes: float) -> float:
+    """``ppo.lr``; with ``ppo.anneal_lr``, times the share of the budget still to go at ``p`` (``anneal_by``:
+    the decisions of ``total_decisions``, or the stage's minutes to the end of ``max_minutes``)."""
+    if not s.anneal_lr:
+        return s.lr
+    if s.anneal_by == "decisions":
+        return s.lr * max(0.0, 1.0 - p.decisions_trained / total_decisions)
+    end = 60.0 * max_minutes
+    return s.lr * min(1.0, max(0.0, (end - p.wall_s) / max(end - p.stage_start_s, 1.0)))
 
 
 def ppo_engine(cfg: TrainConfig, worker_id: int, seed: int) -> RolloutEngine:

@@ -11,12 +11,10 @@ workers and their batches as they are (the return ``ret`` they computed with its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .base import Algorithm, OnPolicySettings, policy_terms, value_regression
-
-if TYPE_CHECKING:  # the loop imports the algorithms: a type only
-    from ..run.loop import RunLoop
+from ..run.algorithm import Algorithm, RunContext
+from .on_policy import OnPolicySettings, policy_terms, value_regression
 
 
 @dataclass
@@ -30,7 +28,7 @@ class Reinforce(Algorithm):
     name = "reinforce"
     Settings = ReinforceConfig
 
-    def learn(self, run: "RunLoop", batches: list[dict[str, Any]]) -> dict[str, float]:
+    def learn(self, ctx: RunContext, batches: list[dict[str, Any]]) -> dict[str, float]:
         s, net = self.settings, self.learner.net
         data = self.learner.batch([b["batch"] for b in batches])
         net.train()

@@ -30,7 +30,7 @@ from ..run import compact
 from ..config import Section, TrainConfig, need
 from ..run.learner import Learner
 from ..run.rollout import RolloutStream, rollout_actor_class
-from .base import value_regression
+from .on_policy import value_regression
 from .dmc import MonteCarloEngine
 
 STEPS = 16  # decisions per game slot between two learning passes
@@ -69,29 +69,28 @@ class WarmStartConfig(Section):
              " network: choose one")
 
 
-def estimate_s(cfg: TrainConfig) -> float:
+def estimate_s(ws: WarmStartConfig) -> float:
     """The warm start's seconds by :data:`RATE` (0 without one)."""
-    return cfg.section("warm_start").decisions / RATE
+    return ws.decisions / RATE
 
 
-def dry_run_lines(cfg: TrainConfig) -> list[str]:
-    """The dry run's line for a new run's warm start (none without one)."""
-    ws = cfg.section("warm_start")
+def dry_run_lines(ws: WarmStartConfig, max_minutes: float) -> list[str]:
+    """The dry run's line for a new run's warm start (none without one) in a run of ``max_minutes``."""
     if not ws.decisions:
         return []
-    share = f", {estimate_s(cfg) / (60 * cfg.max_minutes):.0%} of max_minutes" if cfg.max_minutes else ""
+    share = f", {estimate_s(ws) / (60 * max_minutes):.0%} of max_minutes" if max_minutes else ""
     return [f"  warm start:  {ws.decisions:,} heuristic decisions cloned before the first update, about"
-            f" {estimate_s(cfg) / 60:.1f} minutes{share} (at ~{RATE:,}/s, as on 2 cores)"]
+            f" {estimate_s(ws) / 60:.1f} minutes{share} (at ~{RATE:,}/s, as on 2 cores)"]
 
 
-def budget_problem(cfg: TrainConfig) -> str:
-    """The one line refusing a new run whose warm start would take (nearly) all of max_minutes, leaving
-    nothing to train ('' when the budget holds it)."""
-    ws, est = cfg.section("warm_start"), estimate_s(cfg)
-    if not ws.decisions or not cfg.max_minutes or est <= MAX_SHARE * 60 * cfg.max_minutes:
+def budget_problem(ws: WarmStartConfig, max_minutes: float) -> str:
+    """The one line refusing a new run whose warm start would take (nearly) all of ``max_minutes``,
+    leaving nothing to train ('' when the budget holds it)."""
+    est = estimate_s(ws)
+    if not ws.decisions or not max_minutes or est <= MAX_SHARE * 60 * max_minutes:
         return ""
     least = math.ceil(est / 60 / MAX_SHARE * 2) / 2
-    return (f"max_minutes={cfg.max_minutes:g} leaves nothing to train: the warm start alone"
+    return (f"max_minutes={max_minutes:g} leaves nothing to train: the warm start alone"
             f" (warm_start.decisions={ws.decisions:,}) takes about {est / 60:.1f} minutes (~{RATE:,}"
             f" decisions/s, as on 2 cores); give max_minutes={least:g} or more, or fewer"
             " warm_start.decisions (0: none)")
@@ -196,6 +195,12 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
         log(f"warm start: it took all of max_minutes={cfg.max_minutes:g}: the run stops before its first"
             " update (give more minutes, or fewer warm_start.decisions)")
     return figures
+
+
+def hook(learner: Learner, cfg: TrainConfig, log: Callable[[str], None]) -> dict[str, float]:
+    """The warm start as the run loop's hook before a new run's first update (``training.launch``): the
+    clone, its games played by a Ray actor, when ``warm_start.decisions`` asks for one ({} without)."""
+    return clone_heuristic(learner, cfg, log, remote=True) if cfg.section("warm_start").decisions else {}
 
 
 def _learn_batch(learner: Learner, data: dict[str, torch.Tensor], opt: Any, gen: torch.Generator,

@@ -1,9 +1,12 @@
 """The learner: the network, its optimizer, its learning rate and the one gradient step, on one torch device.
 
-An algorithm brings its loss; the learner turns packed rollouts (:mod:`training.run.compact`) into tensors
+An algorithm brings its loss and its learning-rate schedule; the learner turns packed rollouts (:mod:`training.run.compact`) into tensors
 on the device (:meth:`Learner.batch`: pinned memory, asynchronous copies on CUDA, expanded there in one
 vectorized step) and takes the step (:meth:`Learner.step`: zero the gradients, backward, clip, Adam).
-The run loop sets the learning rate the algorithm asks for before each update (``Algorithm.learning_rate``).
+The learner owns the learning rate: before each update the loop hands it the run's :class:`Progress`, and
+:meth:`Learner.begin_update` sets the rate its schedule gives for it (``Algorithm.lr_schedule``, PPO's
+annealing) and reports it in :attr:`Learner.figures` (``charts/learning_rate``), as RLlib's Learner owns its
+optimizers' schedules.
 Weights leave as CPU numpy arrays (the workers' engine is numba, on CPU), and checkpoints hold CPU
 tensors only, so a run trained on a GPU resumes on a CPU and the other way round.  The trainer and
 ``samloc bench --learner`` use this same class.
@@ -11,7 +14,8 @@ tensors only, so a run trained on a GPU resumes on a CPU and the other way round
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -20,8 +24,24 @@ from agents.nets.guards import check_blind_policy
 from agents.nets.interface import PolicyNetwork
 
 from . import compact
-from ..config import TrainConfig
+from ..config import LearnerConfig, ModelConfig
 from .rollout import weights_to_numpy
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the run is when an update begins: what a learning-rate schedule reads."""
+
+    updates: int
+    decisions_trained: int
+    wall_s: float
+    """Training wall time over every sitting so far."""
+    stage_start_s: float = 0.0
+    """The wall time at which the run's current stage began (0: the run's start, or no stages)."""
+
+
+#: A learning rate as a function of the run's progress.
+LearningRate = Callable[[Progress], float]
 
 
 class DeviceError(RuntimeError):
@@ -50,14 +70,18 @@ def resolve_device(spec: str) -> torch.device:
 
 
 class Learner:
-    """The policy network and Adam on ``device`` (built on the CPU; :meth:`to` moves both), at ``lr``."""
+    """The network ``model`` describes and Adam on ``device`` (built on the CPU; :meth:`to` moves both), at
+    ``lr``: a rate, or a schedule of the run's progress; ``settings``: the run's ``learner`` section."""
 
-    def __init__(self, cfg: TrainConfig, lr: float):
-        self.cfg = cfg
+    def __init__(self, model: ModelConfig, settings: LearnerConfig, lr: float | LearningRate):
+        self.settings = settings  # the run's learner section (precision is settled in it, in place)
         self.device = torch.device("cpu")
-        self.net: PolicyNetwork = cfg.model.build().eval()
+        self.net: PolicyNetwork = model.build().eval()
         check_blind_policy(self.net)  # only the critic may read the hidden hands: refused in one line
-        self.opt = self.new_optimizer(lr)
+        self.schedule: LearningRate = (lambda progress: lr) if isinstance(lr, (int, float)) else lr
+        self.opt = self.new_optimizer(self.schedule(Progress(0, 0, 0.0)))
+        #: what the learner reports of the last update it began (the loop writes them as ``charts/<name>``)
+        self.figures: dict[str, float] = {}
 
     def to(self, device: torch.device) -> None:
         """Move the network and the optimizer's moments.  The optimizer is made anew on the moved
@@ -76,9 +100,12 @@ class Learner:
     def lr(self) -> float:
         return float(self.opt.param_groups[0]["lr"])
 
-    def set_lr(self, lr: float) -> None:
+    def begin_update(self, progress: Progress) -> None:
+        """Set the learning rate the schedule gives at ``progress``, and report it."""
+        lr = self.schedule(progress)
         for g in self.opt.param_groups:
             g["lr"] = lr
+        self.figures["learning_rate"] = lr
 
     def step(self, loss: torch.Tensor, max_grad_norm: float,
              opt: torch.optim.Optimizer | None = None) -> torch.Tensor:

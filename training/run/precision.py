@@ -27,7 +27,7 @@ from agents.nets.sparse import SparseRows
 from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import FULL_EXTRA, OBS_SIZE
 
-from ..config import AUTO, TrainConfig
+from ..config import AUTO, LearnerConfig
 from .learner import Learner
 
 Rows = torch.Tensor | SparseRows
@@ -38,14 +38,14 @@ ROWS, OBS_CELLS, HAND_CELLS, LEGAL = 2048, 130, 28, 3
 REPEATS = 3
 
 
-def settle_precision(learner: Learner) -> tuple[str, dict[str, float]]:
+def settle_precision(learner: Learner, deterministic: bool) -> tuple[str, dict[str, float]]:
     """Resolve ``learner.precision: auto`` in the learner's config, in place: the line that says what was
     chosen and why, and the rows/s measured (``{}`` where nothing was); ``('', {})`` when the config names
     a precision."""
-    le = learner.cfg.learner
+    le = learner.settings
     if le.precision != AUTO:
         return "", {}
-    fixed = unmeasured(learner.cfg, learner.device.type)
+    fixed = unmeasured(learner.device.type, deterministic)
     if fixed is not None:
         le.precision = fixed[0]
         return f"learner.precision=auto → {fixed[0]} ({fixed[1]})", {}
@@ -55,22 +55,22 @@ def settle_precision(learner: Learner) -> tuple[str, dict[str, float]]:
             f" {rates['bf16']:,.0f} in bf16, forward+backward)"), rates
 
 
-def unmeasured(cfg: TrainConfig, device_type: str) -> tuple[str, str] | None:
+def unmeasured(device_type: str, deterministic: bool) -> tuple[str, str] | None:
     """What ``auto`` is without measuring, and why: fp32 on CUDA and in a reproducible run; None on a CPU
     learner that measures."""
     if device_type != "cpu":
         return "fp32", f"on {device_type}: bf16 measured no faster on an H200, docs/results.md"
-    if cfg.rollout.deterministic:
+    if deterministic:
         return "fp32", "rollout.deterministic: a measured choice could differ between runs"
     return None
 
 
-def planned(cfg: TrainConfig, device_type: str) -> str:
+def planned(le: LearnerConfig, device_type: str, deterministic: bool) -> str:
     """The precision a run on ``device_type`` will take, in words (for the dry run, which measures
     nothing)."""
-    if cfg.learner.precision != AUTO:
-        return cfg.learner.precision
-    fixed = unmeasured(cfg, device_type)
+    if le.precision != AUTO:
+        return le.precision
+    fixed = unmeasured(device_type, deterministic)
     return fixed[0] if fixed else "auto: the faster of fp32 and bf16, measured at its start"
 
 

@@ -204,8 +204,8 @@ class RolloutEngine:
         self.cfg, self.worker_id, self.seed, self.want = cfg, worker_id, seed, targets
         self.rng = np.random.default_rng(seed)
         self.gen = torch.Generator().manual_seed(seed)
-        tables = training_tables(cfg)
-        sizes = slot_shares(cfg.rollout.envs_per_worker, table_weights(cfg))
+        tables = training_tables(cfg.env)
+        sizes = slot_shares(cfg.rollout.envs_per_worker, table_weights(cfg.env))
         self.full_critic = cfg.model.critic == "full"
         self.pool: dict[int, PolicyNetwork] = {}
         self.pool_ids: list[int] = []
@@ -421,7 +421,7 @@ class RolloutEngine:
         """The packed batch of the rollout's learner decisions (``st.b_*``, ``b_valid`` marks them), with
         what the learner needs: GAE advantages and returns over each seat's sequence, a sequence still
         open bootstrapped with the value of that seat's view now."""
-        cfg, T, N = self.cfg, st.T, st.n
+        T, N = st.T, st.n
         boot = np.zeros((T, N), dtype=np.float32)
         e_idx, s_idx = np.nonzero(pend >= 0)
         if e_idx.size:

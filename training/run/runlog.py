@@ -85,7 +85,7 @@ class Board:
             self.writer = SummaryWriter(str(state.run_dir), purge_step=purge)
         except OSError as exc:
             raise TrainError(f"cannot write the run folder {state.run_dir}: {exc.strerror or exc}") from None
-        if state.c.updates == 0:
+        if state.counters.updates == 0:
             self.writer.add_text("config", "```\n" + to_yaml(cfg) + "\n```", 0)
 
     def scalar(self, tag: str, value: float, step: int) -> None:
@@ -103,11 +103,11 @@ class Board:
 
     def due(self) -> bool:
         """Whether the counters' step is not written yet."""
-        return self.state.c.decisions_trained > self.step
+        return self.state.counters.decisions_trained > self.step
 
     def counters(self, rate: Rate) -> bool:
         """The counters and rates at this step; False when the step was written already."""
-        c, step = self.state.c, self.state.c.decisions_trained
+        c, step = self.state.counters, self.state.counters.decisions_trained
         if step <= self.step:
             return False
         self.step = step
@@ -138,8 +138,8 @@ class Board:
     def final_eval(self, report: dict[str, Any]) -> None:
         """The final evaluation's figures (``eval/<opponent>/final_mean_la`` ...), at the step of the final
         checkpoint; not again when this sitting trained nothing (same weights, deals, seed)."""
-        if self.state.c.decisions_trained > self.first:
-            self.evaluation(report["results"], self.state.c.decisions_trained, prefix="final_")
+        if self.state.counters.decisions_trained > self.first:
+            self.evaluation(report["results"], self.state.counters.decisions_trained, prefix="final_")
             self.writer.flush()
 
     def close(self, summary: dict[str, Any], report: dict[str, Any] | None = None) -> None:
@@ -149,7 +149,7 @@ class Board:
         They go into the run's own event files at the step of the final checkpoint, as TensorFlow's hparams
         API writes them, not into a sub-run per sitting (``SummaryWriter.add_hparams``): each resume then
         adds one point to each metric, at a later step.  A sitting that trained nothing writes none."""
-        w, step = self.writer, self.state.c.decisions_trained
+        w, step = self.writer, self.state.counters.decisions_trained
         if step > self.first:
             metrics = {"hparam/decisions_trained": float(summary["decisions_trained"])}
             ev = (report or summary.get("last_eval") or {}).get("results") or {}
@@ -224,7 +224,7 @@ class Display:
             self.live.__exit__(*exc)
 
     def _eta(self, r: dict[str, float]) -> str:
-        c, cfg = self.state.c, self.cfg
+        c, cfg = self.state.counters, self.cfg
         left = []
         if r.get("trained_per_s"):
             left.append((cfg.total_decisions - c.decisions_trained) / r["trained_per_s"])
@@ -245,7 +245,7 @@ class Display:
 
     def _render(self, r: dict[str, float]) -> Any:
         from rich.table import Table  # only on a terminal
-        c = self.state.c
+        c = self.state.counters
         t = Table(title=f"samloc train — {self.cfg.name} → {self.state.run_dir}", show_header=False)
         t.add_column(style="bold")
         t.add_column()
@@ -272,7 +272,7 @@ class Display:
         if self.mode == "rich" and self.live is not None:
             self.live.update(self._render(r))
         elif self.mode == "plain":
-            c = self.state.c
+            c = self.state.counters
             extra = "".join(f" | {label} {text}" for label, text in self.rows()[1])
             print(f"[{self.cfg.name}] update {c.updates} games {c.games:,} trained {c.decisions_trained:,}"
                   f" ({r.get('trained_per_s', 0):,.0f}/s, generated {r.get('generated_per_s', 0):,.0f}/s)"

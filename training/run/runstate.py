@@ -142,10 +142,11 @@ def lineage_of(meta: CheckpointMeta, path: Path) -> list[dict[str, Any]]:
         "saved": str(meta.raw.get("saved") or "")}]
 
 
-def new_run_dir(cfg: TrainConfig) -> Path:
-    """A fresh folder under ``out_dir`` for a new run; UnsafeTarget (one line) when none can be made there."""
+def new_run_dir(out_dir: str, name: str, seed: int) -> Path:
+    """A fresh folder under ``out_dir`` for a new run of config ``name`` and ``seed``; UnsafeTarget (one
+    line) when none can be made there."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = check_folder(Path(cfg.out_dir) / f"{cfg.name}__{cfg.seed}__{stamp}")
+    base = check_folder(Path(out_dir) / f"{name}__{seed}__{stamp}")
     p, i = base, 1
     while p.exists():
         i += 1
@@ -167,7 +168,7 @@ class RunState:
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, command: str, log: Callable[[str], None]):
         self.cfg, self.run_dir, self.command, self.log = cfg, Path(run_dir), command, log
-        self.c = Counters()
+        self.counters = Counters()
         self.gen = torch.Generator().manual_seed(mix(cfg.seed, 1))
         self.pool: deque[tuple[int, Weights]] = deque(maxlen=cfg.rollout.pool_size)
         self.eval_history: list[dict[str, Any]] = []
@@ -203,8 +204,8 @@ class RunState:
         write_atomic(self.run_dir / "config.yaml", to_yaml(self.cfg))
 
     def metadata(self) -> dict[str, Any]:
-        cfg, c = self.cfg, self.c
-        tables = training_tables(cfg)
+        cfg, c = self.cfg, self.counters
+        tables = training_tables(cfg.env)
         return {
             "name": cfg.name, "config": to_dict(cfg), "rules": sorted({t.rules.name for t in tables}),
             "players": sorted({t.players for t in tables}), "tables": [t.to_record() for t in tables],
@@ -236,18 +237,18 @@ class RunState:
                 tensors[f"pool.{sid}.{k}"] = torch.from_numpy(v)
         tensors["rng.torch"] = torch.get_rng_state()
         tensors["rng.gen"] = self.gen.get_state()
-        state = {"counters": vars(self.c) | {"snapshot_ids": [sid for sid, _ in self.pool]},
+        state = {"counters": vars(self.counters) | {"snapshot_ids": [sid for sid, _ in self.pool]},
                  "param_groups": opt_state["param_groups"], "eval_history": self.eval_history,
                  "stage": {"index": self.stage, "starts": self.stage_starts}}
         tensors |= extra_tensors
         state |= extra_state
-        why = counters_problem(vars(self.c))
+        why = counters_problem(vars(self.counters))
         if why:  # never a checkpoint named for a negative count (ckpt_-0000004)
             raise TrainError(f"checkpoint not written: {why}")
-        name = f"ckpt_{self.c.updates:08d}"
+        name = f"ckpt_{self.counters.updates:08d}"
         if not all(bool(torch.isfinite(p).all()) for p in learner.net.parameters()):
             good = list_checkpoints(self.run_dir)
-            raise TrainError(f"update {self.c.updates:,}: the network's weights are no longer finite"
+            raise TrainError(f"update {self.counters.updates:,}: the network's weights are no longer finite"
                              f" (training diverged); checkpoint {name} not written, the last good one stays:"
                              f" {good[-1] if good else 'none yet'}"
                              " (resume from it with a lower learning rate)")
@@ -294,7 +295,7 @@ class RunState:
         why = counters_problem(c) if isinstance(c, dict) else "no counters"
         if why:
             raise TrainError(f"{path / TRAINER_JSON}: {why}")
-        self.c = Counters(**{k: c[k] for k in vars(Counters()) if k in c})
+        self.counters = Counters(**{k: c[k] for k in vars(Counters()) if k in c})
         opt_state: dict[str, Any] = {"state": {}, "param_groups": state["param_groups"]}
         for key, v in tensors.items():
             if key.startswith("opt."):
@@ -323,11 +324,11 @@ class RunState:
         if not f.is_file():
             return saved
         entries, lost = read_eval_log(f)  # a damaged line: TrainError naming it (the dry run says it first)
-        kept = [e for e in entries if e["updates"] <= self.c.updates]
+        kept = [e for e in entries if e["updates"] <= self.counters.updates]
         lost += len(entries) - len(kept)
         if lost:
             write_atomic(f, "".join(json.dumps(e) + "\n" for e in kept))
-            self.log(f"eval.jsonl: {lost} evaluation(s) after update {self.c.updates} dropped"
+            self.log(f"eval.jsonl: {lost} evaluation(s) after update {self.counters.updates} dropped"
                      " (their work is redone)")
         return kept if len(kept) >= len(saved) else saved
 

@@ -215,13 +215,13 @@ class Scheduler(ABC):
     def _failed(self, w: int, req: int, exc: Exception, again: str) -> None:
         """A rollout request failed: it is asked again once Ray has restarted the actor."""
         if self.health.failed(w, exc):
-            self.state.c.worker_failures += 1
+            self.state.counters.worker_failures += 1
             self.log(f"rollout worker {w} failed ({type(exc).__name__}); Ray restarts it,"
                      f" request {req} is {again}")
 
     def take(self, batch_decisions: int) -> list[dict[str, Any]]:
         """The next update's rollouts: every fresh one queued, once they hold ``batch_decisions``."""
-        c = self.state.c
+        c = self.state.counters
         batches, dropped = self.queue.take(c.updates, batch_decisions)
         c.dropped_rollouts += dropped
         if batches or dropped:
@@ -298,7 +298,7 @@ class AsyncScheduler(Scheduler):
             self._ask(w)
 
     def _submit(self, w: int) -> None:
-        c = self.state.c
+        c = self.state.counters
         req = c.next_request
         c.next_request += 1
         seed = request_seed(self.cfg.seed, w, req)
@@ -354,7 +354,7 @@ class DeterministicScheduler(Scheduler):
 
     def _ask_lane(self, lane: int) -> None:
         """The lane's next request, with the weights and the pool of now."""
-        c = self.state.c
+        c = self.state.counters
         req = Request(c.next_request, lane, c.updates, self.cur_weights, list(self.state.pool),
                       refs=(self.weights_ref, self.pool_refs))
         c.next_request += 1
@@ -373,7 +373,7 @@ class DeterministicScheduler(Scheduler):
     def to_checkpoint(self, pool_ids: set[int]) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
         if self.lanes is None:
             return {}, None
-        return self.lanes.to_checkpoint(self.state.c.updates, pool_ids)
+        return self.lanes.to_checkpoint(self.state.counters.updates, pool_ids)
 
     def restore(self, where: str, arrays: dict[str, np.ndarray], record: dict[str, Any] | None,
                 known: dict[int, Weights]) -> None:

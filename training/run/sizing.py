@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..algorithms import algorithm_class
-from ..config import AUTO, TrainConfig
+from ..config import AUTO, EvalConfig, RolloutConfig, TrainConfig
 from ..errors import TrainError
+from .algorithm import Algorithm
 
 #: The word that asks for sizing to the machine.
 #: CPUs per evaluation process that ``eval.num_workers: auto`` gives: one up to 31 CPUs (the 16-core GPU
@@ -39,11 +39,11 @@ PROCESS_BYTES = 450 * 2**20
 GAME_BYTES = 200 * 2**10
 
 
-def worker_bytes(cfg: TrainConfig, net_bytes: int) -> int:
+def worker_bytes(ro: RolloutConfig, net_bytes: int) -> int:
     """About how much memory one rollout worker process holds: the process, its
     ``rollout.envs_per_worker`` games, the learner's weights and the snapshot pool's (``net_bytes``
     each)."""
-    return PROCESS_BYTES + cfg.rollout.envs_per_worker * GAME_BYTES + net_bytes * (1 + cfg.rollout.pool_size)
+    return PROCESS_BYTES + ro.envs_per_worker * GAME_BYTES + net_bytes * (1 + ro.pool_size)
 
 
 @dataclass(frozen=True)
@@ -54,27 +54,27 @@ class Sizing:
     line: str
 
 
-def size_eval(cfg: TrainConfig, cpus: float) -> tuple[int, str]:
+def size_eval(ev: EvalConfig, cpus: float) -> tuple[int, str]:
     """The evaluation processes :data:`AUTO` stands for on ``cpus`` CPUs, and the line that says why."""
-    opponents = max(1, len(cfg.eval.opponents))
+    opponents = max(1, len(ev.opponents))
     workers = max(1, min(opponents, math.floor(cpus / CPUS_PER_EVAL + 1e-9)))
     return workers, (f"eval.num_workers=auto → {workers} (one per {CPUS_PER_EVAL} of {cpus:g} CPUs,"
                      f" at least 1, at most one per opponent: {opponents})")
 
 
-def eval_workers(cfg: TrainConfig, cpus: float) -> int:
+def eval_workers(ev: EvalConfig, cpus: float) -> int:
     """The evaluation's processes: ``eval.num_workers``, or what :data:`AUTO` stands for on ``cpus``."""
-    n = cfg.eval.num_workers
-    return size_eval(cfg, cpus)[0] if n == AUTO else int(n)
+    return size_eval(ev, cpus)[0] if ev.num_workers == AUTO else int(ev.num_workers)
 
 
-def size_workers(cfg: TrainConfig, cpus: float, device: str) -> Sizing:
-    """The rollout workers :data:`AUTO` stands for on ``cpus`` CPUs with the learner on ``device``."""
+def size_workers(cfg: TrainConfig, cpus: float, device: str, algorithm: type[Algorithm]) -> Sizing:
+    """The rollout workers :data:`AUTO` stands for on ``cpus`` CPUs with the learner on ``device`` and the
+    workers of its own ``algorithm`` starts."""
     taken = [(1.0, f"1 learner ({device})")]
     if cfg.eval.every_updates or cfg.eval.every_minutes:
-        n = eval_workers(cfg, cpus)
+        n = eval_workers(cfg.eval, cpus)
         taken.append((float(n), f"{n} evaluation"))
-    for g in algorithm_class(cfg).own_workers(cfg):
+    for g in algorithm.own_workers(cfg):
         taken.append((g.num_workers * g.cpus_per_worker,
                       f"{g.num_workers * g.cpus_per_worker:g} {g.what}{'s' if g.num_workers > 1 else ''}"))
     left = cpus - sum(c for c, _ in taken)
@@ -88,17 +88,17 @@ def size_workers(cfg: TrainConfig, cpus: float, device: str) -> Sizing:
     return Sizing(workers, f"rollout.num_workers=auto → {workers} ({why})")
 
 
-def apply_sizing(cfg: TrainConfig, cpus: float, device: str) -> str:
+def apply_sizing(cfg: TrainConfig, cpus: float, device: str, algorithm: type[Algorithm]) -> str:
     """Resolve ``eval.num_workers: auto``, then ``rollout.num_workers: auto``, in ``cfg`` in place: a line for
     each that says what was chosen and why ('' when the config gives numbers).  TrainError when
     ``learner.queue_rollouts`` is below the rollout figure."""
     lines = []
     if cfg.eval.num_workers == AUTO:
-        cfg.eval.num_workers, line = size_eval(cfg, cpus)
+        cfg.eval.num_workers, line = size_eval(cfg.eval, cpus)
         lines.append(line)
     if cfg.rollout.num_workers != AUTO:
         return "\n".join(lines)
-    sizing = size_workers(cfg, cpus, device)
+    sizing = size_workers(cfg, cpus, device, algorithm)
     queue = cfg.learner.queue_rollouts
     if queue and queue < sizing.rollout_workers:
         raise TrainError(f"{sizing.line}: learner.queue_rollouts={queue} must be 0 (num_workers + 1) or at"

@@ -8,15 +8,17 @@ between two updates (:meth:`training.run.loop.RunLoop.next_stage`); which stage 
 are part of the run state (:class:`training.run.runstate.RunState`), so ``--resume`` continues in it.
 
 This module holds the rule that ends a stage and applies a stage's config to the run's, in place (every
-part of the run holds the same config object)."""
+part of the run holds the same config object).  A plan is made above this package
+(:func:`training.launch.stage_plan`): each stage's config and algorithm class are resolved there, once,
+so the loop runs whatever algorithm it is handed and imports none."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from ..algorithms import algorithm_class
 from ..config import StageConfig, TrainConfig
-from ..config_load import stage_config
+from .algorithm import Algorithm
 from .sizing import apply_sizing
 from .workers import cpu_shortfall
 
@@ -34,15 +36,23 @@ def plateaued(scores: list[float], evals: int, gain: float) -> bool:
 
 
 class StagePlan:
-    """The stages of a run (none: one stage, nothing to do) and the run's config before any stage (``base``:
-    a stage's config is computed from it, never from a config another stage changed)."""
+    """The stages of a run (none: one stage, nothing to do), with each stage's config (computed from the
+    run's config before any stage, never from a config another stage changed) and algorithm class; a run
+    without stages has its own algorithm's."""
 
-    def __init__(self, cfg: TrainConfig):
-        self.stages: list[StageConfig] = list(cfg.stages)
-        self.base = stage_config(cfg, -1) if self.stages else cfg  # a copy: the run's cfg changes in place
+    def __init__(self, stages: list[StageConfig], algorithms: list[type[Algorithm]], configs: list[TrainConfig]):
+        self.stages = list(stages)
+        self.algorithms, self.configs = algorithms, configs
+        if len(algorithms) != max(1, len(self.stages)) or len(configs) != len(self.stages):
+            raise ValueError(f"a plan of {len(self.stages)} stages has {len(algorithms)} algorithms and"
+                             f" {len(configs)} configs")
 
     def __bool__(self) -> bool:
         return bool(self.stages)
+
+    def algorithm(self, index: int) -> type[Algorithm]:
+        """The algorithm class of stage ``index`` (of the run, without stages)."""
+        return self.algorithms[index if self.stages else 0]
 
     def name(self, index: int) -> str:
         return self.stages[index].name if self.stages else ""
@@ -50,7 +60,7 @@ class StagePlan:
     def apply(self, cfg: TrainConfig, index: int) -> None:
         """Make ``cfg`` (the run's, shared by its parts) the config of stage ``index``, in place: what a stage
         may change (:data:`STAGE_KEYS` and the sections); the run's own keys stay as the run has them."""
-        staged = stage_config(self.base, index)
+        staged = copy.deepcopy(self.configs[index])  # the run's parts change their config in place
         for key in STAGE_KEYS:
             setattr(cfg, key, getattr(staged, key))
         cfg.sections = staged.sections
@@ -58,10 +68,10 @@ class StagePlan:
     def shortfall(self, cpus: float, device: str, embedded: bool) -> str:
         """'' when the workers of every stage (sized as the stage will size them) fit in ``cpus``, else why
         the first that does not cannot, in one line: a run learns it before it starts, not at a switch."""
-        for i in range(len(self.stages)):
-            staged = stage_config(self.base, i)
-            apply_sizing(staged, cpus, device)
-            short = cpu_shortfall(algorithm_class(staged).worker_groups(staged), cpus, embedded)
+        for i, cls in enumerate(self.algorithms[:len(self.stages)]):
+            staged = copy.deepcopy(self.configs[i])
+            apply_sizing(staged, cpus, device, cls)
+            short = cpu_shortfall(cls.worker_groups(staged), cpus, embedded)
             if short:
                 return f"stages[{i}] ({self.name(i)}): {short}"
         return ""

@@ -70,10 +70,10 @@ def bench_learner(cfg: TrainConfig, device: Any, updates: int, record_cap: int) 
     data, _ = record(cfg, min(n, record_cap))
     batch = _tile(data, n)
     torch.manual_seed(cfg.seed)
-    learner = Learner(cfg, s.lr)
+    learner = Learner(cfg.model, cfg.learner, s.lr)
     learner.to(device)
     asked = cfg.learner.precision
-    settled, rates = settle_precision(learner)
+    settled, rates = settle_precision(learner, cfg.rollout.deterministic)
     gen = torch.Generator().manual_seed(0)
     times, losses = [], []
     for _ in range(updates + 1):  # the first warms up (allocations, kernels)

@@ -25,7 +25,8 @@ from ..config import TrainConfig, eval_table
 from ..errors import TrainError
 from .curve import plot_curve
 from ..run.evaluation import EvalTarget, eval_processes, evaluate_weights
-from ..run.launch import check_memory, check_write_targets
+from ..launch import check_memory, check_write_targets
+from ..launch import new_loop
 from ..run.loop import RunLoop
 from ..run.runlog import run_dir_note
 from ..run.rollout import weights_to_numpy
@@ -55,7 +56,7 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
         prefix = f"pool.{ids[0]}."
         snap = {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}
     torch.set_num_threads(1)
-    table = eval_table(cfg)
+    table = eval_table(cfg.env, cfg.eval)
     res = evaluate_weights(weights_to_numpy(net), net.hparams(), list(cfg.eval.opponents), snap,
                            table.rules, table.players, deals, FINAL_EVAL_SEED, eval_processes(cfg))
     report = {"name": cfg.name, "checkpoint": str(ckpt_dir), **table.to_record(),
@@ -69,7 +70,7 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
 
 def final_lines(cfg: TrainConfig, report: dict[str, Any]) -> list[str]:
     """The final evaluation as printed: a heading, then one line per opponent."""
-    table = eval_table(cfg)
+    table = eval_table(cfg.env, cfg.eval)
     lines = ["final evaluation (" + f"{cfg.eval.final_deals} duplicate deals, {table.rules.to_record()}, "
              f"{table.players} players):"]
     for opp, r in report["results"].items():
@@ -124,11 +125,11 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     t0 = time.time()
     torch.set_num_threads(1)
     check_memory(cfg, embedded=not ray_address)
-    check_write_targets(cfg, run_dir)  # before training: export_to is replaced at the end
-    short = "" if resume else warm_start.budget_problem(cfg)  # as the dry run refuses it
+    check_write_targets(run_dir, cfg.checkpoint.export_to, cfg.name)  # before training: export_to is replaced at the end
+    short = "" if resume else warm_start.budget_problem(cfg.section("warm_start"), cfg.max_minutes)  # as the dry run
     if short:
         raise TrainError(short)
-    loop = RunLoop(cfg, run_dir, resume=resume, ray_address=ray_address, command=command, dashboard=dashboard,
+    loop = new_loop(cfg, run_dir, resume=resume, ray_address=ray_address, command=command, dashboard=dashboard,
                    on_update=on_update, evaluation=evaluation)
     say(run_dir_note(run_dir))
     res = TrainResult(run_dir, loop.run())                                   # train
@@ -143,7 +144,7 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     if cfg.belief.deals:                                                     # belief
         _belief_step(cfg, res, command, say)
     _export_step(ckpt_dir, res)                                              # ONNX export
-    title = (f"{cfg.name}: greedy policy at {eval_table(cfg).name},"
+    title = (f"{cfg.name}: greedy policy at {eval_table(cfg.env, cfg.eval).name},"
              f" {summary['decisions_trained']:,} decisions trained")
     curve = plot_curve(loop.state.eval_history, report, run_dir / "curve.png", title,  # curve
                        loop.state.stage_starts)

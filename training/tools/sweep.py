@@ -57,7 +57,7 @@ from ..algorithms import algorithm_class
 from ..config import AUTO, ConfigError, TrainConfig, eval_table
 from ..errors import TrainError
 from ..run.evaluation import OpponentsEval
-from ..run.launch import new_run_folder, resolve_launch
+from ..launch import new_run_folder, resolve_launch
 from ..run.loop import RunLoop
 from .pipeline import FINAL_EVAL_SEED, run_pipeline
 from ..run.sizing import size_workers
@@ -287,7 +287,7 @@ def check_plan(plan: SweepPlan, few_deals_ok: bool = False, resuming: bool = Fal
     if any(t.cfg.learner.device.startswith("cuda") for t in trials):
         raise ConfigError("learner.device=cuda: a sweep's trials train their learners on the CPU"
                           " (their Tune actors hold no GPU); use learner.device=cpu")
-    tables = {eval_table(t.cfg).name for t in trials}
+    tables = {eval_table(t.cfg.env, t.cfg.eval).name for t in trials}
     if len(tables) > 1:
         raise ConfigError(f"the trials are evaluated at {len(tables)} tables ({', '.join(sorted(tables))}):"
                           " the trials compared must share env's evaluation table")
@@ -363,7 +363,7 @@ def concurrency(cfg: TrainConfig, cpus: float) -> int:
     for g in algorithm_class(cfg).worker_groups(cfg):
         workers = g.num_workers
         if workers == AUTO:  # a trial sizes itself to every CPU: one at a time
-            workers = size_workers(cfg, cpus, "cpu").rollout_workers
+            workers = size_workers(cfg, cpus, "cpu", algorithm_class(cfg)).rollout_workers
         need += workers * g.cpus_per_worker
     return max(1, int(cpus // (need + 1)))
 
@@ -490,7 +490,7 @@ def report(plan: SweepPlan, trials: list[Trial], docs: list[dict[str, Any]], at_
             "budget": {"minutes": plan.minutes} if plan.minutes else {"decisions": plan.decisions},
             "asha": {"every_minutes": plan.interval, "reduction_factor": REDUCTION,
                      "deals": cfg.eval.deals} if plan.asha else None,
-            "trials_at_once": at_once, "opponent": OPPONENT, **eval_table(cfg).to_record(),
+            "trials_at_once": at_once, "opponent": OPPONENT, **eval_table(cfg.env, cfg.eval).to_record(),
             "deals": plan.deals, "eval_seed": plan.eval_seed, "out": str(plan.out),
             "interrupted": interrupted,
             "best": best, "best_note": note, "settings": settings, "trials": docs}
@@ -543,7 +543,7 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None], few_deals_ok: bool = 
     if not todo and not interrupted:
         raise TrainError(f"no trial left a checkpoint; {docs[0]['name']}: {docs[0]['status']}"
                          f" {docs[0]['stop_reason']}")
-    table = eval_table(trials[0].cfg)
+    table = eval_table(trials[0].cfg.env, trials[0].cfg.eval)
     if todo:
         say(f"scoring {len(todo)} trials against the {OPPONENT}, {plan.deals} duplicate deals each"
             f" (seed {plan.eval_seed})")

@@ -1,5 +1,7 @@
 """What a ``samloc train`` command line asks for, before anything starts: a new run or a resume, its
-resolved config and budgets, whether a resume has anything left to do, and the dry run's checks."""
+resolved config and budgets, whether a resume has anything left to do, and the dry run's checks; and the
+run loop of a config (:func:`new_loop`), its stages' algorithms resolved here, above the loop, from the
+registry (:mod:`training.algorithms`), so ``training.run`` never imports an algorithm."""
 
 from __future__ import annotations
 
@@ -21,16 +23,36 @@ from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read
 from sam_env.atomic import UnsafeTarget, check_folder
 from sam_env.machine import available_memory
 
-from ..algorithms import algorithm_class, warm_start
-from ..config import AUTO, ConfigError, TrainConfig, eval_table, stop_reason, training_tables
-from ..config_load import from_dict, load_config, unread_note
-from ..errors import TrainError
-from .learner import DeviceError, resolve_device
-from .precision import planned
-from .runstate import counters_problem, new_run_dir, read_eval_log
-from .sizing import PROCESS_BYTES, apply_sizing, size_workers, worker_bytes
-from .stages import StagePlan
-from .workers import cpu_shortfall, embedded_cpus
+from .algorithms import algorithm_class, warm_start
+from .config import (AUTO, ConfigError, EvalConfig, ModelConfig, StageConfig, TrainConfig, eval_table, stop_reason,
+                     training_tables)
+from .config_load import from_dict, load_config, stage_config, unread_note
+from .errors import TrainError
+from .run.algorithm import Algorithm
+from .run.evaluation import EvalTarget
+from .run.learner import DeviceError, resolve_device
+from .run.loop import RunLoop
+from .run.precision import planned
+from .run.runstate import counters_problem, new_run_dir, read_eval_log
+from .run.sizing import PROCESS_BYTES, apply_sizing, size_workers, worker_bytes
+from .run.stages import StagePlan
+from .run.workers import cpu_shortfall, embedded_cpus
+
+
+def stage_plan(cfg: TrainConfig, algorithm: type[Algorithm] | None = None) -> StagePlan:
+    """The stages of ``cfg`` with each one's config and algorithm class, resolved once (``algorithm``: that
+    class for every stage, as a test's outside algorithm)."""
+    configs = [stage_config(cfg, i) for i in range(len(cfg.stages))]
+    classes = [algorithm or algorithm_class(c) for c in (configs or [cfg])]
+    return StagePlan(cfg.stages, classes, configs)
+
+
+def new_loop(cfg: TrainConfig, run_dir: Path, *, algorithm: type[Algorithm] | None = None,
+             evaluation: EvalTarget | None = None, **kwargs: Any) -> RunLoop:
+    """The run loop of ``cfg`` in ``run_dir`` (new, or ``resume=True``), with its stage plan and the warm
+    start as the hook before a new run's first update; ``kwargs`` are :class:`RunLoop`'s."""
+    return RunLoop(cfg, run_dir, stage_plan(cfg, algorithm), start_hooks={"warm_start": warm_start.hook},
+                   evaluation=evaluation, **kwargs)
 
 
 #: env keys that choose the tables; a new run whose key=value sets one is named for its tables.
@@ -44,7 +66,7 @@ def run_name(cfg: TrainConfig, overrides: list[str]) -> str:
     if "name" in keys or not any(k in TABLE_KEYS or k.startswith("env.tables") for k in keys):
         return cfg.name
     by_rules: dict[str, list[int]] = {}
-    for t in training_tables(cfg):
+    for t in training_tables(cfg.env):
         by_rules.setdefault(t.rules.name, []).append(t.players)
     counts = {tuple(ps) for ps in by_rules.values()}
     if len(counts) == 1:  # rules x players
@@ -184,7 +206,7 @@ def nothing_left(launch: Launch) -> str:
     if run_dir is None or counters is None:
         return ""
     trained, wall = int(counters.get("decisions_trained", 0)), float(counters.get("wall_s", 0.0))
-    why = stop_reason(cfg, trained, wall)
+    why = stop_reason(cfg.total_decisions, cfg.max_minutes, trained, wall)
     if why.startswith("total_decisions"):
         return (f"{run_dir}: nothing left to do: {trained:,} decisions trained, total_decisions is"
                 f" {cfg.total_decisions:,} (give --more-decisions N, or total_decisions=D)")
@@ -198,7 +220,7 @@ def new_run_folder(cfg: TrainConfig, run_dir: str | None) -> Path:
     """Where a new run writes: ``run_dir`` (that must not hold a run yet), else a fresh folder; TrainError
     (one line) when it cannot be."""
     try:
-        path = check_folder(run_dir) if run_dir else new_run_dir(cfg)
+        path = check_folder(run_dir) if run_dir else new_run_dir(cfg.out_dir, cfg.name, cfg.seed)
     except UnsafeTarget as exc:
         raise TrainError(f"the run folder: {exc}") from None
     if run_dir and (path / "checkpoints").exists():
@@ -248,10 +270,10 @@ def _check_worker_memory(cfg: TrainConfig, nbytes: int) -> None:
                         and cpu_shortfall(algo.worker_groups(cfg), embedded_cpus(), embedded=True)):
         return  # (workers that do not fit the CPUs are refused for that, in their own line)
     rollout = (ro.num_workers if ro.num_workers != AUTO
-               else size_workers(cfg, embedded_cpus(), "cpu").rollout_workers)  # what auto will choose
+               else size_workers(cfg, embedded_cpus(), "cpu", algo).rollout_workers)  # what auto will choose
     own = sum(int(g.num_workers) for g in algo.own_workers(cfg))
     procs = rollout * algo.learns_from_rollouts(cfg) + own
-    each = worker_bytes(cfg, nbytes)
+    each = worker_bytes(cfg.rollout, nbytes)
     learner = PROCESS_BYTES + 4 * nbytes
     if learner + procs * each <= have:
         return
@@ -264,27 +286,27 @@ def _check_worker_memory(cfg: TrainConfig, nbytes: int) -> None:
                      f" (at most {fit:,} rollout workers here; or fewer rollout.envs_per_worker)")
 
 
-def check_write_targets(cfg: TrainConfig, run_dir: Path) -> None:
-    """The run folder is a folder (or new); ``checkpoint.export_to`` is a new or empty folder or a bot
-    this run's name made (never ``.``, ``..``, a link, a file or a folder holding anything else: it is
+def check_write_targets(run_dir: Path, export_to: str, name: str) -> None:
+    """The run folder is a folder (or new); ``export_to`` (``checkpoint.export_to``) is a new or empty
+    folder or a bot a run of config ``name`` made (never ``.``, ``..``, a link, a file or a folder holding anything else: it is
     replaced whole).  TrainError (one line) otherwise."""
     try:
         check_folder(run_dir)
     except UnsafeTarget as exc:
         raise TrainError(f"the run folder: {exc}") from None
     try:
-        if cfg.checkpoint.export_to:
-            check_bot_folder(cfg.checkpoint.export_to, cfg.name)
+        if export_to:
+            check_bot_folder(export_to, name)
     except UnsafeTarget as exc:
         raise TrainError(f"checkpoint.export_to: {exc}") from None
 
 
-def probe_weights(cfg: TrainConfig, starts: list[Path]) -> None:
-    """The blind-policy guard (agents/nets/guards.py) on what the run would train: the config's fresh
-    network, and the checkpoints it starts from (loading probes them: CheckpointError naming one).
+def probe_weights(model: ModelConfig, starts: list[Path]) -> None:
+    """The blind-policy guard (agents/nets/guards.py) on what the run would train: the fresh network of
+    ``model``, and the checkpoints it starts from (loading probes them: CheckpointError naming one).
     TrainError (one line) when the fresh network's policy reads the hidden hands."""
     try:
-        check_blind_policy(cfg.model.build())
+        check_blind_policy(model.build())
     except NetworkError as exc:
         raise TrainError(str(exc)) from None
     for path in starts:
@@ -295,7 +317,7 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any,
     """Every check that needs no Ray: (the learner's device, the line saying what ``auto`` sized on the
     embedded Ray, '' when nothing).  Raises the first problem found."""
     cfg, ckpt = launch.cfg, launch.ckpt
-    check_write_targets(cfg, run_dir)
+    check_write_targets(run_dir, cfg.checkpoint.export_to, cfg.name)
     for what, path in (("the run folder", run_dir), ("checkpoint.export_to", Path(cfg.checkpoint.export_to))):
         if (cfg.checkpoint.export_to or what == "the run folder") and not _writable(path):
             raise TrainError(f"{what} {path} cannot be written here")
@@ -309,28 +331,28 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any,
         model = read_metadata(path).model
         if model != shape:
             raise CheckpointError(f"{what} {path}: the model shape {model} differs from the config's {shape}")
-    probe_weights(cfg, [path for _, path in starts])
+    probe_weights(cfg.model, [path for _, path in starts])
     try:
         device = resolve_device(cfg.learner.device)
     except DeviceError as exc:
         raise TrainError(str(exc)) from None
     if ray_address:
         return device, ""
-    sized = apply_sizing(cfg, embedded_cpus(), device.type)
+    sized = apply_sizing(cfg, embedded_cpus(), device.type, algorithm_class(cfg))
     short = cpu_shortfall(algorithm_class(cfg).worker_groups(cfg), embedded_cpus(), embedded=True) or \
-        StagePlan(cfg).shortfall(embedded_cpus(), device.type, embedded=True)
+        stage_plan(cfg).shortfall(embedded_cpus(), device.type, embedded=True)
     if short:
         raise TrainError(short)
     return device, sized
 
 
-def stage_lines(cfg: TrainConfig, resumed: Any = None) -> list[str]:
+def stage_lines(stages: list[StageConfig], max_minutes: float, resumed: Any = None) -> list[str]:
     """A line per stage of a run in stages: what ends it and what it changes (none without stages).  For a
     resume (``resumed``: the checkpoint's stage record) the stages before the one it continues in are done,
     with the minutes they ran, and that one says so: the shares of a new max_minutes never send a run back."""
     out, mark = [], 0.0
-    index, starts = _resumed_stage(resumed, len(cfg.stages))
-    for i, s in enumerate(cfg.stages):
+    index, starts = _resumed_stage(resumed, len(stages))
+    for i, s in enumerate(stages):
         mark += s.share
         if i < index:
             began, ended = (starts[j].get("wall_s", 0.0) / 60 for j in (i, i + 1))
@@ -338,13 +360,13 @@ def stage_lines(cfg: TrainConfig, resumed: Any = None) -> list[str]:
             continue
         ends = []
         if s.share:
-            ends.append(f"minute {mark * cfg.max_minutes:g}")
+            ends.append(f"minute {mark * max_minutes:g}")
         if s.updates:
             ends.append(f"{s.updates:,} updates")
         if s.plateau_evals:
             ends.append(f"a plateau (its last {s.plateau_evals} evaluations within {s.plateau_gain:g} lá"
                         f" vs {s.plateau_opponent})")
-        until = "until the run stops" if i == len(cfg.stages) - 1 else "until " + " or ".join(ends)
+        until = "until the run stops" if i == len(stages) - 1 else "until " + " or ".join(ends)
         if starts and i == index:
             until = f"resumed in it (begun at minute {starts[i].get('wall_s', 0.0) / 60:.1f}), {until}"
         changes = ", ".join(f"{k}={v}" for k, v in flat_settings(s.settings).items()) or "the run's config"
@@ -380,11 +402,10 @@ def flat_settings(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 FINAL_EVAL_GAMES_PER_S, FINAL_EVAL_START_S = 1_300, 10
 
 
-def final_eval_s(cfg: TrainConfig) -> float:
-    """About how long the final evaluation takes (``eval.final_deals`` per opponent, each deal in every
-    seat), by :data:`FINAL_EVAL_GAMES_PER_S`."""
-    ev = cfg.eval
-    games = ev.final_deals * len(ev.opponents) * eval_table(cfg).players
+def final_eval_s(ev: EvalConfig, players: int) -> float:
+    """About how long the final evaluation at a table of ``players`` takes (``eval.final_deals`` per
+    opponent, each deal in every seat), by :data:`FINAL_EVAL_GAMES_PER_S`."""
+    games = ev.final_deals * len(ev.opponents) * players
     workers = ev.num_workers if isinstance(ev.num_workers, int) else 1
     return FINAL_EVAL_START_S + games / FINAL_EVAL_GAMES_PER_S / workers
 
@@ -399,10 +420,10 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
     cfg, ckpt, counters = launch.cfg, launch.ckpt, launch.counters
     folder = launch.run_dir or new_run_folder(cfg, run_dir)
     device, sized = _check(launch, folder, ray_address)
-    short = warm_start.budget_problem(cfg) if not ckpt else ""
+    short = warm_start.budget_problem(cfg.section("warm_start"), cfg.max_minutes) if not ckpt else ""
     if short:
         raise TrainError(short)
-    tables = ", ".join(t.name for t in training_tables(cfg))
+    tables = ", ".join(t.name for t in training_tables(cfg.env))
     ro, ev, algo = cfg.rollout, cfg.eval, algorithm_class(cfg)
     where = (f"the Ray cluster at {ray_address} (not contacted)" if ray_address
              else f"the embedded Ray ({embedded_cpus()} CPUs)")
@@ -418,16 +439,16 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
              f"  name:        {cfg.name}; tables {tables}",
              f"  budget:      total_decisions {cfg.total_decisions:,}, {minutes} (every sitting together)",
              f"  workers:     {rollout} on {where}; learner on {device}"
-             f" ({planned(cfg, device.type)})"
+             f" ({planned(cfg.learner, device.type, cfg.rollout.deterministic)})"
              + ("; deterministic (reproducible)" if ro.deterministic else "")]
     lines += [f"  sizing:      {line}" for line in sized.splitlines()]
-    lines += warm_start.dry_run_lines(cfg) if not ckpt else []
+    lines += warm_start.dry_run_lines(cfg.section("warm_start"), cfg.max_minutes) if not ckpt else []
     lines += algo.dry_run_lines(cfg)
     unread = unread_note(cfg)  # a tuned section of another algorithm changes nothing: say so
     lines += [f"  unread:      {unread}"] if unread else []
-    lines += stage_lines(cfg, launch.stage)
+    lines += stage_lines(cfg.stages, cfg.max_minutes, launch.stage)
     final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}"
-             f" (about {_duration(final_eval_s(cfg))})" if ev.final_deals else "no final evaluation")
+             f" (about {_duration(final_eval_s(ev, eval_table(cfg.env, ev).players))})" if ev.final_deals else "no final evaluation")
     lines.append(f"  at the end:  {final}, ONNX export, curve.png"
                  + (f", belief {cfg.belief.deals:,} deals" if cfg.belief.deals else "")
                  + (f", copy to {cfg.checkpoint.export_to}" if cfg.checkpoint.export_to else ""))
