@@ -64,13 +64,15 @@ def test_only_auto_is_resolved_and_the_config_then_holds_the_number() -> None:
         "eval.num_workers=auto → 1 (one per 16 of 16 CPUs, at least 1, at most one per opponent: 2)\n"
         "rollout.num_workers=auto → 14 (16 CPUs - 1 learner (cpu) - 1 evaluation)")
     assert cfg.rollout.num_workers == 14 and cfg.eval.num_workers == 1
-    assert apply_sizing(cfg, 64, "cpu", algorithm_class(cfg)) == "" and cfg.rollout.num_workers == 14  # resolved once
+    assert (apply_sizing(cfg, 64, "cpu", algorithm_class(cfg)) == ""
+            and cfg.rollout.num_workers == 14)  # resolved once
     assert cfg.eval.num_workers == 1
 
 
 def test_a_queue_smaller_than_the_figure_is_refused_in_one_line() -> None:
     cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
-    assert apply_sizing(cfg, 4, "cpu", algorithm_class(cfg)) and cfg.rollout.num_workers == 2  # 4 rollouts hold 2 workers
+    assert (apply_sizing(cfg, 4, "cpu", algorithm_class(cfg))
+            and cfg.rollout.num_workers == 2)  # 4 rollouts hold 2 workers
     cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
     with pytest.raises(TrainError,
                        match=r"^rollout.num_workers=auto → 14 \(.*: learner.queue_rollouts=4 must be"
@@ -100,7 +102,8 @@ def test_every_shipped_config_but_cluster_sizes_its_workers() -> None:
     assert shipped and set(shipped.values()) == {("auto", "auto")}, shipped
     for name in shipped:  # each loads as auto, and on two cores it is one worker (measured best there)
         cfg = load_config(name)
-        assert cfg.rollout.num_workers == "auto" and size_workers(cfg, 2, "cpu", algorithm_class(cfg)).rollout_workers == 1
+        assert (cfg.rollout.num_workers == "auto"
+                and size_workers(cfg, 2, "cpu", algorithm_class(cfg)).rollout_workers == 1)
         assert cfg.eval.num_workers == "auto" and eval_workers(cfg.eval, 2) == 1
 
 

@@ -450,7 +450,8 @@ def test_a_stage_with_ppo_goes_through_rounds_and_resumes_where_it_was(tmp_path:
     run = tmp_path / "run"
     logs: list[str] = []
     tr = new_loop(cfg, run, log=logs.append,
-                        on_update=_stop_when(lambda t: t.algo.stage_counters.round >= 2 and "distill_kl" in t.algo.losses))
+                  on_update=_stop_when(lambda t: t.algo.stage_counters.round >= 2
+                                       and "distill_kl" in t.algo.losses))
     first = tr.run()
     d1 = tr.algo.stage_counters
     assert d1.round >= 2 and first["distill"]["round"] == d1.round

@@ -62,7 +62,8 @@ def test_auto_on_cuda_and_in_a_reproducible_run_is_fp32_unmeasured(monkeypatch: 
     assert settle_precision(gpu, False)[0].startswith("learner.precision=auto → fp32 (on cuda:")
     assert gpu.settings.precision == "fp32"
     fixed = _learner("rollout.deterministic=true")
-    assert settle_precision(fixed, True)[0].startswith("learner.precision=auto → fp32 (rollout.deterministic:")
+    assert settle_precision(fixed, True)[0].startswith("learner.precision=auto → fp32"
+                                                       " (rollout.deterministic:")
     assert fixed.settings.precision == "fp32"
 
 

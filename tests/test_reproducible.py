@@ -134,7 +134,8 @@ def _kill_worker_at(update: int, killed: list[int]) -> Any:
 def straight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A run that never stops: FULL decisions, a checkpoint after every update."""
     run = tmp_path_factory.mktemp("straight") / "run"
-    summary = new_loop(load_config("quick", [*TINY, f"total_decisions={FULL}"]), run, log=lambda m: None).run()
+    summary = new_loop(load_config("quick", [*TINY, f"total_decisions={FULL}"]), run,
+                       log=lambda m: None).run()
     return {"run": run, "summary": summary}
 
 

@@ -208,7 +208,8 @@ def test_a_run_goes_through_its_stages_and_a_resume_continues_in_the_one_it_stop
     in the third; the resume goes on in it, with its settings."""
     run, logs, seen = tmp_path / "run", [], []
     cfg = load_config("quick", [*TINY, THREE])
-    first = new_loop(cfg, run, log=logs.append, on_update=_stop_when(lambda t: t.counters.updates >= 6, seen)).run()
+    first = new_loop(cfg, run, log=logs.append,
+                     on_update=_stop_when(lambda t: t.counters.updates >= 6, seen)).run()
     assert [(s["stage"], s["name"], s["updates"]) for s in first["stages"]] == [
         (0, "first", 0), (1, "second", 2), (2, "third", 4)]
     assert [why["why"] for why in first["stages"]][1:] == ["its 2 updates are made"] * 2
@@ -300,7 +301,8 @@ def test_a_resumes_dry_run_shows_the_stages_done_and_the_one_it_continues_in() -
         " algorithm=expert_iteration, ppo.ent_coef=0.01, rollout.num_workers=auto"]
     three = load_config("strong", ["max_minutes=100", "stages=[{name: a, share: 0.2}, {name: b, share: 0.3},"
                                    " {name: c}]"])
-    assert stage_lines(three.stages, three.max_minutes, {"index": 1, "starts": [{"wall_s": 0}, {"wall_s": 1230}]}) == [
+    assert stage_lines(three.stages, three.max_minutes,
+                       {"index": 1, "starts": [{"wall_s": 0}, {"wall_s": 1230}]}) == [
         "  stage 0:     a, done (minute 0.0 to 20.5)",
         "  stage 1:     b, resumed in it (begun at minute 20.5), until minute 50; the run's config",
         "  stage 2:     c, until the run stops; the run's config"]
@@ -308,7 +310,8 @@ def test_a_resumes_dry_run_shows_the_stages_done_and_the_one_it_continues_in() -
     assert new[0] == "  stage 0:     a, until minute 20; the run's config"
     for bad in ({"index": 5, "starts": []}, {"index": 1, "starts": [{}]}, {"index": "1"}, {},
                 {"index": 1, "starts": [{"wall_s": 0}, {"wall_s": "soon"}]}, [1], "stage 1"):
-        assert stage_lines(three.stages, three.max_minutes, bad) == new  # a record these stages do not match: shown as a new run's
+        # a record these stages do not match: shown as a new run's
+        assert stage_lines(three.stages, three.max_minutes, bad) == new
 
 
 def load_config_text(text: str, tmp_path: Path) -> Any:

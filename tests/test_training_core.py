@@ -51,7 +51,8 @@ def test_the_all_tables_config_plays_every_table_once() -> None:
     assert sorted((t.rules.name, t.players) for t in tables) == sorted(
         (r, p) for r, top in (("hoi_quan_bai", 5), ("s666pg", 5), ("mien_bac", 4), ("online", 4))
         for p in range(2, top + 1))
-    assert slot_shares(1400, table_weights(load_config(REPO / "configs" / "all_tables.yaml").env)) == [100] * 14
+    assert slot_shares(1400,
+                       table_weights(load_config(REPO / "configs" / "all_tables.yaml").env)) == [100] * 14
     assert slot_shares(10, [1.0, 3.0]) == [3, 7] and slot_shares(3, [1.0, 1.0, 100.0]) == [1, 1, 1]
 
 
@@ -456,8 +457,8 @@ def test_stale_rows_are_learned_with_truncated_importance_weights() -> None:
     runs = {}
     for lag in (0, 2, 3):
         torch.manual_seed(0)
-        runs[lag] = update(Learner(cfg.model, cfg.learner, cfg.section("ppo").lr), cfg.section("ppo"), [batch], [lag],
-                           torch.Generator().manual_seed(1))
+        runs[lag] = update(Learner(cfg.model, cfg.learner, cfg.section("ppo").lr), cfg.section("ppo"),
+                           [batch], [lag], torch.Generator().manual_seed(1))
     assert runs[0] == runs[2] and runs[0]["stale_fraction"] == 0 and runs[0]["is_weight"] == 1
     stale = runs[3]
     assert stale["stale_fraction"] == 1 and stale["is_weight"] == pytest.approx(1.0)  # e^+1 truncated at 1
@@ -553,7 +554,8 @@ def test_a_run_started_from_a_checkpoint_records_the_runs_it_descends_from(tmp_p
     # a consistent edit: the later check
     (paths[2] / ckfmt.META_FILE).write_text(json.dumps(ckfmt.sealed(bad)))
     with pytest.raises(TrainError, match="lineage is not a list"):
-        new_loop(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3", log=lambda m: None)
+        new_loop(load_config("quick", tiny + [f"init_from={paths[2]}"]), tmp_path / "run3",
+                 log=lambda m: None)
 
 
 @pytest.mark.parametrize("mean, ci, words", [

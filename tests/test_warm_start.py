@@ -49,7 +49,8 @@ def test_every_seat_is_the_heuristic_and_the_clone_learns_its_moves() -> None:
 
 def test_the_same_seed_clones_the_same_network() -> None:
     cfg = load_config("quick", [*SMALL, "warm_start.decisions=3000"])
-    a, b = Learner(cfg.model, cfg.learner, cfg.section("ppo").lr), Learner(cfg.model, cfg.learner, cfg.section("ppo").lr)
+    a, b = (Learner(cfg.model, cfg.learner, cfg.section("ppo").lr),
+            Learner(cfg.model, cfg.learner, cfg.section("ppo").lr))
     b.net.load_state_dict(a.net.state_dict())
     clone_heuristic(a, cfg, lambda m: None)
     clone_heuristic(b, cfg, lambda m: None)

@@ -326,8 +326,9 @@ class TrainConfig:
     """A checkpoint folder whose network (same shape) a new run starts from ('' = fresh weights)."""
     algorithm: str = "ppo"
     """The learning algorithm: ppo, dmc (Deep Monte-Carlo), expert_iteration (on PPO; the older
-    ``distill.enabled: true`` is its alias), reinforce, or a package.module:Class path (docs/training.md, "Writing an
-    algorithm"); each has its settings in the section of its name (ppo.lr, dmc.epsilon, distill.coef)."""
+    ``distill.enabled: true`` is its alias), reinforce, or a package.module:Class path (docs/training.md,
+    "Writing an algorithm"); each has its settings in the section of its name (ppo.lr, dmc.epsilon,
+    distill.coef)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)

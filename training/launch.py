@@ -24,8 +24,8 @@ from sam_env.atomic import UnsafeTarget, check_folder
 from sam_env.machine import available_memory
 
 from .algorithms import algorithm_class, warm_start
-from .config import (AUTO, ConfigError, EvalConfig, ModelConfig, StageConfig, TrainConfig, eval_table, stop_reason,
-                     training_tables)
+from .config import (AUTO, ConfigError, EvalConfig, ModelConfig, StageConfig, TrainConfig, eval_table,
+                     stop_reason, training_tables)
 from .config_load import from_dict, load_config, stage_config, unread_note
 from .errors import TrainError
 from .run.algorithm import Algorithm
@@ -288,8 +288,8 @@ def _check_worker_memory(cfg: TrainConfig, nbytes: int) -> None:
 
 def check_write_targets(run_dir: Path, export_to: str, name: str) -> None:
     """The run folder is a folder (or new); ``export_to`` (``checkpoint.export_to``) is a new or empty
-    folder or a bot a run of config ``name`` made (never ``.``, ``..``, a link, a file or a folder holding anything else: it is
-    replaced whole).  TrainError (one line) otherwise."""
+    folder or a bot a run of config ``name`` made (never ``.``, ``..``, a link, a file or a folder holding
+    anything else: it is replaced whole).  TrainError (one line) otherwise."""
     try:
         check_folder(run_dir)
     except UnsafeTarget as exc:
@@ -448,7 +448,8 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
     lines += [f"  unread:      {unread}"] if unread else []
     lines += stage_lines(cfg.stages, cfg.max_minutes, launch.stage)
     final = (f"evaluation {ev.final_deals:,} deals vs {', '.join(ev.opponents)}"
-             f" (about {_duration(final_eval_s(ev, eval_table(cfg.env, ev).players))})" if ev.final_deals else "no final evaluation")
+             f" (about {_duration(final_eval_s(ev, eval_table(cfg.env, ev).players))})"
+             if ev.final_deals else "no final evaluation")
     lines.append(f"  at the end:  {final}, ONNX export, curve.png"
                  + (f", belief {cfg.belief.deals:,} deals" if cfg.belief.deals else "")
                  + (f", copy to {cfg.checkpoint.export_to}" if cfg.checkpoint.export_to else ""))

@@ -140,7 +140,8 @@ def _train(args: argparse.Namespace, launch: Launch, command: str,
     resume = launch.run_dir is not None
     try:
         run_dir = launch.run_dir or new_run_folder(launch.cfg, where)
-        check_write_targets(run_dir, launch.cfg.checkpoint.export_to, launch.cfg.name)  # before anything (exit 2)
+        # before anything (exit 2)
+        check_write_targets(run_dir, launch.cfg.checkpoint.export_to, launch.cfg.name)
     except TrainError as exc:
         print(f"samloc train: {exc}", file=sys.stderr)
         return 2, None

@@ -61,7 +61,8 @@ class ExpertIteration(Algorithm):
         self.search_targets = SearchTargets(self.settings.buffer, self.settings.heldout)
         self.workers = SearchWorkers(cfg.seed, cfg.rollout.max_restarts, log)
         self.search_points: deque[tuple[float, int]] = deque(maxlen=20)
-        self.marks = dataclasses.replace(self.stage_counters, rounds=[])  # the counters at the last charts written
+        # the counters at the last charts written
+        self.marks = dataclasses.replace(self.stage_counters, rounds=[])
         self.held_kl: dict[str, float] = {}  # the last measure on the held-out decisions
         self.round_start_s = 0.0     # how long the last round's start took (this sitting's; 0: none yet)
         self.round_skipped = False   # a round not begun for want of time, said once
@@ -103,7 +104,8 @@ class ExpertIteration(Algorithm):
             self._restore(restored)
         if self.round_weights is None:
             self.round_weights = self.learner.weights()
-            self.stage_counters.round_start = self.state.counters.updates  # a stage that begins mid-run: its round 0 from here
+            # a stage that begins mid-run: its round 0 from here
+            self.stage_counters.round_start = self.state.counters.updates
             if self.cfg.init_from:
                 self.belief = self._belief_of(Path(self.cfg.init_from))
             self.stage_counters.rounds = [self._round_record("init_from" if self.belief else "none")]
@@ -143,8 +145,8 @@ class ExpertIteration(Algorithm):
         verdict = "learned" if new < old else "kept"
         seconds = round(time.perf_counter() - t0, 1)
         if verdict == "learned":
-            info = {"round": self.stage_counters.round, "deals": d.belief_deals, "decisions": int(len(tgt)), **scored,
-                    "seconds": seconds}
+            info = {"round": self.stage_counters.round, "deals": d.belief_deals, "decisions": int(len(tgt)),
+                    **scored, "seconds": seconds}
             self.belief = {"hidden": cfg.belief.hidden, "weights": weights_to_numpy(bnet), "info": info}
         than = f", the round's belief so far {old:.4f}" if "incumbent_nll" in losses else ""
         self.log(f"round {self.stage_counters.round}: hand belief {verdict} ({d.belief_deals:,} deals,"
@@ -155,8 +157,9 @@ class ExpertIteration(Algorithm):
     def _round_record(self, belief: str) -> dict[str, Any]:
         """Where a round began (``belief``: init_from, none, learned or kept), for the metadata."""
         c = self.state.counters
-        return {"round": self.stage_counters.round, "updates": c.updates, "decisions_trained": c.decisions_trained,
-                "searched": self.stage_counters.searched, "wall_s": round(c.wall_s, 1), "belief": belief}
+        return {"round": self.stage_counters.round, "updates": c.updates,
+                "decisions_trained": c.decisions_trained, "searched": self.stage_counters.searched,
+                "wall_s": round(c.wall_s, 1), "belief": belief}
 
     def _next_round(self, ctx: RunContext) -> None:
         """A round ends: the belief for the new network, an evaluation of it, a checkpoint, and the search
@@ -171,8 +174,9 @@ class ExpertIteration(Algorithm):
         c.wall_s = ctx.wall()
         self.stage_counters.rounds.append(self._round_record(belief))
         ctx.save()
-        self.log(f"round {self.stage_counters.round} begins at update {c.updates} ({self.stage_counters.searched:,} searched"
-                 " decisions so far); the search workers play the new network")
+        self.log(f"round {self.stage_counters.round} begins at update {c.updates}"
+                 f" ({self.stage_counters.searched:,} searched decisions so far);"
+                 " the search workers play the new network")
 
     # ---- the search workers ------------------------------------------------------------------------------
     def start(self, ctx: RunContext) -> None:
@@ -211,8 +215,8 @@ class ExpertIteration(Algorithm):
     def _sample(self) -> dict[str, torch.Tensor] | None:
         """A distillation minibatch of the targets, or None while none is due (``distill.reuse``)."""
         d = self.settings
-        return self.search_targets.sample(d.minibatch, d.reuse, self.state.gen, self.learner.device, d.temperature,
-                                    d.stake, d.loss)
+        return self.search_targets.sample(d.minibatch, d.reuse, self.state.gen, self.learner.device,
+                                          d.temperature, d.stake, d.loss)
 
     def distill_term(self) -> ExtraTerm:
         """The distillation term on a minibatch of the targets, as PPO adds it to each of its steps."""
@@ -264,9 +268,9 @@ class ExpertIteration(Algorithm):
         if left < self.round_start_s:  # the round goes on to the budget's end instead
             if not self.round_skipped:
                 self.round_skipped = True
-                self.log(f"round {self.stage_counters.round + 1} is not begun: its start (the belief and an evaluation,"
-                         f" {self.round_start_s:.0f} s last time) would not end in the {max(left, 0):.0f} s"
-                         f" left; round {self.stage_counters.round} goes on")
+                self.log(f"round {self.stage_counters.round + 1} is not begun: its start (the belief and an"
+                         f" evaluation, {self.round_start_s:.0f} s last time) would not end in the"
+                         f" {max(left, 0):.0f} s left; round {self.stage_counters.round} goes on")
             return
         t0 = time.perf_counter()
         self._next_round(ctx)
@@ -334,7 +338,8 @@ class ExpertIteration(Algorithm):
             return
         known = {f.name for f in dataclasses.fields(DistillCounters)}
         self.stage_counters = DistillCounters(**{k: v for k, v in saved["counters"].items() if k in known})
-        self.workers.precision = {int(w): p for w, p in saved.get("precision", {}).items()}  # until they report
+        self.workers.precision = {int(w): p
+                                  for w, p in saved.get("precision", {}).items()}  # until they report
         self.round_weights = {k[len("round."):]: v.numpy() for k, v in tensors.items()
                               if k.startswith("round.")}
         b = saved.get("belief")
@@ -346,7 +351,8 @@ class ExpertIteration(Algorithm):
         """The round's hand belief beside the weights (``DIR+search`` then searches any checkpoint of the
         stage as the stage did)."""
         if self.belief:
-            save_belief(path, belief_net(self.belief), self.belief["info"] | {"distill_round": self.stage_counters.round})
+            save_belief(path, belief_net(self.belief),
+                        self.belief["info"] | {"distill_round": self.stage_counters.round})
 
     def summary(self, out: dict[str, Any]) -> None:
         d = self.stage_counters

@@ -1,8 +1,9 @@
 """The learner: the network, its optimizer, its learning rate and the one gradient step, on one torch device.
 
-An algorithm brings its loss and its learning-rate schedule; the learner turns packed rollouts (:mod:`training.run.compact`) into tensors
-on the device (:meth:`Learner.batch`: pinned memory, asynchronous copies on CUDA, expanded there in one
-vectorized step) and takes the step (:meth:`Learner.step`: zero the gradients, backward, clip, Adam).
+An algorithm brings its loss and its learning-rate schedule; the learner turns packed rollouts
+(:mod:`training.run.compact`) into tensors on the device (:meth:`Learner.batch`: pinned memory,
+asynchronous copies on CUDA, expanded there in one vectorized step) and takes the step
+(:meth:`Learner.step`: zero the gradients, backward, clip, Adam).
 The learner owns the learning rate: before each update the loop hands it the run's :class:`Progress`, and
 :meth:`Learner.begin_update` sets the rate its schedule gives for it (``Algorithm.lr_schedule``, PPO's
 annealing) and reports it in :attr:`Learner.figures` (``charts/learning_rate``), as RLlib's Learner owns its

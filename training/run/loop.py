@@ -85,8 +85,8 @@ class RunLoop:
     ``plan``: the stages with each one's algorithm class (:func:`training.launch.stage_plan`; a run
     without stages: its one); ``start_hooks``: work before a new run's first update, by name (the warm
     start); ``evaluation``: what the periodic evaluation plays (default: ``eval.opponents``);
-    ``on_update``: called after every update (tests use it to inject faults).  :func:`training.launch.new_loop`
-    makes one from a config."""
+    ``on_update``: called after every update (tests use it to inject faults).
+    :func:`training.launch.new_loop` makes one from a config."""
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, plan: StagePlan, resume: bool = False,
                  ray_address: str | None = None, command: str | None = None,
@@ -125,7 +125,8 @@ class RunLoop:
         elif cfg.init_from:
             self.state.init_from(self.algo.learner, Path(cfg.init_from))
         if self.plan and not self.state.stage_starts:
-            self.state.stage_starts = [stage_record(0, self.plan.name(0), "the run starts", self.state.counters)]
+            self.state.stage_starts = [stage_record(0, self.plan.name(0), "the run starts",
+                                                    self.state.counters)]
         self.state.write_run_files(resume)
         self.algo.begin(restored)
         if restored is not None:
@@ -182,11 +183,11 @@ class RunLoop:
     def start(self) -> None:
         """Ray, the learner's device, TensorBoard, the workers, a new run's warm start, the first requests.
         The sitting's wall time counts from here: Ray's start and the warm start are a part of training."""
-        cfg = self.cfg
-        self.wall0, self.t0 = self.state.counters.wall_s, time.perf_counter()  # Ray's start counts as training
+        cfg, c = self.cfg, self.state.counters
+        self.wall0, self.t0 = c.wall_s, time.perf_counter()  # Ray's start counts as training
         self.checkpoint_clock = MinutesClock(cfg.checkpoint.every_minutes, self.wall())
         self.eval_clock = MinutesClock(cfg.eval.every_minutes, self.wall())
-        if cfg.checkpoint.every_minutes and self.state.resumed_from is None and self.state.counters.updates == 0:
+        if cfg.checkpoint.every_minutes and self.state.resumed_from is None and c.updates == 0:
             self.save()  # minute 0: the starting weights, a time-to-strength curve's first point
         if self.scheduler.in_order:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # what cuBLAS needs for it
@@ -210,7 +211,7 @@ class RunLoop:
             for line in chosen:
                 self.log(line)
             self.state.write_config()
-        self.board = Board(cfg, self.state, self.state.counters.decisions_trained if self.state.resumed_from else -1)
+        self.board = Board(cfg, self.state, c.decisions_trained if self.state.resumed_from else -1)
         actors, self.placement = self.workers.place(self.algo.rollout_actor(), self.algo.rollout_workers,
                                                     "rollout worker", cfg.rollout.cpus_per_worker)
         self.evaluator = PeriodicEval(self.target, self.state, self.board, self.algo.eval_note)
@@ -318,8 +319,8 @@ class RunLoop:
     def next_stage_if_due(self) -> None:
         """The next stage, once the one the run is in ends (its minutes, its updates or a plateau)."""
         st = self.state
-        why = self.plan.ends(st.stage, st.stage_starts[-1], st.counters.updates, self.wall(), self.cfg.max_minutes,
-                             st.eval_history) if self.plan else ""
+        why = self.plan.ends(st.stage, st.stage_starts[-1], st.counters.updates, self.wall(),
+                             self.cfg.max_minutes, st.eval_history) if self.plan else ""
         if why:
             self.next_stage(why)
 
@@ -345,7 +346,8 @@ class RunLoop:
         self.algo.learner.net.load_state_dict(old.learner.net.state_dict())
         self.algo.learner.opt.load_state_dict(old.learner.opt.state_dict())  # Adam's moments go on
         self.algo.learner.to(old.learner.device)
-        settled, _ = settle_precision(self.algo.learner, self.cfg.rollout.deterministic)  # a stage may say auto
+        # a stage may say auto
+        settled, _ = settle_precision(self.algo.learner, self.cfg.rollout.deterministic)
         if settled:
             self.log(settled)
         self.algo.begin(None)
@@ -430,8 +432,8 @@ class RunLoop:
             check_blind_policy(self.algo.learner.net)
         except BlindPolicyError as exc:
             last = list_checkpoints(self.state.run_dir)
-            raise TrainError(f"{self.state.run_dir}: update {self.counters.updates}: {exc}; the run stops, and these"
-                             " weights are neither checkpointed nor exported (the last checkpoint:"
+            raise TrainError(f"{self.state.run_dir}: update {self.counters.updates}: {exc}; the run stops,"
+                             " and these weights are neither checkpointed nor exported (the last checkpoint:"
                              f" {last[-1] if last else 'none'})") from None
 
     def save(self) -> Path:

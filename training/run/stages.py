@@ -40,7 +40,8 @@ class StagePlan:
     run's config before any stage, never from a config another stage changed) and algorithm class; a run
     without stages has its own algorithm's."""
 
-    def __init__(self, stages: list[StageConfig], algorithms: list[type[Algorithm]], configs: list[TrainConfig]):
+    def __init__(self, stages: list[StageConfig], algorithms: list[type[Algorithm]],
+                 configs: list[TrainConfig]):
         self.stages = list(stages)
         self.algorithms, self.configs = algorithms, configs
         if len(algorithms) != max(1, len(self.stages)) or len(configs) != len(self.stages):

@@ -125,12 +125,14 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     t0 = time.time()
     torch.set_num_threads(1)
     check_memory(cfg, embedded=not ray_address)
-    check_write_targets(run_dir, cfg.checkpoint.export_to, cfg.name)  # before training: export_to is replaced at the end
-    short = "" if resume else warm_start.budget_problem(cfg.section("warm_start"), cfg.max_minutes)  # as the dry run
+    # before training: export_to is replaced at the end
+    check_write_targets(run_dir, cfg.checkpoint.export_to, cfg.name)
+    short = "" if resume else warm_start.budget_problem(cfg.section("warm_start"),
+                                                        cfg.max_minutes)  # as the dry run
     if short:
         raise TrainError(short)
-    loop = new_loop(cfg, run_dir, resume=resume, ray_address=ray_address, command=command, dashboard=dashboard,
-                   on_update=on_update, evaluation=evaluation)
+    loop = new_loop(cfg, run_dir, resume=resume, ray_address=ray_address, command=command,
+                    dashboard=dashboard, on_update=on_update, evaluation=evaluation)
     say(run_dir_note(run_dir))
     res = TrainResult(run_dir, loop.run())                                   # train
     summary, ckpt_dir, report = res.summary, Path(res.summary["checkpoint"]), None
