@@ -47,14 +47,14 @@ class Agent(ABC):
     def act(self, game: Game, seat: int) -> int:
         """A legal action id (``sam_env.actions``) for ``seat``, which must be the seat to act."""
 
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+    def act_batch(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
         """One legal action per state row (``int64[N]``); ``masks`` is ``int8[N, 201]``."""
         raise NotImplementedError(f"agent {self.name!r} has no batched form; use act()")
 
-    def observations(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None) -> np.ndarray:
+    def observations(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None) -> np.ndarray:
         """``obs`` as given, or encoded here for the seat to act in each row (callers may omit it)."""
-        return obs if obs is not None else encode_to_act(states, ru)
+        return obs if obs is not None else encode_to_act(states, rule_array)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -107,9 +107,10 @@ class ObsPolicy(Agent):
         super().__init__(seed=0)
         self.fn, self.name = fn, name
 
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+    def act_batch(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
-        return np.asarray(self.fn(self.observations(states, ru, obs), masks), dtype=np.int64).reshape(-1)
+        acts = self.fn(self.observations(states, rule_array, obs), masks)
+        return np.asarray(acts, dtype=np.int64).reshape(-1)
 
     def act(self, game: Game, seat: int) -> int:
         check_seat(game, seat)

@@ -38,7 +38,7 @@ class GameBatch:
             raise ValueError("num_games must be at least 1")
         self.num_games = num_games
         self.autoreset = autoreset
-        self.ru = self.rules.to_array()
+        self.rule_array = self.rules.to_array()
         self.states = core.new_states(num_games)
         self.hands = np.zeros((num_games, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
         self.rewards = np.zeros((num_games, core.MAX_PLAYERS), dtype=np.int32)
@@ -49,7 +49,8 @@ class GameBatch:
 
     def reset(self, seed: int) -> None:
         self.rng = seeding.seed_streams(seed, self.num_games)
-        self.instant_deals = int(core.batch_reset(self.states, self.ru, self.rng, self.players, self.hands))
+        self.instant_deals = int(core.batch_reset(self.states, self.rule_array, self.rng, self.players,
+                                                  self.hands))
 
     @property
     def to_act(self) -> np.ndarray:
@@ -66,7 +67,7 @@ class GameBatch:
 
     def legal_masks(self) -> np.ndarray:
         """``int8[num_games, NUM_ACTIONS]``: the legal actions of each game's seat to act."""
-        core.batch_legal_mask(self.states, self.ru, self.masks)
+        core.batch_legal_mask(self.states, self.rule_array, self.masks)
         return self.masks
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +80,7 @@ class GameBatch:
         acts = np.ascontiguousarray(actions, dtype=np.int64)
         if acts.shape != (self.num_games,):
             raise ValueError(f"actions must have shape ({self.num_games},), not {acts.shape}")
-        bad = core.batch_step(self.states, self.ru, acts, self.rng, self.players, self.hands,
+        bad = core.batch_step(self.states, self.rule_array, acts, self.rng, self.players, self.hands,
                               self.rewards, self.done, self.autoreset)
         if bad >= 0:
             raise IllegalActionError(f"game {bad}: action {int(acts[bad])} is not legal for seat"

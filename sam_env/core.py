@@ -108,9 +108,9 @@ P_DRAGON, P_FOUR_TWOS, P_SAME_COLOR, P_THREE_TRIPLES, P_FIVE_PAIRS, P_POOR, P_RI
 
 # ---- small helpers -------------------------------------------------------------
 @njit(cache=True)
-def _straight_run_ok(st, seat, ru, top, length):
+def _straight_run_ok(st, seat, rule_array, top, length):
     lo = top - length + 1
-    if lo < 1 or (lo < 3 and ru[R_ACE_LOW] == 0):
+    if lo < 1 or (lo < 3 and rule_array[R_ACE_LOW] == 0):
         return False
     for p in range(lo, top + 1):
         if st[O_HAND + seat * NR + POS_RANK[p]] == 0:
@@ -136,18 +136,18 @@ def _holds(st, seat, a):
 
 
 @njit(cache=True)
-def beats(st, ru, a):
+def beats(st, rule_array, a):
     """Does play ``a`` beat the combination on top (ignoring who plays it)?"""
     top = st[O_TOP]
     if top < 0:
         return ACT_KIND[a] != K_DQUAD
     tk, ak = ACT_KIND[top], ACT_KIND[a]
     if ak == K_DQUAD:
-        return ru[R_DQUAD] != 0 and tk == K_PAIR and ACT_RANK[top] == R2
+        return rule_array[R_DQUAD] != 0 and tk == K_PAIR and ACT_RANK[top] == R2
     if ak == K_QUAD:
         if tk == K_QUAD:
             return ACT_RANK[a] > ACT_RANK[top]
-        return tk == K_SINGLE and ACT_RANK[top] == R2 and ru[R_QUAD_CHOPS_TWO] != 0
+        return tk == K_SINGLE and ACT_RANK[top] == R2 and rule_array[R_QUAD_CHOPS_TWO] != 0
     if ak != tk:
         return False
     if ak == K_STRAIGHT and ACT_LEN[a] != ACT_LEN[top]:
@@ -166,16 +166,16 @@ def is_chop(st, a):
 
 
 @njit(cache=True)
-def _chop_right(st, ru, seat):
+def _chop_right(st, rule_array, seat):
     """A seat that passed still gets its turn (RULES §6, passed_can_chop)."""
-    if ru[R_PASSED_CHOP] == 0:
+    if rule_array[R_PASSED_CHOP] == 0:
         return False
     top = st[O_TOP]
     if top < 0:
         return False
     if ACT_KIND[top] == K_SINGLE and ACT_RANK[top] == R2:
         lo = 0
-        if ru[R_QUAD_CHOPS_TWO] == 0:
+        if rule_array[R_QUAD_CHOPS_TWO] == 0:
             return False
     elif ACT_KIND[top] == K_QUAD and st[O_TOP_CHOP] != 0:
         lo = ACT_RANK[top] + 1
@@ -191,17 +191,17 @@ def _chop_right(st, ru, seat):
 
 
 @njit(cache=True)
-def _stuck(st, ru, seat):
+def _stuck(st, rule_array, seat):
     """A leader with no legal lead: a lone 2 it may not finish with.
 
     A hidden seat is never known to be stuck; :func:`skip_turn` handles it.
     """
-    return (ru[R_FINISH_TWO_FORBIDDEN] != 0 and st[O_SIZE + seat] == 1
+    return (rule_array[R_FINISH_TWO_FORBIDDEN] != 0 and st[O_SIZE + seat] == 1
             and st[O_HAND + seat * NR + R2] == 1)
 
 
 @njit(cache=True)
-def skip_turn(st, ru):
+def skip_turn(st, rule_array):
     """A hidden seat given a turn it may not have had (a chop right, or a lead
     while it might hold a lone 2) did not take it: move the turn on."""
     n = st[O_N]
@@ -209,22 +209,22 @@ def skip_turn(st, ru):
     if st[O_TOP] < 0:
         for i in range(1, n):
             s2 = (s + i) % n
-            if not _stuck(st, ru, s2):
+            if not _stuck(st, rule_array, s2):
                 st[O_TO_ACT] = s2
                 return
         _end(st, END_DRAW, -1)
     else:
-        _advance(st, ru, s)
+        _advance(st, rule_array, s)
 
 
 @njit(cache=True)
-def _restricted(st, ru, seat, a):
+def _restricted(st, rule_array, seat, a):
     """Rules that forbid an otherwise valid play: finishing with 2s, báo 1 enforced."""
     n = st[O_N]
-    if ru[R_FINISH_TWO_FORBIDDEN] != 0 and ACT_NCARDS[a] == st[O_SIZE + seat] \
+    if rule_array[R_FINISH_TWO_FORBIDDEN] != 0 and ACT_NCARDS[a] == st[O_SIZE + seat] \
             and K_SINGLE <= ACT_KIND[a] <= K_QUAD and ACT_RANK[a] == R2:
         return ERR_FINISH_TWO
-    if ru[R_BAO_ENFORCE] != 0 and ACT_KIND[a] == K_SINGLE and st[O_SIZE + (seat + 1) % n] == 1 \
+    if rule_array[R_BAO_ENFORCE] != 0 and ACT_KIND[a] == K_SINGLE and st[O_SIZE + (seat + 1) % n] == 1 \
             and not (st[O_HIDDEN] >> seat) & 1 and ACT_RANK[a] != highest_rank(st, seat):
         return ERR_BAO_MOT
     return OK
@@ -232,7 +232,7 @@ def _restricted(st, ru, seat, a):
 
 # ---- legal moves -----------------------------------------------------------------
 @njit(cache=True)
-def legal_actions(st, ru, out):
+def legal_actions(st, rule_array, out):
     """Write the legal actions of the seat to act into ``out``; return their number.
 
     Order: pass, then the table order (singles … straights … double quads).
@@ -258,16 +258,16 @@ def legal_actions(st, ru, out):
         if st[O_PASSED + seat] != 0:
             # only the chop right: quads that beat the top
             for r in range(NR):
-                if st[base + r] == 4 and beats(st, ru, QUAD0 + r):
+                if st[base + r] == 4 and beats(st, rule_array, QUAD0 + r):
                     a = QUAD0 + r
-                    if _restricted(st, ru, seat, a) == OK:
+                    if _restricted(st, rule_array, seat, a) == OK:
                         out[k] = a
                         k += 1
             return k
         if tk == K_STRAIGHT:
             ln = ACT_LEN[top]
             for t in range(tr + 1, NUM_POSITIONS + 1):
-                if _straight_run_ok(st, seat, ru, t, ln):
+                if _straight_run_ok(st, seat, rule_array, t, ln):
                     out[k] = STRAIGHT0 + _straight_base(ln) + t - ln
                     k += 1
             return k
@@ -279,17 +279,17 @@ def legal_actions(st, ru, out):
             for r in range(tr + 1, NR):
                 if st[base + r] >= need:
                     a = start + r
-                    if _restricted(st, ru, seat, a) == OK:
+                    if _restricted(st, rule_array, seat, a) == OK:
                         out[k] = a
                         k += 1
-            if tk == K_SINGLE and tr == R2 and ru[R_QUAD_CHOPS_TWO] != 0:
+            if tk == K_SINGLE and tr == R2 and rule_array[R_QUAD_CHOPS_TWO] != 0:
                 for r in range(NR):
                     if st[base + r] == 4:
                         a = QUAD0 + r
-                        if _restricted(st, ru, seat, a) == OK:
+                        if _restricted(st, rule_array, seat, a) == OK:
                             out[k] = a
                             k += 1
-            if tk == K_PAIR and tr == R2 and ru[R_DQUAD] != 0:
+            if tk == K_PAIR and tr == R2 and rule_array[R_DQUAD] != 0:
                 k = _add_dquads(st, seat, out, k)
         return k
     # a lead: every combination held
@@ -298,10 +298,10 @@ def legal_actions(st, ru, out):
         for r in range(NR):
             if st[base + r] >= need:
                 a = start + r
-                if _restricted(st, ru, seat, a) == OK:
+                if _restricted(st, rule_array, seat, a) == OK:
                     out[k] = a
                     k += 1
-    k = _add_straights(st, ru, seat, out, k)
+    k = _add_straights(st, rule_array, seat, out, k)
     return k
 
 
@@ -314,11 +314,11 @@ def _straight_base(length):
 
 
 @njit(cache=True)
-def _add_straights(st, ru, seat, out, k):
+def _add_straights(st, rule_array, seat, out, k):
     # bit p of held: position p is held (and may start a straight); a bit mask, not an array, so
     # that a lead allocates nothing
     held = 0
-    lo = 1 if ru[R_ACE_LOW] != 0 else 3
+    lo = 1 if rule_array[R_ACE_LOW] != 0 else 3
     for p in range(lo, NUM_POSITIONS + 1):
         if st[O_HAND + seat * NR + POS_RANK[p]] > 0:
             held |= 1 << p
@@ -346,18 +346,18 @@ def _add_dquads(st, seat, out, k):
 
 
 @njit(cache=True)
-def legal_mask(st, ru, mask):
+def legal_mask(st, rule_array, mask):
     """``mask[a] = 1`` for each legal action (mask is cleared first)."""
     buf = np.empty(NUM_ACTIONS, dtype=np.int64)
     mask[:] = 0
-    k = legal_actions(st, ru, buf)
+    k = legal_actions(st, rule_array, buf)
     for i in range(k):
         mask[buf[i]] = 1
     return k
 
 
 @njit(cache=True)
-def check_action(st, ru, seat, a):
+def check_action(st, rule_array, seat, a):
     """Why ``seat`` may not take action ``a`` now (an ERR_* code), or OK.
 
     For a hidden seat only what is public is checked: the combination beats
@@ -373,22 +373,22 @@ def check_action(st, ru, seat, a):
     hidden = (st[O_HIDDEN] >> seat) & 1
     if a == PASS:
         return ERR_LEADER_PASS if st[O_TOP] < 0 else OK
-    if ACT_KIND[a] == K_STRAIGHT and ru[R_ACE_LOW] == 0 and ACT_RANK[a] - ACT_LEN[a] + 1 < 3:
+    if ACT_KIND[a] == K_STRAIGHT and rule_array[R_ACE_LOW] == 0 and ACT_RANK[a] - ACT_LEN[a] + 1 < 3:
         return ERR_ACE_LOW  # A-2-3 … runs do not exist without ace_low_straights
     if hidden:
         if ACT_NCARDS[a] > st[O_SIZE + seat]:
             return ERR_NOT_HELD
     elif not _holds(st, seat, a):
         return ERR_NOT_HELD
-    if not beats(st, ru, a):
+    if not beats(st, rule_array, a):
         if ACT_KIND[a] == K_DQUAD:
             return ERR_DQUAD_ONLY
         return ERR_NOT_BEAT
-    if st[O_PASSED + seat] != 0 and not (ACT_KIND[a] == K_QUAD and ru[R_PASSED_CHOP] != 0
+    if st[O_PASSED + seat] != 0 and not (ACT_KIND[a] == K_QUAD and rule_array[R_PASSED_CHOP] != 0
                                          and is_chop(st, a)
                                          and (ACT_RANK[st[O_TOP]] == R2 or st[O_TOP_CHOP] != 0)):
         return ERR_PASSED
-    return _restricted(st, ru, seat, a)
+    return _restricted(st, rule_array, seat, a)
 
 
 # ---- applying a decision -----------------------------------------------------------
@@ -418,7 +418,7 @@ def _settle_chain(st):
 
 
 @njit(cache=True)
-def penalty_counts(st, ru, seat):
+def penalty_counts(st, rule_array, seat):
     """(2s, complete quads) a loser holds: thối heo and thối tứ quý."""
     twos = st[O_HAND + seat * NR + R2]
     quads = 0
@@ -429,13 +429,13 @@ def penalty_counts(st, ru, seat):
 
 
 @njit(cache=True)
-def loser_base(st, ru, seat):
+def loser_base(st, rule_array, seat):
     size = st[O_SIZE + seat]
     c = size
-    if size == HAND and ru[R_CONG] >= 0:
-        c = ru[R_CONG]
-    twos, quads = penalty_counts(st, ru, seat)
-    return c + ru[R_TWO_LEFT] * twos + ru[R_QUAD_LEFT] * quads
+    if size == HAND and rule_array[R_CONG] >= 0:
+        c = rule_array[R_CONG]
+    twos, quads = penalty_counts(st, rule_array, seat)
+    return c + rule_array[R_TWO_LEFT] * twos + rule_array[R_QUAD_LEFT] * quads
 
 
 @njit(cache=True)
@@ -447,7 +447,7 @@ def _end(st, code, winner):
 
 
 @njit(cache=True)
-def _new_round(st, ru, leader):
+def _new_round(st, rule_array, leader):
     n = st[O_N]
     if st[O_DECLARER] < 0:
         _settle_chain(st)
@@ -459,30 +459,30 @@ def _new_round(st, ru, leader):
     st[O_DEN_PENDING] = -1
     for i in range(n):
         s = (leader + i) % n
-        if not _stuck(st, ru, s):
+        if not _stuck(st, rule_array, s):
             st[O_TO_ACT] = s
             return
     _end(st, END_DRAW, -1)
 
 
 @njit(cache=True)
-def _advance(st, ru, cur):
+def _advance(st, rule_array, cur):
     """Pass the turn on from ``cur``: the next seat in the round, or a new round."""
     n = st[O_N]
     last = st[O_LAST]
     for i in range(1, n + 1):
         s = (cur + i) % n
         if s == last:
-            _new_round(st, ru, last)
+            _new_round(st, rule_array, last)
             return
-        if st[O_PASSED + s] == 0 or _chop_right(st, ru, s):
+        if st[O_PASSED + s] == 0 or _chop_right(st, rule_array, s):
             st[O_TO_ACT] = s
             return
-    _new_round(st, ru, last)  # unreachable for a consistent state
+    _new_round(st, rule_array, last)  # unreachable for a consistent state
 
 
 @njit(cache=True)
-def apply_action(st, ru, a):
+def apply_action(st, rule_array, a):
     """Apply a legal action of the seat to act (check it first: :func:`check_action`)."""
     seat = st[O_TO_ACT]
     n = st[O_N]
@@ -507,25 +507,25 @@ def apply_action(st, ru, a):
     st[O_DEN_PENDING] = -1
     declarer = st[O_DECLARER]
     if a == PASS:
-        if declarer >= 0 and seat != declarer and st[O_DEN_TRANG] < 0 and ru[R_SAM_DEN] != 0 \
+        if declarer >= 0 and seat != declarer and st[O_DEN_TRANG] < 0 and rule_array[R_SAM_DEN] != 0 \
                 and not (st[O_HIDDEN] >> seat) & 1:
             buf = np.empty(NUM_ACTIONS, dtype=np.int64)
-            if legal_actions(st, ru, buf) > 1:
+            if legal_actions(st, rule_array, buf) > 1:
                 st[O_DEN_TRANG] = seat
         st[O_PASSED + seat] = 1
-        _advance(st, ru, seat)
+        _advance(st, rule_array, seat)
         return
     # a play
-    if ru[R_BAO_ENFORCE] == 0 and ACT_KIND[a] == K_SINGLE and st[O_SIZE + (seat + 1) % n] == 1 \
+    if rule_array[R_BAO_ENFORCE] == 0 and ACT_KIND[a] == K_SINGLE and st[O_SIZE + (seat + 1) % n] == 1 \
             and not (st[O_HIDDEN] >> seat) & 1 and ACT_RANK[a] != highest_rank(st, seat):
         st[O_DEN_PENDING] = seat
     if is_chop(st, a):
         top = st[O_TOP]
         v = 0
         if ACT_KIND[top] == K_QUAD:
-            v = ru[R_CHOP_QUAD]
+            v = rule_array[R_CHOP_QUAD]
         elif ACT_RANK[top] == R2:
-            v = ru[R_CHOP_TWO] * ACT_NCARDS[top]
+            v = rule_array[R_CHOP_TWO] * ACT_NCARDS[top]
         st[O_CHAIN_VAL] += v
         st[O_CHAIN_FROM] = st[O_LAST]
         st[O_CHAIN_TO] = seat
@@ -545,22 +545,22 @@ def apply_action(st, ru, a):
     st[O_PASSED + seat] = 0
     if declarer >= 0 and seat != declarer:
         _end(st, END_SAM_FAILED, seat)
-        _score_sam_failed(st, ru, declarer, seat)
+        _score_sam_failed(st, rule_array, declarer, seat)
         return
     if st[O_SIZE + seat] == 0:
         if declarer == seat:
             _end(st, END_SAM_SUCCESS, seat)
-            _score_sam_success(st, ru, seat)
+            _score_sam_success(st, rule_array, seat)
         else:
             _end(st, END_WON, seat)
             _settle_chain(st)
-            _score_win(st, ru, seat, den_pending == (seat - 1 + n) % n)
+            _score_win(st, rule_array, seat, den_pending == (seat - 1 + n) % n)
         return
-    _advance(st, ru, seat)
+    _advance(st, rule_array, seat)
 
 
 @njit(cache=True)
-def _score_win(st, ru, w, den):
+def _score_win(st, rule_array, w, den):
     n = st[O_N]
     if (st[O_HIDDEN] & ~(1 << w)) != 0:
         return  # a seat's view cannot score hidden hands
@@ -569,42 +569,42 @@ def _score_win(st, ru, w, den):
         total = 0
         for s in range(n):
             if s != w:
-                total += loser_base(st, ru, s)
+                total += loser_base(st, rule_array, s)
         _pay(st, t, w, total)
         st[O_DEN] = t
         return
     for s in range(n):
         if s != w:
-            _pay(st, s, w, loser_base(st, ru, s))
+            _pay(st, s, w, loser_base(st, rule_array, s))
 
 
 @njit(cache=True)
-def _score_sam_success(st, ru, d):
+def _score_sam_success(st, rule_array, d):
     n = st[O_N]
     t = st[O_DEN_TRANG]
-    if ru[R_SAM_DEN] != 0 and t >= 0:
-        _pay(st, t, d, ru[R_SAM_WIN] * (n - 1))
+    if rule_array[R_SAM_DEN] != 0 and t >= 0:
+        _pay(st, t, d, rule_array[R_SAM_WIN] * (n - 1))
         st[O_DEN] = t
         return
     for s in range(n):
         if s != d:
-            _pay(st, s, d, ru[R_SAM_WIN])
+            _pay(st, s, d, rule_array[R_SAM_WIN])
 
 
 @njit(cache=True)
-def _score_sam_failed(st, ru, d, blocker):
+def _score_sam_failed(st, rule_array, d, blocker):
     n = st[O_N]
-    if ru[R_SAM_FAIL_BLOCKER] != 0:
-        _pay(st, d, blocker, ru[R_SAM_FAIL] * (n - 1))
+    if rule_array[R_SAM_FAIL_BLOCKER] != 0:
+        _pay(st, d, blocker, rule_array[R_SAM_FAIL] * (n - 1))
         return
     for s in range(n):
         if s != d:
-            _pay(st, d, s, ru[R_SAM_FAIL])
+            _pay(st, d, s, rule_array[R_SAM_FAIL])
 
 
 # ---- the deal ------------------------------------------------------------------
 @njit(cache=True)
-def instant_pattern(cards, ru):
+def instant_pattern(cards, rule_array):
     """Best enabled instant-win pattern of a 10-card hand (card ids), or -1."""
     counts = np.zeros(NR, dtype=np.int64)
     red = 0
@@ -612,11 +612,11 @@ def instant_pattern(cards, ru):
         counts[c // 4] += 1
         if c % 4 >= 2:
             red += 1
-    mask = ru[R_INSTANT_MASK]
+    mask = rule_array[R_INSTANT_MASK]
     if mask & (1 << P_DRAGON):
         run = 0
         best = 0
-        lo = 1 if ru[R_ACE_LOW] != 0 else 3
+        lo = 1 if rule_array[R_ACE_LOW] != 0 else 3
         for p in range(lo, NUM_POSITIONS + 1):
             if counts[POS_RANK[p]] == 1:
                 run += 1
@@ -650,7 +650,7 @@ def instant_pattern(cards, ru):
 
 
 @njit(cache=True)
-def start_game(st, ru, hands, n, opener, hidden):
+def start_game(st, rule_array, hands, n, opener, hidden):
     """Fill ``st`` for a new game: ``hands[seat, 0:10]`` card ids (rows of hidden seats unused).
 
     Checks instant wins (when no seat is hidden) and sets the first decision.
@@ -667,11 +667,11 @@ def start_game(st, ru, hands, n, opener, hidden):
         if not (hidden >> s) & 1:
             for c in hands[s]:
                 st[O_HAND + s * NR + c // 4] += 1
-    if hidden == 0 and ru[R_INSTANT_MASK] != 0:
+    if hidden == 0 and rule_array[R_INSTANT_MASK] != 0:
         best, who = 99, -1
         for i in range(n):
             s = (opener + i) % n
-            p = instant_pattern(hands[s], ru)
+            p = instant_pattern(hands[s], rule_array)
             if p >= 0 and p < best:
                 best, who = p, s
         if who >= 0:
@@ -679,14 +679,14 @@ def start_game(st, ru, hands, n, opener, hidden):
             _end(st, END_INSTANT, who)
             for s in range(n):
                 if s != who:
-                    v = ru[R_INSTANT_WIN]
-                    if ru[R_INSTANT_ADDS] != 0:
-                        twos, quads = penalty_counts(st, ru, s)
-                        v += ru[R_TWO_LEFT] * twos + ru[R_QUAD_LEFT] * quads
+                    v = rule_array[R_INSTANT_WIN]
+                    if rule_array[R_INSTANT_ADDS] != 0:
+                        twos, quads = penalty_counts(st, rule_array, s)
+                        v += rule_array[R_TWO_LEFT] * twos + rule_array[R_QUAD_LEFT] * quads
                     _pay(st, s, who, v)
             return
     st[O_TO_ACT] = opener
-    st[O_PHASE] = PH_SAM if ru[R_SAM_DECL] != 0 else PH_PLAY
+    st[O_PHASE] = PH_SAM if rule_array[R_SAM_DECL] != 0 else PH_PLAY
 
 
 # ---- seeded deals and batches (the convention: sam_env.seeding) --------------------
@@ -713,59 +713,59 @@ def lowest_card_seat(hands, n):
 
 
 @njit(cache=True)
-def random_deal(rng, i, ru, n, hands):
+def random_deal(rng, i, rule_array, n, hands):
     """The next deal of stream ``i`` into ``hands``; returns its opener (drawn, or the lowest card)."""
     deal(rng, i, n, hands)
-    if ru[R_LOWEST_OPENER] != 0:
+    if rule_array[R_LOWEST_OPENER] != 0:
         return lowest_card_seat(hands, n)
     return rng_below(rng, i, n)
 
 
 @njit(cache=True)
-def new_random_game(st, ru, rng, i, n, hands):
+def new_random_game(st, rule_array, rng, i, n, hands):
     """Deal a fresh game into ``st`` from stream ``i``."""
-    start_game(st, ru, hands, n, random_deal(rng, i, ru, n, hands), 0)
+    start_game(st, rule_array, hands, n, random_deal(rng, i, rule_array, n, hands), 0)
 
 
 @njit(cache=True)
-def new_playable_game(st, ru, rng, i, n, hands):
+def new_playable_game(st, rule_array, rng, i, n, hands):
     """Deal until a game needs a decision; return how many instant-win deals were skipped."""
     skipped = 0
-    new_random_game(st, ru, rng, i, n, hands)
+    new_random_game(st, rule_array, rng, i, n, hands)
     while st[O_PHASE] == PH_OVER:
         skipped += 1
-        new_random_game(st, ru, rng, i, n, hands)
+        new_random_game(st, rule_array, rng, i, n, hands)
     return skipped
 
 
 @njit(cache=True)
-def playable_deals(rng, i, ru, n, hands, openers):
+def playable_deals(rng, i, rule_array, n, hands, openers):
     """``hands[d]`` and ``openers[d]``: the next ``len(hands)`` deals of stream ``i`` that need a
     decision (``samloc eval``'s deals); returns the instant-win deals skipped."""
     st = np.zeros(STATE_SIZE, dtype=np.int32)
     skipped = 0
     for d in range(hands.shape[0]):
-        skipped += new_playable_game(st, ru, rng, i, n, hands[d])
+        skipped += new_playable_game(st, rule_array, rng, i, n, hands[d])
         openers[d] = st[O_OPENER]
     return skipped
 
 
 @njit(cache=True)
-def batch_reset(states, ru, rng, n, hands):
+def batch_reset(states, rule_array, rng, n, hands):
     skipped = 0
     for g in range(states.shape[0]):
-        skipped += new_playable_game(states[g], ru, rng, g, n, hands[g])
+        skipped += new_playable_game(states[g], rule_array, rng, g, n, hands[g])
     return skipped
 
 
 @njit(cache=True)
-def batch_legal_mask(states, ru, masks):
+def batch_legal_mask(states, rule_array, masks):
     for g in range(states.shape[0]):
-        legal_mask(states[g], ru, masks[g])
+        legal_mask(states[g], rule_array, masks[g])
 
 
 @njit(cache=True)
-def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset, checked=False):
+def batch_step(states, rule_array, actions, rng, n, hands, rewards, done, autoreset, checked=False):
     """Advance every game by one decision: ``actions[g]`` for the seat to act.
 
     Returns -1, or the index of the first game whose action was illegal (that
@@ -785,24 +785,24 @@ def batch_step(states, ru, actions, rng, n, hands, rewards, done, autoreset, che
         done[g] = False
         a = actions[g]
         if not checked and (st[O_PHASE] == PH_OVER or a < 0 or a >= NUM_ACTIONS
-                            or check_action(st, ru, st[O_TO_ACT], a) != OK):
+                            or check_action(st, rule_array, st[O_TO_ACT], a) != OK):
             if bad < 0:
                 bad = g
             continue
         for s in range(MAX_PLAYERS):
             rewards[g, s] = -st[O_SCORE + s]
-        apply_action(st, ru, a)
+        apply_action(st, rule_array, a)
         for s in range(MAX_PLAYERS):
             rewards[g, s] += st[O_SCORE + s]
         if st[O_PHASE] == PH_OVER:
             done[g] = True
             if autoreset:
-                new_playable_game(st, ru, rng, g, n, hands[g])
+                new_playable_game(st, rule_array, rng, g, n, hands[g])
     return bad
 
 
 @njit(cache=True)
-def batch_play_random(states, ru, rng, n, hands, n_games, no_sam):
+def batch_play_random(states, rule_array, rng, n, hands, n_games, no_sam):
     """Play ``n_games`` games to the end with uniformly random legal decisions.
 
     Each slot of the batch plays one game after another; ``no_sam`` answers
@@ -824,7 +824,7 @@ def batch_play_random(states, ru, rng, n, hands, n_games, no_sam):
         for g in range(G):
             st = states[g]
             while st[O_PHASE] == PH_OVER and started < n_games:
-                new_random_game(st, ru, rng, g, n, hands[g])
+                new_random_game(st, rule_array, rng, g, n, hands[g])
                 started += 1
                 if st[O_PHASE] == PH_OVER:
                     games += 1
@@ -834,11 +834,11 @@ def batch_play_random(states, ru, rng, n, hands, n_games, no_sam):
             if st[O_PHASE] == PH_SAM and no_sam:
                 a = NO_SAM
             else:
-                k = legal_actions(st, ru, buf)
+                k = legal_actions(st, rule_array, buf)
                 a = buf[rng_below(rng, g, k)]
-            if check_action(st, ru, st[O_TO_ACT], a) != OK:
+            if check_action(st, rule_array, st[O_TO_ACT], a) != OK:
                 illegal += 1
-            apply_action(st, ru, a)
+            apply_action(st, rule_array, a)
             decisions += 1
             if st[O_PHASE] == PH_OVER:
                 games += 1

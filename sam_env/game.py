@@ -142,10 +142,10 @@ class Game:
         if isinstance(deal, bool) or not isinstance(deal, int) or deal < 0:
             raise ValueError(f"deal must be a non-negative integer, not {deal!r}")
         rng = seeding.stream(seeding.fresh_seed() if seed is None else seed)
-        ru = rs.to_array()
+        rule_array = rs.to_array()
         arr = np.zeros((core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
         for _ in range(deal + 1):
-            dealt = int(core.random_deal(rng, 0, ru, players, arr))
+            dealt = int(core.random_deal(rng, 0, rule_array, players, arr))
         hands = [sorted(int(c) for c in arr[s]) for s in range(players)]
         return cls(rs, players, hands, dealt if opener is None else opener)
 

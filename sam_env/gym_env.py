@@ -9,7 +9,7 @@ point); ``gymnasium.make("sam_env.gym_env:SamLoc-v0")`` imports it for you::
 One seat learns (``learner_seat``, or a random seat per game); the others are
 played by ``opponents``: "random" (always ``no_sam``, then uniform legal
 plays) or "random:uniform" (compiled), a callable ``(obs, mask) -> action``,
-an agent with ``act_batch(states, ru, obs, masks)`` or ``act(game, seat)``, a
+an agent with ``act_batch(states, rule_array, obs, masks)`` or ``act(game, seat)``, a
 name for ``agents.make_agent``, or a list of these, one per seat after the
 learner (docs/environments.md).  Observations are ``{"observation": float32[OBS_SIZE],
 "action_mask": int8[201]}`` (:mod:`sam_env.obs`); ``info["action_mask"]`` too, and

@@ -80,15 +80,15 @@ def _amount(v):
 
 
 @njit(cache=True)
-def write_rules(ru, slot, kind, arg, out, at):
-    """Write the rules block of rule array ``ru`` at ``out[at:]``, cell ``i`` being ``kind[i]`` of
-    ``ru[slot[i]]`` with ``arg[i]`` (the kinds of :mod:`sam_env.rule_params`)."""
+def write_rules(rule_array, slot, kind, arg, out, at):
+    """Write the rules block of rule array ``rule_array`` at ``out[at:]``, cell ``i`` being ``kind[i]`` of
+    ``rule_array[slot[i]]`` with ``arg[i]`` (the kinds of :mod:`sam_env.rule_params`)."""
     for i in range(slot.shape[0]):
         k = kind[i]
         if k == CONST:
             out[at + i] = arg[i]
             continue
-        v = ru[slot[i]]
+        v = rule_array[slot[i]]
         if k == FLAG:
             x = 1.0 if v != 0 else 0.0
         elif k == EQUALS:
@@ -254,38 +254,38 @@ def _encode(st, seat, rules, out):
 
 
 @njit(cache=True)
-def rules_block(ru):
-    """The rules block of rule array ``ru``, once per batch (every row of a batch shares it)."""
+def rules_block(rule_array):
+    """The rules block of rule array ``rule_array``, once per batch (every row of a batch shares it)."""
     out = np.empty(RULE_SLOT.shape[0], dtype=np.float32)
-    write_rules(ru, RULE_SLOT, RULE_KIND, RULE_ARG, out, 0)
+    write_rules(rule_array, RULE_SLOT, RULE_KIND, RULE_ARG, out, 0)
     return out
 
 
 @njit(cache=True)
-def encode_row(st, ru, seat, out):
+def encode_row(st, rule_array, seat, out):
     """Write seat ``seat``'s observation of state row ``st`` into ``out[:OBS_SIZE]``."""
-    _encode(st, seat, rules_block(ru), out)
+    _encode(st, seat, rules_block(rule_array), out)
 
 
 @njit(cache=True)
-def encode_batch(states, ru, seats, out):
-    """``out[g] = encode_row(states[g], ru, seats[g])`` for every game ``g``."""
-    rules = rules_block(ru)
+def encode_batch(states, rule_array, seats, out):
+    """``out[g] = encode_row(states[g], rule_array, seats[g])`` for every game ``g``."""
+    rules = rules_block(rule_array)
     for g in range(states.shape[0]):
         _encode(states[g], seats[g], rules, out[g])
 
 
-def encode_to_act(states: np.ndarray, ru: np.ndarray) -> np.ndarray:
+def encode_to_act(states: np.ndarray, rule_array: np.ndarray) -> np.ndarray:
     """``float32[N, OBS_SIZE]``: every engine row's observation for the seat to act there."""
     out = np.zeros((states.shape[0], OBS_SIZE), dtype=np.float32)
-    encode_batch(states, ru, states[:, O_TO_ACT].astype(np.int64), out)
+    encode_batch(states, rule_array, states[:, O_TO_ACT].astype(np.int64), out)
     return out
 
 
 @njit(cache=True)
-def encode_full_row(st, ru, seat, out):
+def encode_full_row(st, rule_array, seat, out):
     """Perfect information for a critic: the observation, then every relative seat's hand."""
-    encode_row(st, ru, seat, out)
+    encode_row(st, rule_array, seat, out)
     _hands(st, seat, out, OBS_SIZE)
 
 
@@ -302,9 +302,9 @@ def _hands(st, seat, out, at):
 
 
 @njit(cache=True)
-def encode_full_batch(states, ru, seats, out):
+def encode_full_batch(states, rule_array, seats, out):
     for g in range(states.shape[0]):
-        encode_full_row(states[g], ru, seats[g], out[g])
+        encode_full_row(states[g], rule_array, seats[g], out[g])
 
 
 @njit(cache=True)
@@ -319,10 +319,10 @@ def encode_hidden_batch(states, seats, out):
 
 
 @njit(cache=True)
-def encode_mask_batch(states, ru, obs, masks, seats):
+def encode_mask_batch(states, rule_array, obs, masks, seats):
     """Observation and legal mask of the seat to act, for every game (one pass over the batch)."""
     buf = np.empty(NUM_ACTIONS, dtype=np.int64)
-    rules = rules_block(ru)
+    rules = rules_block(rule_array)
     for g in range(states.shape[0]):
         st = states[g]
         s = st[O_TO_ACT]
@@ -330,7 +330,7 @@ def encode_mask_batch(states, ru, obs, masks, seats):
         _encode(st, s if s >= 0 else 0, rules, obs[g])
         m = masks[g]
         m[:] = 0
-        k = legal_actions(st, ru, buf)
+        k = legal_actions(st, rule_array, buf)
         for i in range(k):
             m[buf[i]] = 1
 

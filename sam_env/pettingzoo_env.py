@@ -86,7 +86,7 @@ class raw_env(AECEnv):  # noqa: N801  (PettingZoo's naming convention)
         self.reward_scale = _check_scale(reward_scale)
         self.illegal_action = illegal_action
         self.render_mode = render_mode
-        self.ru = self.rules.to_array()
+        self.rule_array = self.rules.to_array()
         self.possible_agents = [f"player_{i}" for i in range(self.players)]
         self.observation_spaces = {a: observation_space() for a in self.possible_agents}
         self.action_spaces = {a: spaces.Discrete(NUM_ACTIONS) for a in self.possible_agents}
@@ -104,7 +104,7 @@ class raw_env(AECEnv):  # noqa: N801  (PettingZoo's naming convention)
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         if seed is not None or self._rng is None:
             self._rng = seed_streams(fresh_seed() if seed is None else seed, 1, 2)
-        core.new_playable_game(self.state_row, self.ru, self._rng, 0, self.players, self._hands)
+        core.new_playable_game(self.state_row, self.rule_array, self._rng, 0, self.players, self._hands)
         self.agents = self.possible_agents[:]
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
@@ -116,10 +116,10 @@ class raw_env(AECEnv):  # noqa: N801  (PettingZoo's naming convention)
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         seat = self.possible_agents.index(agent)
         obs = np.empty(OBS_SIZE, dtype=np.float32)
-        encode_row(self.state_row, self.ru, seat, obs)
+        encode_row(self.state_row, self.rule_array, seat, obs)
         mask = np.zeros(NUM_ACTIONS, dtype=np.int8)
         if int(self.state_row[core.O_TO_ACT]) == seat:
-            core.legal_mask(self.state_row, self.ru, mask)
+            core.legal_mask(self.state_row, self.rule_array, mask)
         return {"observation": obs, "action_mask": mask}
 
     def step(self, action: Any) -> None:
@@ -133,13 +133,14 @@ class raw_env(AECEnv):  # noqa: N801  (PettingZoo's naming convention)
         if a.shape != () or not np.issubdtype(a.dtype, np.integer):
             raise ValueError(f"{agent}: an action must be one integer from 0 to {NUM_ACTIONS - 1},"
                              f" not {action!r}")
-        replaced = not 0 <= int(a) < NUM_ACTIONS or core.check_action(st, self.ru, seat, int(a)) != core.OK
+        replaced = (not 0 <= int(a) < NUM_ACTIONS
+                    or core.check_action(st, self.rule_array, seat, int(a)) != core.OK)
         if replaced:
             if self.illegal_action == "raise":
                 raise IllegalActionError(f"{agent}: action {int(a)} is not legal now (see the action_mask)")
-            a = random_legal(st, self.ru, self._rng, 1, self._buf)
+            a = random_legal(st, self.rule_array, self._rng, 1, self._buf)
         before = st[core.O_SCORE:core.O_SCORE + self.players].copy()
-        core.apply_action(st, self.ru, int(a))
+        core.apply_action(st, self.rule_array, int(a))
         delta = st[core.O_SCORE:core.O_SCORE + self.players] - before
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {ag: float(delta[i]) * self.reward_scale for i, ag in enumerate(self.possible_agents)}

@@ -34,18 +34,18 @@ __all__ = ["SelfPlayBatch", "OpponentGames", "IllegalActionError", "seed_streams
 
 # ---- kernels ---------------------------------------------------------------------
 @njit(cache=True)
-def random_legal(st, ru, rng, i, buf):
+def random_legal(st, rule_array, rng, i, buf):
     """A uniformly random legal action of the seat to act, from stream ``i``."""
-    k = core.legal_actions(st, ru, buf)
+    k = core.legal_actions(st, rule_array, buf)
     return buf[core.rng_below(rng, i, k)]
 
 
 @njit(cache=True)
-def random_play(st, ru, rng, i, buf, sam_ok):
+def random_play(st, rule_array, rng, i, buf, sam_ok):
     """A random opponent's decision: ``no_sam`` unless ``sam_ok``, else uniform among legal moves."""
     if st[O_PHASE] == PH_SAM and not sam_ok:
         return NO_SAM
-    return random_legal(st, ru, rng, i, buf)
+    return random_legal(st, rule_array, rng, i, buf)
 
 
 @njit(cache=True)
@@ -73,7 +73,7 @@ def random_from_masks(masks, rng, out):
 
 
 @njit(cache=True)
-def selfplay_step(states, ru, actions, rng, n, hands, rewards, done, seats, obs, masks):
+def selfplay_step(states, rule_array, actions, rng, n, hands, rewards, done, seats, obs, masks):
     """One decision per game, autoreset, then the next decision's seat, observation and mask.
 
     Returns -1, or the first game whose action ``masks`` does not allow (then no game has moved)."""
@@ -82,57 +82,58 @@ def selfplay_step(states, ru, actions, rng, n, hands, rewards, done, seats, obs,
         if a < 0 or a >= NUM_ACTIONS or masks[g, a] == 0:
             return g
     # the masks are this batch's own, encoded from these states by the last call: checked
-    core.batch_step(states, ru, actions, rng, n, hands, rewards, done, True, True)
-    encode_mask_batch(states, ru, obs, masks, seats)
+    core.batch_step(states, rule_array, actions, rng, n, hands, rewards, done, True, True)
+    encode_mask_batch(states, rule_array, obs, masks, seats)
     return -1
 
 
 @njit(cache=True)
-def _advance_random(st, ru, learner, rng, x, buf, sam_ok):
+def _advance_random(st, rule_array, learner, rng, x, buf, sam_ok):
     """Random opponents play until the learner is to act; ``sam_ok[k]``: relative seat k+1 may declare
     Sâm."""
     n = st[O_N]
     while st[O_PHASE] != PH_OVER and st[O_TO_ACT] != learner:
         slot = (st[O_TO_ACT] - learner + n) % n - 1
-        core.apply_action(st, ru, random_play(st, ru, rng, x, buf, sam_ok[slot]))
+        core.apply_action(st, rule_array, random_play(st, rule_array, rng, x, buf, sam_ok[slot]))
 
 
 @njit(cache=True)
-def _deal(st, ru, rng, d, x, n, hands, fixed_seat):
+def _deal(st, rule_array, rng, d, x, n, hands, fixed_seat):
     """A new playable deal from stream ``d``; the learning seat (fixed, or drawn from ``x``)."""
-    skipped = core.new_playable_game(st, ru, rng, d, n, hands)
+    skipped = core.new_playable_game(st, rule_array, rng, d, n, hands)
     learner = fixed_seat if fixed_seat >= 0 else core.rng_below(rng, x, n)
     return learner, skipped
 
 
 @njit(cache=True)
-def _reset_random(st, ru, rng, d, x, n, hands, fixed_seat, buf, sam_ok):
+def _reset_random(st, rule_array, rng, d, x, n, hands, fixed_seat, buf, sam_ok):
     """Deal until the learning seat has a decision, random opponents acting before it."""
     skipped = 0
     while True:
-        learner, s = _deal(st, ru, rng, d, x, n, hands, fixed_seat)
+        learner, s = _deal(st, rule_array, rng, d, x, n, hands, fixed_seat)
         skipped += s
-        _advance_random(st, ru, learner, rng, x, buf, sam_ok)
+        _advance_random(st, rule_array, learner, rng, x, buf, sam_ok)
         if st[O_PHASE] != PH_OVER:
             return learner, skipped
         skipped += 1
 
 
 @njit(cache=True)
-def opp_reset_random(states, ru, rng, n, hands, fixed_seat, sam_ok, learners, obs, masks):
+def opp_reset_random(states, rule_array, rng, n, hands, fixed_seat, sam_ok, learners, obs, masks):
     """Reset every game of an all-random-opponent batch; returns deals skipped."""
     N = states.shape[0]
     buf = np.empty(NUM_ACTIONS, dtype=np.int64)
     skipped = 0
     for g in range(N):
-        learners[g], s = _reset_random(states[g], ru, rng, g, N + g, n, hands[g], fixed_seat, buf, sam_ok)
+        learners[g], s = _reset_random(states[g], rule_array, rng, g, N + g, n, hands[g], fixed_seat, buf,
+                                       sam_ok)
         skipped += s
-    encode_mask_batch(states, ru, obs, masks, learners)
+    encode_mask_batch(states, rule_array, obs, masks, learners)
     return skipped
 
 
 @njit(cache=True)
-def opp_step_random(states, ru, rng, n, hands, fixed_seat, sam_ok, learners, actions, replace_illegal,
+def opp_step_random(states, rule_array, rng, n, hands, fixed_seat, sam_ok, learners, actions, replace_illegal,
                     obs, masks, delta, terminated, illegal, final_obs, final_scores):
     """The learning seat's action in every game, then random opponents until its next turn.
 
@@ -156,67 +157,68 @@ def opp_step_random(states, ru, rng, n, hands, fixed_seat, sam_ok, learners, act
         illegal[g] = False
         if a < 0 or a >= NUM_ACTIONS or masks[g, a] == 0:
             illegal[g] = True
-            a = random_legal(st, ru, rng, N + g, buf)
+            a = random_legal(st, rule_array, rng, N + g, buf)
         before = st[O_SCORE + me]
-        core.apply_action(st, ru, a)
-        _advance_random(st, ru, me, rng, N + g, buf, sam_ok)
+        core.apply_action(st, rule_array, a)
+        _advance_random(st, rule_array, me, rng, N + g, buf, sam_ok)
         delta[g] = st[O_SCORE + me] - before
         terminated[g] = st[O_PHASE] == PH_OVER
         if terminated[g]:
-            encode_row(st, ru, me, final_obs[g])
+            encode_row(st, rule_array, me, final_obs[g])
             for s in range(core.MAX_PLAYERS):
                 final_scores[g, s] = st[O_SCORE + s]
-            learners[g], s2 = _reset_random(st, ru, rng, g, N + g, n, hands[g], fixed_seat, buf, sam_ok)
+            learners[g], s2 = _reset_random(st, rule_array, rng, g, N + g, n, hands[g], fixed_seat, buf,
+                                            sam_ok)
             skipped += s2
-    encode_mask_batch(states, ru, obs, masks, learners)
+    encode_mask_batch(states, rule_array, obs, masks, learners)
     return -1, skipped
 
 
 @njit(cache=True)
-def deal_games(states, ru, rng, n, hands, games, fixed_seat, learners):
+def deal_games(states, rule_array, rng, n, hands, games, fixed_seat, learners):
     N = states.shape[0]
     skipped = 0
     for g in games:
-        learners[g], s = _deal(states[g], ru, rng, g, N + g, n, hands[g], fixed_seat)
+        learners[g], s = _deal(states[g], rule_array, rng, g, N + g, n, hands[g], fixed_seat)
         skipped += s
     return skipped
 
 
 @njit(cache=True)
-def random_actions(states, ru, rng, games, out, sam_ok):
+def random_actions(states, rule_array, rng, games, out, sam_ok):
     """A random decision (:func:`random_play`) for the seat to act in each listed game (its second stream)."""
     N = states.shape[0]
     buf = np.empty(NUM_ACTIONS, dtype=np.int64)
     for j in range(games.shape[0]):
         g = games[j]
-        out[j] = random_play(states[g], ru, rng, N + g, buf, sam_ok)
+        out[j] = random_play(states[g], rule_array, rng, N + g, buf, sam_ok)
 
 
 @njit(cache=True)
-def apply_actions(states, ru, games, actions):
+def apply_actions(states, rule_array, games, actions):
     """Apply ``actions[j]`` in game ``games[j]``; returns the first j that is illegal, or -1."""
     for j in range(games.shape[0]):
         st = states[games[j]]
         a = actions[j]
         if st[O_PHASE] == PH_OVER or a < 0 or a >= NUM_ACTIONS or \
-                core.check_action(st, ru, st[O_TO_ACT], a) != core.OK:
+                core.check_action(st, rule_array, st[O_TO_ACT], a) != core.OK:
             return j
     for j in range(games.shape[0]):
-        core.apply_action(states[games[j]], ru, actions[j])
+        core.apply_action(states[games[j]], rule_array, actions[j])
     return -1
 
 
 @njit(cache=True)
-def encode_for(states, ru, games, seats, obs, masks):
+def encode_for(states, rule_array, games, seats, obs, masks):
     """Observation and mask of ``seats[j]`` in game ``games[j]`` into row j."""
     buf = np.empty(NUM_ACTIONS, dtype=np.int64)
     for j in range(games.shape[0]):
         st = states[games[j]]
-        encode_row(st, ru, seats[j], obs[j])
+        encode_row(st, rule_array, seats[j], obs[j])
         m = masks[j]
         m[:] = 0
         if st[O_TO_ACT] == seats[j]:
-            k = core.legal_actions(st, ru, buf)
+            k = core.legal_actions(st, rule_array, buf)
             for i in range(k):
                 m[buf[i]] = 1
 
@@ -264,9 +266,9 @@ class SelfPlayBatch:
         gb = self.game_batch
         if seed is not None:
             gb.rng = seed_streams(seed, self.num_envs)
-        gb.instant_deals = int(core.batch_reset(gb.states, gb.ru, gb.rng, self.players, gb.hands))
+        gb.instant_deals = int(core.batch_reset(gb.states, gb.rule_array, gb.rng, self.players, gb.hands))
         self.obs = self._obs_out()
-        encode_mask_batch(gb.states, gb.ru, self.obs, self.masks, self.seats)
+        encode_mask_batch(gb.states, gb.rule_array, self.obs, self.masks, self.seats)
         if self.copy:
             return self.seats.copy(), self.obs, self.masks.copy()
         return self.seats, self.obs, self.masks
@@ -293,11 +295,11 @@ class SelfPlayBatch:
         if acts.shape != (self.num_envs,):
             raise ValueError(f"actions must have shape ({self.num_envs},), not {acts.shape}")
         obs = self._obs_out()
-        bad = selfplay_step(gb.states, gb.ru, acts, gb.rng, self.players, gb.hands, gb.rewards, gb.done,
-                            self.seats, obs, self.masks)
+        bad = selfplay_step(gb.states, gb.rule_array, acts, gb.rng, self.players, gb.hands, gb.rewards,
+                            gb.done, self.seats, obs, self.masks)
         self.obs = obs
         if bad >= 0:  # no game has moved: the same observations again
-            encode_mask_batch(gb.states, gb.ru, obs, self.masks, self.seats)
+            encode_mask_batch(gb.states, gb.rule_array, obs, self.masks, self.seats)
             raise IllegalActionError(f"game {bad}: action {int(acts[bad])} is not legal for seat"
                                      f" {int(self.seats[bad])}")
         np.copyto(self.rewards, gb.rewards)
@@ -311,8 +313,8 @@ class SelfPlayBatch:
         return self.game_batch.states
 
     @property
-    def ru(self) -> np.ndarray:
-        return self.game_batch.ru
+    def rule_array(self) -> np.ndarray:
+        return self.game_batch.rule_array
 
 
 # ---- games against opponents (the Gymnasium envs' engine) --------------------------------
@@ -344,7 +346,7 @@ class _Opponent:
             self.kind = "call"
         else:
             raise ValueError(f"opponent {spec!r} is not 'random', a callable (obs, mask) -> action, or an"
-                             " agent with act(game, seat) / act_batch(states, ru, obs, masks)")
+                             " agent with act(game, seat) / act_batch(states, rule_array, obs, masks)")
 
     def __repr__(self) -> str:
         return ("random:uniform" if self.sam_ok else "random") if self.kind == "random" else repr(self.spec)
@@ -390,7 +392,7 @@ class OpponentGames:
         self.all_random = all(o.kind == "random" for o in self.opponents)
         self.sam_ok = np.array([o.sam_ok for o in self.opponents]
                                + [False] * (core.MAX_PLAYERS - self.players), dtype=np.bool_)
-        self.ru = self.rules.to_array()
+        self.rule_array = self.rules.to_array()
         self.states = core.new_states(N)
         self.hands = np.zeros((N, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
         self.rng = np.zeros(2 * N, dtype=np.uint64)
@@ -414,9 +416,9 @@ class OpponentGames:
             self.rng[:] = seed_streams(fresh_seed() if seed is None else seed, self.num_envs, 2)
             self.seeded = True
         if self.all_random:
-            self.skipped += int(opp_reset_random(self.states, self.ru, self.rng, self.players, self.hands,
-                                                 self.fixed_seat, self.sam_ok, self.learners, self.obs,
-                                                 self.masks))
+            self.skipped += int(opp_reset_random(self.states, self.rule_array, self.rng, self.players,
+                                                 self.hands, self.fixed_seat, self.sam_ok, self.learners,
+                                                 self.obs, self.masks))
         else:
             self._redeal(np.arange(self.num_envs))
             self._encode_learners()
@@ -428,7 +430,7 @@ class OpponentGames:
         if acts.shape != (self.num_envs,):
             raise ValueError(f"actions must have shape ({self.num_envs},), not {acts.shape}")
         if self.all_random:
-            bad, skipped = opp_step_random(self.states, self.ru, self.rng, self.players, self.hands,
+            bad, skipped = opp_step_random(self.states, self.rule_array, self.rng, self.players, self.hands,
                                            self.fixed_seat, self.sam_ok, self.learners, acts,
                                            self.replace_illegal, self.obs, self.masks, self.delta,
                                            self.terminated, self.illegal, self.final_obs, self.final_scores)
@@ -465,7 +467,7 @@ class OpponentGames:
         if not ok.all():
             bad = all_g[~ok]
             fix = np.empty(len(bad), dtype=np.int64)
-            random_actions(self.states, self.ru, self.rng, bad, fix, True)
+            random_actions(self.states, self.rule_array, self.rng, bad, fix, True)
             acts[bad] = fix
         before = self.states[all_g, O_SCORE + self.learners].astype(np.int64)
         self._apply(all_g, acts, "the learning seat")
@@ -476,20 +478,21 @@ class OpponentGames:
         if len(done):
             masks = np.zeros((len(done), NUM_ACTIONS), dtype=np.int8)
             fo = np.zeros((len(done), OBS_SIZE), dtype=np.float32)
-            encode_for(self.states, self.ru, done, self.learners[done], fo, masks)
+            encode_for(self.states, self.rule_array, done, self.learners[done], fo, masks)
             self.final_obs[done] = fo
             self.final_scores[done] = self.states[done, O_SCORE:O_SCORE + core.MAX_PLAYERS]
             self._redeal(done)
         self._encode_learners()
 
     def _encode_learners(self) -> None:
-        encode_for(self.states, self.ru, np.arange(self.num_envs), self.learners, self.obs, self.masks)
+        encode_for(self.states, self.rule_array, np.arange(self.num_envs), self.learners, self.obs,
+                   self.masks)
 
     def _redeal(self, games: np.ndarray) -> None:
         """Deal the listed games until each learning seat has a decision."""
         while len(games):
-            self.skipped += int(deal_games(self.states, self.ru, self.rng, self.players, self.hands, games,
-                                           self.fixed_seat, self.learners))
+            self.skipped += int(deal_games(self.states, self.rule_array, self.rng, self.players, self.hands,
+                                           games, self.fixed_seat, self.learners))
             for g in games:
                 self._logs[g] = []
                 self._mirrors[g] = None
@@ -499,7 +502,7 @@ class OpponentGames:
             games = games[over]
 
     def _apply(self, games: np.ndarray, acts: np.ndarray, who: str) -> None:
-        j = apply_actions(self.states, self.ru, games, acts)
+        j = apply_actions(self.states, self.rule_array, games, acts)
         if j >= 0:
             g = int(games[j])
             raise IllegalActionError(f"game {g}: {who} chose action {int(acts[j])}, which is not legal"
@@ -528,7 +531,7 @@ class OpponentGames:
     def _opponent_actions(self, opp: _Opponent, games: np.ndarray) -> np.ndarray:
         out = np.empty(len(games), dtype=np.int64)
         if opp.kind == "random":
-            random_actions(self.states, self.ru, self.rng, games, out, opp.sam_ok)
+            random_actions(self.states, self.rule_array, self.rng, games, out, opp.sam_ok)
             return out
         seats = self.states[games, O_TO_ACT].astype(np.int64)
         if opp.kind == "game":
@@ -537,9 +540,9 @@ class OpponentGames:
             return out
         obs = np.zeros((len(games), OBS_SIZE), dtype=np.float32)
         masks = np.zeros((len(games), NUM_ACTIONS), dtype=np.int8)
-        encode_for(self.states, self.ru, games, seats, obs, masks)
+        encode_for(self.states, self.rule_array, games, seats, obs, masks)
         if opp.kind == "batch":
-            got = np.asarray(opp.spec.act_batch(self.states[games], self.ru, obs, masks)).reshape(-1)
+            got = np.asarray(opp.spec.act_batch(self.states[games], self.rule_array, obs, masks)).reshape(-1)
             if got.shape != (len(games),):
                 raise ValueError(f"opponent {opp!r}: act_batch returned {got.shape[0]} actions"
                                  f" for {len(games)} games")

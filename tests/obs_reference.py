@@ -47,15 +47,15 @@ def _rel(s, seat, n):
 
 
 @njit(cache=True)
-def write_rules(ru, slot, kind, arg, out, at):
-    """Write the rules block of rule array ``ru`` at ``out[at:]``, cell ``i`` being ``kind[i]`` of
-    ``ru[slot[i]]`` with ``arg[i]`` (the kinds of :mod:`sam_env.rule_params`)."""
+def write_rules(rule_array, slot, kind, arg, out, at):
+    """Write the rules block of rule array ``rule_array`` at ``out[at:]``, cell ``i`` being ``kind[i]`` of
+    ``rule_array[slot[i]]`` with ``arg[i]`` (the kinds of :mod:`sam_env.rule_params`)."""
     for i in range(slot.shape[0]):
         k = kind[i]
         if k == CONST:
             out[at + i] = arg[i]
             continue
-        v = ru[slot[i]]
+        v = rule_array[slot[i]]
         if k == FLAG:
             x = 1.0 if v != 0 else 0.0
         elif k == EQUALS:
@@ -156,7 +156,7 @@ def _history(st, seat, n, out):
 
 
 @njit(cache=True)
-def encode_row(st, ru, seat, out):
+def encode_row(st, rule_array, seat, out):
     """Write seat ``seat``'s observation of state row ``st`` into ``out[:OBS_SIZE]``."""
     n = st[O_N]
     for i in range(OBS_SIZE):
@@ -165,28 +165,28 @@ def encode_row(st, ru, seat, out):
     _seats(st, seat, n, out)
     _top(st, seat, n, out)
     _history(st, seat, n, out)
-    write_rules(ru, RULE_SLOT, RULE_KIND, RULE_ARG, out, F_RULES)
+    write_rules(rule_array, RULE_SLOT, RULE_KIND, RULE_ARG, out, F_RULES)
     out[F_PLAYERS + n - 2] = 1.0
 
 
 @njit(cache=True)
-def encode_batch(states, ru, seats, out):
-    """``out[g] = encode_row(states[g], ru, seats[g])`` for every game ``g``."""
+def encode_batch(states, rule_array, seats, out):
+    """``out[g] = encode_row(states[g], rule_array, seats[g])`` for every game ``g``."""
     for g in range(states.shape[0]):
-        encode_row(states[g], ru, seats[g], out[g])
+        encode_row(states[g], rule_array, seats[g], out[g])
 
 
 @njit(cache=True)
-def reference_mask_batch(states, ru, obs, masks, seats):
+def reference_mask_batch(states, rule_array, obs, masks, seats):
     """Today's ``encode_mask_batch``, the mask by brute force: every action ``check_action`` accepts."""
     for g in range(states.shape[0]):
         st = states[g]
         s = st[O_TO_ACT]
         seats[g] = s
-        encode_row(st, ru, s if s >= 0 else 0, obs[g])
+        encode_row(st, rule_array, s if s >= 0 else 0, obs[g])
         m = masks[g]
         m[:] = 0
         if st[O_PHASE] != PH_OVER and s >= 0:
             for a in range(NUM_ACTIONS):
-                if check_action(st, ru, s, a) == OK:
+                if check_action(st, rule_array, s, a) == OK:
                     m[a] = 1

@@ -95,16 +95,16 @@ def test_act_batch_matches_act_and_is_deterministic():
     pos = _positions("hoi_quan_bai", 4, 200, seed=5)
     states = np.stack([g.state for g, _ in pos])
     masks = np.stack([g.legal_mask() for g, _ in pos])
-    ru = pos[0][0].rules_array
+    rule_array = pos[0][0].rules_array
     for spec in ("heuristic", "heuristic:greedy", "random"):
-        a1 = make_agent(spec, seed=4).act_batch(states, ru, None, masks)
-        a2 = make_agent(spec, seed=4).act_batch(states, ru, None, masks)
+        a1 = make_agent(spec, seed=4).act_batch(states, rule_array, None, masks)
+        a2 = make_agent(spec, seed=4).act_batch(states, rule_array, None, masks)
         assert (a1 == a2).all() and (masks[np.arange(len(a1)), a1] == 1).all()
         if spec.startswith("heuristic"):
             agent = make_agent(spec, seed=4)
             assert [agent.act(g, s) for g, s in pos] == a1.tolist()
-    r = make_agent("random", seed=4).act_batch(states, ru, None, masks)
-    assert (r != make_agent("random", seed=5).act_batch(states, ru, None, masks)).any()
+    r = make_agent("random", seed=4).act_batch(states, rule_array, None, masks)
+    assert (r != make_agent("random", seed=5).act_batch(states, rule_array, None, masks)).any()
 
 
 # ---- the hand splitter against brute force ------------------------------------------------------
@@ -147,7 +147,7 @@ def test_hand_splitter_finds_the_best_split():
     wi, wf = workspace()
     for trial in range(400):
         ace_low = trial % 2 == 0
-        ru = RuleSet.preset("hoi_quan_bai" if ace_low else "s666pg").to_array()
+        rule_array = RuleSet.preset("hoi_quan_bai" if ace_low else "s666pg").to_array()
         cards = rng.choice(52, size=int(rng.integers(1, 11)), replace=False)
         val = rng.uniform(-1.5, 0.5, NUM_ACTIONS)
         if trial % 3 == 0:  # straight-heavy hands, straights worth keeping
@@ -158,7 +158,7 @@ def test_hand_splitter_finds_the_best_split():
             cards = np.array(sorted({r * 4 + i % 4 for i, r in enumerate(ranks)}))
             val[55:123] += rng.uniform(0.0, 1.5, 68)
         h = np.bincount(cards // 4, minlength=13).astype(np.int64)
-        got = best_split(h.copy(), ru, val, wi, wf)
+        got = best_split(h.copy(), rule_array, val, wi, wf)
         assert got == pytest.approx(_brute_best(h.tolist(), val, ace_low)), cards_str(cards.tolist())
         # the split it reports uses exactly the hand
         used = sum(ACT_COUNTS[wi[6, j]] for j in range(int(wf[17])))
@@ -169,14 +169,14 @@ def test_hand_splitter_finds_the_best_split():
 @pytest.mark.slow
 def test_sam_declared_only_for_near_unbeatable_hands():
     prm = make_params()
-    ru = RuleSet.preset("s666pg").to_array()
+    rule_array = RuleSet.preset("s666pg").to_array()
     u_of = lambda h: np.array([4 - x for x in h], dtype=np.int64)  # noqa: E731
     # 3..Q straight: nothing of length 10 can beat it
     h = np.array([1] * 10 + [0, 0, 0], dtype=np.int64)
-    assert sam_success_prob(h, u_of(h), 4, ru, prm, 1, 0.0) == 1.0
+    assert sam_success_prob(h, u_of(h), 4, rule_array, prm, 1, 0.0) == 1.0
     # four 2s, a triple of As and 3 low cards: the low cards are beatable, only one may be
     h = np.array([1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4], dtype=np.int64)
-    assert sam_success_prob(h, u_of(h), 4, ru, prm, 1, 0.0) < 0.2
+    assert sam_success_prob(h, u_of(h), 4, rule_array, prm, 1, 0.0) < 0.2
     g = Game.from_deal("s666pg", [["3s", "4s", "5s", "6s", "7s", "8s", "9s", "Ts", "Js", "Qs"],
                                   ["2c", "3c", "4c", "5c", "6c", "7c", "8c", "9c", "Tc", "Jc"],
                                   ["2d", "3d", "4d", "5d", "6d", "7d", "8d", "9d", "Td", "Jd"],

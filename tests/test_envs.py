@@ -58,7 +58,7 @@ class FirstLegalBatch:
     def __init__(self):
         self.rows = 0
 
-    def act_batch(self, states, ru, obs, masks):
+    def act_batch(self, states, rule_array, obs, masks):
         assert states.shape[0] == obs.shape[0] == masks.shape[0]
         self.rows += len(states)
         return masks.argmax(1)
@@ -183,12 +183,12 @@ def test_masks_are_exactly_the_engine_legal_moves(rules, players):
     sp = SelfPlayBatch(rules, players, num_envs=64, seed=3)
     rng = np.random.default_rng(2)
     seat, obs, mask = sp.reset()
-    ru = sp.ru
+    rule_array = sp.rule_array
     for _ in range(60):
         for g in range(sp.num_envs):
             st = sp.states[g]
             assert seat[g] == st[core.O_TO_ACT]
-            ok = [core.check_action(st, ru, int(seat[g]), a) == core.OK for a in range(NUM_ACTIONS)]
+            ok = [core.check_action(st, rule_array, int(seat[g]), a) == core.OK for a in range(NUM_ACTIONS)]
             np.testing.assert_array_equal(mask[g], np.array(ok, dtype=np.int8))
         acts = np.array([rng.choice(np.flatnonzero(m)) for m in mask])
         acts = np.where(mask[:, NO_SAM] == 1, NO_SAM, acts)

@@ -104,7 +104,7 @@ def test_illegal_moves_are_caught():
         def act(self, game, seat):
             return 0  # pass, also when leading
 
-        def act_batch(self, states, ru, obs, masks):
+        def act_batch(self, states, rule_array, obs, masks):
             return masks.argmin(1) * 0
 
     with pytest.raises(IllegalMoveError, match="cheat"):

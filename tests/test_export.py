@@ -104,8 +104,8 @@ def test_act_batch_matches_act_and_make_agent_loads_onnx(exported: tuple[Path, d
     games = [g for g in games if not g.finished]
     states = np.stack([g.state for g in games])
     masks = np.stack([g.legal_mask() for g in games])
-    ru = games[0].rules_array
-    batched = agent.act_batch(states, ru, None, masks)
+    rule_array = games[0].rules_array
+    batched = agent.act_batch(states, rule_array, None, masks)
     assert list(batched) == [agent.act(g, g.to_act) for g in games]
 
 

@@ -215,6 +215,56 @@ def test_training_has_no_import_cycle() -> None:
     assert not (cycle := _a_cycle(graph)), "import cycle: " + " -> ".join(cycle)
 
 
+def _imports_of_package(package: str, target: str) -> dict[str, list[str]]:
+    """Module of ``package`` -> the modules of ``target`` it imports, even for a type only (under
+    ``if TYPE_CHECKING:``) or from a function body."""
+    paths = sorted((ROOT / "training").rglob("*.py"))
+    known = {_module_of(p) for p in paths}
+    out: dict[str, list[str]] = {}
+    for p in paths:
+        me = _module_of(p)
+        if not (me + ".").startswith(package + "."):
+            continue
+        tree = ast.parse(p.read_text(encoding="utf-8"), str(p))
+        pkg = me if p.name == "__init__.py" else me.rpartition(".")[0]
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                names |= {base} | {f"{base}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+        hits = sorted(n for n in names if (n + ".").startswith(target + ".") and any(
+            k == n or k.startswith(n + ".") or n.startswith(k + ".") for k in known))
+        if hits:
+            out[me] = hits
+    return out
+
+
+def test_the_run_loop_imports_no_algorithm() -> None:
+    """``training/run`` owns the contract (``training/run/algorithm.py``) and runs whatever class it is
+    handed: no module of it imports ``training/algorithms``, not even for a type (launch resolves the
+    classes)."""
+    assert _imports_of_package("training.run", "training.algorithms") == {}
+    assert "training.launch" in _imports_of_package("training", "training.algorithms")  # it resolves them
+
+
+def test_the_import_finder_sees_an_import_for_a_type_only(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``from ..algorithms.ppo import PPO`` under ``TYPE_CHECKING`` in ``training/run`` is found."""
+    fake = tmp_path / "training" / "run"
+    fake.mkdir(parents=True)
+    (tmp_path / "training" / "__init__.py").write_text("")
+    (tmp_path / "training" / "algorithms.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "x.py").write_text("import typing\nif typing.TYPE_CHECKING:\n    from ..algorithms import PPO\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert list(_imports_of_package("training.run", "training.algorithms")) == ["training.run.x"]
+
+
 def test_the_cycle_finder_finds_a_deferred_one() -> None:
     """A cycle closed only by an import inside a function is found; one closed under TYPE_CHECKING is not."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}}

@@ -174,7 +174,7 @@ def test_no_peeking_when_hidden_cards_move(rules, players):
     """Redealing the other seats' cards (sizes kept) and the hidden-only fields never changes a seat's
     vector."""
     states = _random_states(rules, players, 1500, seed=7)
-    ru = RuleSet.parse(rules).to_array()
+    rule_array = RuleSet.parse(rules).to_array()
     rng = np.random.default_rng(1)
     a, b = np.empty(obs.OBS_SIZE, np.float32), np.empty(obs.OBS_SIZE, np.float32)
     changed_own = 0
@@ -194,8 +194,8 @@ def test_no_peeking_when_hidden_cards_move(rules, players):
         st2[core.O_DEN_PENDING] = rng.integers(-1, players)
         st2[core.O_DEN_TRANG] = rng.integers(-1, players)
         st2[core.O_HIDDEN] = sum(1 << s for s in others)
-        obs.encode_row(st, ru, seat, a)
-        obs.encode_row(st2, ru, seat, b)
+        obs.encode_row(st, rule_array, seat, a)
+        obs.encode_row(st2, rule_array, seat, b)
         np.testing.assert_array_equal(a, b)
         # the control: the seat's own cards do show
         st3 = st.copy()
@@ -204,7 +204,7 @@ def test_no_peeking_when_hidden_cards_move(rules, players):
             r_from, r_to = int(np.flatnonzero(own)[0]), int(np.flatnonzero(own == 0)[0])
             own[r_from] -= 1
             own[r_to] += 1
-            obs.encode_row(st3, ru, seat, b)
+            obs.encode_row(st3, rule_array, seat, b)
             changed_own += not np.array_equal(a, b)
     assert changed_own > 500
 
@@ -223,15 +223,15 @@ def test_seat_view_gives_the_same_vector(rules, players):
 
 def test_batch_and_full_vectors():
     states = _random_states("hoi_quan_bai", 4, 256, seed=3)
-    ru = RuleSet.parse("hoi_quan_bai").to_array()
+    rule_array = RuleSet.parse("hoi_quan_bai").to_array()
     seats = np.arange(len(states), dtype=np.int64) % 4
     batch = np.zeros((len(states), obs.OBS_SIZE), np.float32)
-    obs.encode_batch(states, ru, seats, batch)
+    obs.encode_batch(states, rule_array, seats, batch)
     full = np.zeros((len(states), obs.FULL_SIZE), np.float32)
-    obs.encode_full_batch(states, ru, seats, full)
+    obs.encode_full_batch(states, rule_array, seats, full)
     one = np.empty(obs.OBS_SIZE, np.float32)
     for g in range(len(states)):
-        obs.encode_row(states[g], ru, seats[g], one)
+        obs.encode_row(states[g], rule_array, seats[g], one)
         np.testing.assert_array_equal(batch[g], one)
         np.testing.assert_array_equal(full[g, :obs.OBS_SIZE], one)
         hands = full[g, obs.OBS_SIZE:].reshape(5, 13, 4).sum(-1)
@@ -240,10 +240,10 @@ def test_batch_and_full_vectors():
     # the mask-and-observation kernel agrees with the engine
     masks = np.zeros((len(states), NUM_ACTIONS), np.int8)
     to_act = np.zeros(len(states), np.int64)
-    obs.encode_mask_batch(states, ru, batch, masks, to_act)
+    obs.encode_mask_batch(states, rule_array, batch, masks, to_act)
     for g in range(len(states)):
         want = np.zeros(NUM_ACTIONS, np.int8)
-        core.legal_mask(states[g], ru, want)
+        core.legal_mask(states[g], rule_array, want)
         np.testing.assert_array_equal(masks[g], want)
 
 

@@ -16,12 +16,12 @@ from sam_env.rules import RuleSet
 from sam_env.vector import IllegalActionError, OpponentGames, SelfPlayBatch
 
 
-def expected(states: np.ndarray, ru: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def expected(states: np.ndarray, rule_array: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = states.shape[0]
     seats = np.empty(n, dtype=np.int64)
     o = np.full((n, OBS_SIZE), np.nan, dtype=np.float32)  # NaN: a cell the encoder failed to write
     m = np.full((n, NUM_ACTIONS), 7, dtype=np.int8)
-    reference_mask_batch(states, ru, o, m, seats)
+    reference_mask_batch(states, rule_array, o, m, seats)
     return seats, o, m
 
 
@@ -48,7 +48,7 @@ def test_selfplay_batch_matches_the_reference(config, copy):
     seat, o, m = sp.reset(seed=5)
     ended = 0
     for step in range(400):
-        want = expected(sp.states, sp.ru)
+        want = expected(sp.states, sp.rule_array)
         for got, exp, what in zip((seat, o, m), want, ("seat", "obs", "mask")):
             same_bits(got, exp, f"{config_id(config)} step {step} {what}")
         if step == 200:  # an explicit reset in mid-game
@@ -68,7 +68,7 @@ def test_opponent_games_match_the_reference(config):
     env.reset(seed=3)
     ended = 0
     for step in range(150):
-        _, o, m = expected(env.states, env.ru)
+        _, o, m = expected(env.states, env.rule_array)
         # the reference encodes the seat to act: here that is always the learning seat
         assert (env.states[:, core.O_TO_ACT] == env.learners).all()
         same_bits(env.obs, o, f"step {step} obs")
@@ -87,12 +87,12 @@ def test_single_row_encoders_match_the_reference():
         seats = rng.integers(0, 5, size=64)
         want = np.empty((64, OBS_SIZE), dtype=np.float32)
         for g in range(64):
-            reference_row(sp.states[g], sp.ru, seats[g], want[g])
+            reference_row(sp.states[g], sp.rule_array, seats[g], want[g])
         got = np.full((64, OBS_SIZE), np.nan, dtype=np.float32)
-        obs.encode_batch(sp.states, sp.ru, seats, got)
+        obs.encode_batch(sp.states, sp.rule_array, seats, got)
         same_bits(got, want, "encode_batch")
         one = np.full(OBS_SIZE, np.nan, dtype=np.float32)
-        obs.encode_row(sp.states[7], sp.ru, seats[7], one)
+        obs.encode_row(sp.states[7], sp.rule_array, seats[7], one)
         same_bits(one, want[7], "encode_row")
 
 

@@ -63,7 +63,7 @@ def shipped() -> SearchAgent:
 def test_worlds_keep_what_the_seat_knows_and_deal_only_unseen_cards():
     pos = _positions(40, seed=1)
     states = np.stack([g.state for g, _ in pos])
-    ru = pos[0][0].rules_array
+    rule_array = pos[0][0].rules_array
     k, worlds = 2, 5
     cands = np.full((len(pos), k), -1, dtype=np.int64)
     for i, (g, _) in enumerate(pos):
@@ -71,7 +71,7 @@ def test_worlds_keep_what_the_seat_knows_and_deal_only_unseen_cards():
     out = np.zeros((len(pos) * worlds * k, core.STATE_SIZE), dtype=np.int32)
     seats = np.zeros(out.shape[0], dtype=np.int64)
     flat = np.zeros((0, core.MAX_PLAYERS, NR))
-    assert _expand(states, ru, np.arange(len(pos)), cands, k, worlds, 3, out, seats, flat, False) \
+    assert _expand(states, rule_array, np.arange(len(pos)), cands, k, worlds, 3, out, seats, flat, False) \
         == out.shape[0]
     seen_other_deals = 0
     for i, (g, seat) in enumerate(pos):
@@ -98,7 +98,7 @@ def test_worlds_keep_what_the_seat_knows_and_deal_only_unseen_cards():
                         world[core.O_HAND + s * NR:core.O_HAND + s * NR + NR] = hs
                 assert (dealt <= unseen).all(), "a world dealt a card the seat has seen"
                 if c == 0:
-                    core.apply_action(world, ru, int(cands[i, 0]))
+                    core.apply_action(world, rule_array, int(cands[i, 0]))
                     assert (world == row).all(), "the candidate move, applied to the world"
                 else:  # an empty candidate slot repeats the first move in the same world
                     assert (out[(i * worlds + w) * k] == row).all()
@@ -118,8 +118,8 @@ def test_the_true_world_plays_each_candidate_in_the_real_deal_as_a_move_by_move_
     pos = _positions(16, seed=21)
     states = np.stack([g.state for g, _ in pos])
     masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
-    ru = pos[0][0].rules_array
-    res = agent.search_batch(states.copy(), ru, None, masks)
+    rule_array = pos[0][0].rules_array
+    res = agent.search_batch(states.copy(), rule_array, None, masks)
     assert len(res.rows) > 8
     for i, r in enumerate(res.rows):
         g, seat = pos[r]
@@ -132,10 +132,11 @@ def test_the_true_world_plays_each_candidate_in_the_real_deal_as_a_move_by_move_
                 h.apply(policy.act(h, h.to_act))
             assert v == h.state[core.O_SCORE + seat], f"row {r}, candidate {c}"
     again = SearchAgent(policy, 3, 1, -1, bf16=False, seed=2, true_world=True)
-    np.testing.assert_array_equal(again.search_batch(states.copy(), ru, None, masks).values, res.values)
+    again_values = again.search_batch(states.copy(), rule_array, None, masks).values
+    np.testing.assert_array_equal(again_values, res.values)
     # the other seats' cards dealt again among them: other values
     shuffled = np.stack([_others_redealt(g.state, seat, g.players, j) for j, (g, seat) in enumerate(pos)])
-    assert not np.array_equal(agent.search_batch(shuffled, ru, None, masks).values, res.values)
+    assert not np.array_equal(agent.search_batch(shuffled, rule_array, None, masks).values, res.values)
     assert agent.settings["true_world"] == 1
     with pytest.raises(ValueError, match="worlds must be 1 and no belief given, not worlds=2"):
         SearchAgent(policy, 3, 2, -1, true_world=True)
@@ -162,9 +163,9 @@ def test_search_changes_some_policy_moves_and_leaves_forced_ones(shipped: Search
     pos = _positions(60, seed=3)
     states = np.stack([g.state for g, _ in pos])
     masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
-    ru = pos[0][0].rules_array
-    searched = shipped.act_batch(states, ru, None, masks)
-    greedy = shipped.policy.act_batch(states, ru, None, masks)
+    rule_array = pos[0][0].rules_array
+    searched = shipped.act_batch(states, rule_array, None, masks)
+    greedy = shipped.policy.act_batch(states, rule_array, None, masks)
     assert (searched != greedy).any(), "search that never departs from the policy does nothing"
     g = Game.new("hoi_quan_bai", 4, seed=11)
     while int(g.legal_mask().sum()) > 1 or g.state[core.O_PHASE] != core.PH_PLAY:
@@ -218,13 +219,13 @@ def test_search_batch_says_what_it_searched_and_plays_what_act_batch_plays():
     pos.append((g0, g0.to_act))
     states = np.stack([g.state for g, _ in pos])
     masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
-    ru = pos[0][0].rules_array
-    res = agent.search_batch(states.copy(), ru, None, masks)
+    rule_array = pos[0][0].rules_array
+    res = agent.search_batch(states.copy(), rule_array, None, masks)
     legal = masks.sum(1)
     want = np.flatnonzero((legal > 1) & (states[:, core.O_PHASE] == core.PH_PLAY))
     assert res.rows.tolist() == want.tolist() and 0 < len(want) < len(pos)
-    assert res.acts.tolist() == agent.act_batch(states.copy(), ru, None, masks).tolist()
-    greedy = policy.act_batch(states, ru, None, masks)
+    assert res.acts.tolist() == agent.act_batch(states.copy(), rule_array, None, masks).tolist()
+    greedy = policy.act_batch(states, rule_array, None, masks)
     others = np.setdiff1d(np.arange(len(pos)), res.rows)
     assert (res.acts[others] == greedy[others]).all()
     assert res.cands.shape == res.values.shape == (len(want), k)
@@ -250,13 +251,13 @@ def test_rollout_batches_are_padded_to_a_multiple_of_the_pad_and_keep_each_rows_
     agent.fast_net.trunk = lambda obs: (seen.append(obs.shape[0]), trunk(obs))[1]
     pos = _positions(2 * PAD_ROWS + 45, seed=21)
     sim = np.stack([g.state for g, _ in pos])
-    ru = pos[0][0].rules_array
-    alone = [int(agent._fast_argmax(sim, ru, np.array([i]))[0]) for i in range(0, len(pos), 37)]
-    moves = agent._fast_argmax(sim, ru, np.arange(len(pos)))
+    rule_array = pos[0][0].rules_array
+    alone = [int(agent._fast_argmax(sim, rule_array, np.array([i]))[0]) for i in range(0, len(pos), 37)]
+    moves = agent._fast_argmax(sim, rule_array, np.arange(len(pos)))
     assert seen == [PAD_ROWS] * len(alone) + [3 * PAD_ROWS]
     assert moves[::37].tolist() == alone
     masks = np.stack([g.legal_mask() for g, _ in pos]).astype(np.int8)
-    assert moves.tolist() == policy.act_batch(sim, ru, None, masks).tolist()
+    assert moves.tolist() == policy.act_batch(sim, rule_array, None, masks).tolist()
 
 
 def test_the_rollout_kernels_run_on_the_calling_thread():
@@ -308,25 +309,25 @@ def test_rollout_moves_are_the_greedy_forwards_moves(bf16: bool):
     policy = PolicyAgent(build_net(32, 2, "full"), name="tiny")
     agent = SearchAgent(policy, 3, 4, 1, bf16=bf16)
     pos = [g for g, _ in _positions(60, seed=8)]
-    states, ru = np.stack([g.state for g in pos]), pos[0].rules_array
+    states, rule_array = np.stack([g.state for g in pos]), pos[0].rules_array
     cands = np.stack([np.flatnonzero(g.legal_mask())[:1].tolist() + [-1] * 2 for g in pos])
     sim = np.zeros((len(pos) * 4 * 3, core.STATE_SIZE), dtype=np.int32)
-    _expand(states, ru, np.arange(len(pos)), cands, 3, 4, 1, sim, np.zeros(len(sim), dtype=np.int64),
+    _expand(states, rule_array, np.arange(len(pos)), cands, 3, 4, 1, sim, np.zeros(len(sim), dtype=np.int64),
             np.zeros((0, core.MAX_PLAYERS, NR)), False)
     checked = 0
     for _ in range(8):
         live = np.flatnonzero(sim[:, core.O_PHASE] != core.PH_OVER)
-        obs = obs_mod.encode_to_act(sim[live], ru)
+        obs = obs_mod.encode_to_act(sim[live], rule_array)
         masks = np.zeros((live.size, NUM_ACTIONS), dtype=np.int8)
         for j, i in enumerate(live):
-            core.legal_mask(sim[i], ru, masks[j])
+            core.legal_mask(sim[i], rule_array, masks[j])
         with torch.no_grad():
             logits, _ = agent.fast_net(torch.from_numpy(obs).to(agent.fast_net.inp.weight.dtype),
                                        torch.from_numpy(masks))
-        moves = agent._fast_argmax(sim, ru, live)
+        moves = agent._fast_argmax(sim, rule_array, live)
         assert moves.tolist() == logits.float().argmax(1).tolist()
         checked += live.size
-        _apply_all(sim, ru, live, moves)
+        _apply_all(sim, rule_array, live, moves)
     assert checked > 1000
 
 

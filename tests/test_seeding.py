@@ -41,10 +41,10 @@ def rows(hands: np.ndarray, openers, players: int = PLAYERS) -> list[tuple]:
 
 def test_game_new_walks_the_seed_stream():
     rng = seeding.stream(5)
-    ru = RuleSet.parse(RULES).to_array()
+    rule_array = RuleSet.parse(RULES).to_array()
     arr = np.zeros((core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
     for k in range(6):
-        opener = int(core.random_deal(rng, 0, ru, PLAYERS, arr))
+        opener = int(core.random_deal(rng, 0, rule_array, PLAYERS, arr))
         assert deal_of(Game.new(RULES, PLAYERS, seed=5, deal=k)) == rows(arr[None], [opener])[0]
     assert Game.new(RULES, PLAYERS, seed=5, opener=2).opener == 2
     assert deal_of(Game.new(RULES, PLAYERS, seed=5)) != deal_of(Game.new(RULES, PLAYERS, seed=6))
@@ -133,10 +133,10 @@ def test_one_env_plays_the_deals_of_samloc_eval_one_per_episode(tmp_path):
 
 def test_samloc_eval_deals_never_change():
     """The README's published evaluations (seed 12345) were made on exactly these deals."""
-    ru = RuleSet.parse(RULES).to_array()
+    rule_array = RuleSet.parse(RULES).to_array()
     hands = np.zeros((1000, core.MAX_PLAYERS, HAND_SIZE), dtype=np.int64)
     openers = np.zeros(1000, dtype=np.int64)
-    skipped = core.playable_deals(seeding.stream(12345), 0, ru, PLAYERS, hands, openers)
+    skipped = core.playable_deals(seeding.stream(12345), 0, rule_array, PLAYERS, hands, openers)
     digest = hashlib.sha256(np.sort(hands[:, :PLAYERS], axis=2).astype(np.int8).tobytes()
                             + openers.astype(np.int8).tobytes()).hexdigest()
     assert (skipped, digest) == (8, "aac58f1e1c4ae164a5d8e32f3fcd0f442c4fc58eb1c34bb678b26fc3a4b64ca3")

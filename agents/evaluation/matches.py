@@ -32,40 +32,40 @@ class IllegalMoveError(RuntimeError):
 
 # ---- the batched engine loop -----------------------------------------------------------
 @njit(cache=True)
-def _start_rotations(states, ru, hands, openers, n):
+def _start_rotations(states, rule_array, hands, openers, n):
     for g in range(states.shape[0]):
         d = g // n
-        core.start_game(states[g], ru, hands[d], n, openers[d], 0)
+        core.start_game(states[g], rule_array, hands[d], n, openers[d], 0)
 
 
 @njit(cache=True)
-def _apply_rows(states, ru, rows, acts, log, logging):
+def _apply_rows(states, rule_array, rows, acts, log, logging):
     """Check and apply ``acts[i]`` to game ``rows[i]``; return the first bad i, or -1."""
     for i in range(rows.shape[0]):
         st = states[rows[i]]
         a = acts[i]
-        if a < 0 or a >= NUM_ACTIONS or core.check_action(st, ru, st[core.O_TO_ACT], a) != core.OK:
+        if a < 0 or a >= NUM_ACTIONS or core.check_action(st, rule_array, st[core.O_TO_ACT], a) != core.OK:
             return i
         if logging:
             t = st[core.O_NDEC]
             if t >= log.shape[1]:
                 return i
             log[rows[i], t] = a
-        core.apply_action(st, ru, a)
+        core.apply_action(st, rule_array, a)
     return -1
 
 
-def _obs_for(agent: Agent, states: np.ndarray, ru: np.ndarray) -> np.ndarray | None:
-    return agent.observations(states, ru, None) if agent.needs_obs else None
+def _obs_for(agent: Agent, states: np.ndarray, rule_array: np.ndarray) -> np.ndarray | None:
+    return agent.observations(states, rule_array, None) if agent.needs_obs else None
 
 
 def _play_batched(agent: Agent, opp: Agent, table: Table, hands: np.ndarray, openers: np.ndarray,
                   logging: bool, tick: Tick | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Play every rotation of the deals at once; returns the final states (and move logs)."""
-    ru, n = table.rules.to_array(), table.players
+    rule_array, n = table.rules.to_array(), table.players
     g_count = hands.shape[0] * n
     states = core.new_states(g_count)
-    _start_rotations(states, ru, hands, openers, n)
+    _start_rotations(states, rule_array, hands, openers, n)
     a_seat = np.tile(np.arange(n, dtype=np.int32), hands.shape[0])
     log = np.full((g_count, MAX_DECISIONS if logging else 1), -1, dtype=np.int16)
     ended = 0
@@ -78,15 +78,15 @@ def _play_batched(agent: Agent, opp: Agent, table: Table, hands: np.ndarray, ope
             tick(ended)
         st_live = states[live]
         masks = np.zeros((live.size, NUM_ACTIONS), dtype=np.int8)
-        core.batch_legal_mask(st_live, ru, masks)
+        core.batch_legal_mask(st_live, rule_array, masks)
         is_a = st_live[:, core.O_TO_ACT] == a_seat[live]
         acts = np.empty(live.size, dtype=np.int64)
         for who, sel in ((agent, is_a), (opp, ~is_a)):
             idx = np.flatnonzero(sel)
             if idx.size:
                 sub = st_live[idx]
-                acts[idx] = who.act_batch(sub, ru, _obs_for(who, sub, ru), masks[idx])
-        bad = _apply_rows(states, ru, live.astype(np.int64), acts, log, logging)
+                acts[idx] = who.act_batch(sub, rule_array, _obs_for(who, sub, rule_array), masks[idx])
+        bad = _apply_rows(states, rule_array, live.astype(np.int64), acts, log, logging)
         if bad >= 0:
             who = agent if is_a[bad] else opp
             g = int(live[bad])

@@ -39,7 +39,7 @@ def _sbase(ln):
 
 
 @njit(cache=True)
-def strengths(u, ru, out, run):
+def strengths(u, rule_array, out, run):
     """``out[a]`` in (0, 1]: 1 when no unseen cards can beat combination ``a``
     (``run``: scratch of NUM_POSITIONS + 1 ints)."""
     for a in range(NUM_ACTIONS):
@@ -53,7 +53,7 @@ def strengths(u, ru, out, run):
                     cnt += u[r2] - k + 1
             out[SINGLE0 + (k - 1) * NR + r] = 1.0 / (1.0 + cnt / div[k])
     run[:] = 0
-    lo = 1 if ru[R_ACE_LOW] != 0 else 3
+    lo = 1 if rule_array[R_ACE_LOW] != 0 else 3
     for p in range(lo, NUM_POSITIONS + 1):
         if u[POS_RANK[p]] > 0:
             run[p] = run[p - 1] + 1
@@ -177,13 +177,13 @@ def _search(h, r0, acc0, depth0, val, stack, best_stack, best, collect, maxc, ou
 
 
 @njit(cache=True)
-def search_all(h, ru, val, stack, best_stack, best, collect, maxc, out, lens, nout, wi, wf):
+def search_all(h, rule_array, val, stack, best_stack, best, collect, maxc, out, lens, nout, wi, wf):
     """:func:`_search`, plus one ace-low straight (A-2-3…, 2-3-4…) where the rules allow them."""
     best[0] = -1e18
     best[1] = 0
     nout[0] = 0
     _search(h, 0, 0.0, 0, val, stack, best_stack, best, collect, maxc, out, lens, nout, wi, wf)
-    if ru[R_ACE_LOW] != 0 and h[R2] > 0:
+    if rule_array[R_ACE_LOW] != 0 and h[R2] > 0:
         for start in range(1, 3):
             p = start
             while p <= 13 and h[POS_RANK[p]] > 0:
@@ -211,8 +211,9 @@ def workspace():
 
 
 @njit(cache=True)
-def best_split(h, ru, val, wi, wf):
+def best_split(h, rule_array, val, wi, wf):
     """Best split of ``h``: returns its value; its size is ``wf[17]``, its
     combinations ``wi[6, :size]``."""
-    return search_all(h, ru, val, wi[5], wi[6], wf[16:18], False, 0, wi[7:8], wi[7, 2:3], wi[7, 0:1], wi, wf)
+    return search_all(h, rule_array, val, wi[5], wi[6], wf[16:18], False, 0, wi[7:8], wi[7, 2:3], wi[7, 0:1],
+                      wi, wf)
 

@@ -77,14 +77,14 @@ def _greedy(mask, top):
 
 
 @njit(cache=True)
-def decide(st, ru, mask, prm, seed):
+def decide(st, rule_array, mask, prm, seed):
     """The heuristic's action for the seat to act in state row ``st``."""
     wi, wf = workspace()
-    return _decide(st, ru, mask, prm, seed, wi, wf)
+    return _decide(st, rule_array, mask, prm, seed, wi, wf)
 
 
 @njit(cache=True)
-def _decide(st, ru, mask, prm, seed, wi, wf):
+def _decide(st, rule_array, mask, prm, seed, wi, wf):
     """One decision, phase by phase: a forced move, the Sâm question, breaking an
     opponent's Sâm, the greedy variant, playing our own Sâm, else the best-scored move."""
     first, k = _legal_count(mask)
@@ -92,18 +92,18 @@ def _decide(st, ru, mask, prm, seed, wi, wf):
         return first
     seat = st[O_TO_ACT]
     if st[O_PHASE] == PH_SAM:
-        return _sam_answer(st, ru, prm, seed, seat)
+        return _sam_answer(st, rule_array, prm, seed, seat)
     declarer = st[O_DECLARER]
     if declarer >= 0 and declarer != seat:
         return _break_sam(mask)
     if prm[P_GREEDY] != 0:
         return _greedy(mask, st[O_TOP])
-    h, s, val = _hand_tables(st, ru, prm, seat, wi, wf)
+    h, s, val = _hand_tables(st, rule_array, prm, seat, wi, wf)
     if declarer == seat:
-        pick = _sam_lead(h, ru, val, s, mask, wi, wf)
+        pick = _sam_lead(h, rule_array, val, s, mask, wi, wf)
         if pick >= 0:
             return pick
-    best_a = _best_scored(st, ru, mask, prm, h, s, val, wi, wf)
+    best_a = _best_scored(st, rule_array, mask, prm, h, s, val, wi, wf)
     if best_a < 0 or mask[best_a] == 0:
         return first
     return best_a
@@ -123,7 +123,7 @@ def _legal_count(mask):
 
 
 @njit(cache=True)
-def _sam_answer(st, ru, prm, seed, seat):
+def _sam_answer(st, rule_array, prm, seed, seat):
     """Declare Sâm when its estimated success clears the rule set's break-even threshold."""
     if prm[P_NO_SAM] != 0:
         return NO_SAM
@@ -131,8 +131,8 @@ def _sam_answer(st, ru, prm, seed, seat):
     u = np.zeros(NR, dtype=np.int64)
     own_counts(st, seat, h)
     unseen_counts(st, seat, u)
-    thr = sam_threshold(ru, prm)
-    p = sam_success_prob(h, u, st[O_N], ru, prm, salt(st, seat, seed), thr)
+    thr = sam_threshold(rule_array, prm)
+    p = sam_success_prob(h, u, st[O_N], rule_array, prm, salt(st, seat, seed), thr)
     return SAM if p >= thr else NO_SAM
 
 
@@ -146,7 +146,7 @@ def _break_sam(mask):
 
 
 @njit(cache=True)
-def _hand_tables(st, ru, prm, seat, wi, wf):
+def _hand_tables(st, rule_array, prm, seat, wi, wf):
     """What every move is judged by: our hand (``wi[9]``; unseen cards in ``wi[10]``),
     each combination's strength against the unseen cards, and its value in a split."""
     h = wi[9, :NR]
@@ -154,7 +154,7 @@ def _hand_tables(st, ru, prm, seat, wi, wf):
     own_counts(st, seat, h)
     unseen_counts(st, seat, u)
     s = wf[18:18 + NUM_ACTIONS]
-    strengths(u, ru, s, wi[8])
+    strengths(u, rule_array, s, wi[8])
     val = wf[18 + NUM_ACTIONS:18 + 2 * NUM_ACTIONS]
     for a in range(NUM_ACTIONS):
         val[a] = -1.0 + prm[P_BETA] * s[a] + (prm[P_MASTER] if s[a] >= 1.0 else 0.0)
@@ -162,10 +162,10 @@ def _hand_tables(st, ru, prm, seat, wi, wf):
 
 
 @njit(cache=True)
-def _sam_lead(h, ru, val, s, mask, wi, wf):
+def _sam_lead(h, rule_array, val, s, mask, wi, wf):
     """Our Sâm: the strongest legal combination of the best split, so the weakest goes
     last (2s are masters: they go first, never last); -1 when none of it is legal."""
-    best_split(h, ru, val, wi, wf)
+    best_split(h, rule_array, val, wi, wf)
     pick = -1
     ps = -1.0
     for j in range(int(wf[17])):
@@ -192,7 +192,7 @@ def _urgency(st, seat, n):
 
 
 @njit(cache=True)
-def _best_scored(st, ru, mask, prm, h, s, val, wi, wf):
+def _best_scored(st, rule_array, mask, prm, h, s, val, wi, wf):
     """The legal move with the best score; going out at once wins outright, and
     passing (when following) scores the hand as it is."""
     seat = st[O_TO_ACT]
@@ -201,9 +201,9 @@ def _best_scored(st, ru, mask, prm, h, s, val, wi, wf):
     noblock = prm[P_NO_BLOCK] != 0
     urg = 0.0 if noblock else _urgency(st, seat, n)
     myhigh = core.highest_rank(st, seat)
-    cong = size == 10 and ru[R_CONG] >= 0
+    cong = size == 10 and rule_array[R_CONG] >= 0
     h2 = wi[11, :NR]
-    v0 = best_split(h, ru, val, wi, wf)
+    v0 = best_split(h, rule_array, val, wi, wf)
     best_a = PASS
     best_score = v0 if st[O_TOP] >= 0 else -1e18
     for a in range(1, NUM_ACTIONS):
@@ -213,7 +213,7 @@ def _best_scored(st, ru, mask, prm, h, s, val, wi, wf):
             return a
         for r in range(NR):
             h2[r] = h[r] - ACT_COUNTS[a, r]
-        sc = _move_score(st, ru, prm, a, h2, s, val, urg, cong, myhigh, noblock, wi, wf)
+        sc = _move_score(st, rule_array, prm, a, h2, s, val, urg, cong, myhigh, noblock, wi, wf)
         if sc > best_score:
             best_score = sc
             best_a = a
@@ -221,10 +221,10 @@ def _best_scored(st, ru, mask, prm, h, s, val, wi, wf):
 
 
 @njit(cache=True)
-def _move_score(st, ru, prm, a, h2, s, val, urg, cong, myhigh, noblock, wi, wf):
+def _move_score(st, rule_array, prm, a, h2, s, val, urg, cong, myhigh, noblock, wi, wf):
     """Playing ``a``: the value of the hand ``h2`` it leaves, the cards shed, then the
     following or leading terms and the báo-1 duty."""
-    v = best_split(h2, ru, val, wi, wf)
+    v = best_split(h2, rule_array, val, wi, wf)
     nm = 0  # combinations of the hand left that an unseen card can beat
     for j in range(int(wf[17])):
         if s[wi[6, j]] < 1.0:
@@ -232,14 +232,14 @@ def _move_score(st, ru, prm, a, h2, s, val, urg, cong, myhigh, noblock, wi, wf):
     nc = ACT_NCARDS[a]
     sc = v + prm[P_CARD] * nc
     if st[O_TOP] >= 0:
-        sc = _follow_terms(sc, st, ru, prm, a, s, nm, urg, cong, noblock)
+        sc = _follow_terms(sc, st, rule_array, prm, a, s, nm, urg, cong, noblock)
     else:
-        sc = _lead_terms(sc, st, ru, prm, a, s, nm, urg, noblock)
+        sc = _lead_terms(sc, st, rule_array, prm, a, s, nm, urg, noblock)
     return _bao1_terms(sc, st, prm, a, s, myhigh, noblock)
 
 
 @njit(cache=True)
-def _at_stake(ru, a):
+def _at_stake(rule_array, a):
     """The lá ``a``'s cards would cost if still held when someone goes out (2s and quads
     are paid extra): the reason to shed them under pressure."""
     quads = 0
@@ -247,11 +247,11 @@ def _at_stake(ru, a):
         quads = 1
     elif ACT_KIND[a] == K_DQUAD:
         quads = 2
-    return ACT_NCARDS[a] + ru[R_TWO_LEFT] * ACT_COUNTS[a, R2] + ru[R_QUAD_LEFT] * quads
+    return ACT_NCARDS[a] + rule_array[R_TWO_LEFT] * ACT_COUNTS[a, R2] + rule_array[R_QUAD_LEFT] * quads
 
 
 @njit(cache=True)
-def _follow_terms(sc, st, ru, prm, a, s, nm, urg, cong, noblock):
+def _follow_terms(sc, st, rule_array, prm, a, s, nm, urg, cong, noblock):
     """Following: winning the lead (with a win line after it), chops, pressure to play."""
     seat = st[O_TO_ACT]
     if s[a] >= 1.0:
@@ -261,12 +261,12 @@ def _follow_terms(sc, st, ru, prm, a, s, nm, urg, cong, noblock):
     if core.is_chop(st, a):
         t = st[O_TOP]
         if ACT_KIND[t] == K_QUAD:
-            sc += ru[R_CHOP_QUAD] / 10.0
+            sc += rule_array[R_CHOP_QUAD] / 10.0
         else:
-            sc += ru[R_CHOP_TWO] * ACT_NCARDS[t] / 10.0
-    sc += urg * (prm[P_DANGER] + prm[P_SHED] * _at_stake(ru, a) / 10.0)
+            sc += rule_array[R_CHOP_TWO] * ACT_NCARDS[t] / 10.0
+    sc += urg * (prm[P_DANGER] + prm[P_SHED] * _at_stake(rule_array, a) / 10.0)
     if cong:
-        sc += urg * ru[R_CONG] / 10.0
+        sc += urg * rule_array[R_CONG] / 10.0
     last = st[O_LAST]
     if not noblock and st[O_SIZE + last] <= 2 and last != seat:
         sc += prm[P_DANGER]  # the seat on top is about to go out: take the lead
@@ -274,12 +274,12 @@ def _follow_terms(sc, st, ru, prm, a, s, nm, urg, cong, noblock):
 
 
 @njit(cache=True)
-def _lead_terms(sc, st, ru, prm, a, s, nm, urg, noblock):
+def _lead_terms(sc, st, rule_array, prm, a, s, nm, urg, noblock):
     """Leading: a master then a win line, shedding under pressure, and blocking: no
     weak combination a short-handed opponent could finish on."""
     if (s[a] >= 1.0 and nm <= 1) or nm == 0:
         sc += prm[P_WIN]
-    sc += urg * prm[P_SHED] * _at_stake(ru, a) / 10.0
+    sc += urg * prm[P_SHED] * _at_stake(rule_array, a) / 10.0
     if not noblock:
         seat = st[O_TO_ACT]
         nc = ACT_NCARDS[a]
@@ -306,10 +306,10 @@ def _bao1_terms(sc, st, prm, a, s, myhigh, noblock):
 
 
 @njit(cache=True)
-def decide_batch(states, ru, masks, prm, seed, out):
+def decide_batch(states, rule_array, masks, prm, seed, out):
     wi, wf = workspace()
     for i in range(states.shape[0]):
-        out[i] = _decide(states[i], ru, masks[i], prm, seed, wi, wf)
+        out[i] = _decide(states[i], rule_array, masks[i], prm, seed, wi, wf)
 
 
 class HeuristicAgent(Agent):
@@ -331,9 +331,9 @@ class HeuristicAgent(Agent):
         check_seat(game, seat)
         return int(decide(game.state, game.rules_array, game.legal_mask(), self.params, self.seed))
 
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+    def act_batch(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
         out = np.empty(states.shape[0], dtype=np.int64)
-        decide_batch(states, ru, masks, self.params, self.seed, out)
+        decide_batch(states, rule_array, masks, self.params, self.seed, out)
         return out
 

@@ -205,10 +205,10 @@ class OnnxAgent(Agent):
         probs, _, mask = self.policy(game, seat)
         return choose_action(probs, mask, self.temperature, self.rng)
 
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+    def act_batch(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
         """One action per engine row, for the seat to act in that row."""
         n = states.shape[0]
-        probs, _ = self.run(self.observations(states, ru, obs), masks)
+        probs, _ = self.run(self.observations(states, rule_array, obs), masks)
         return np.array([choose_action(probs[i], masks[i], self.temperature, self.rng) for i in range(n)],
                         dtype=np.int64)

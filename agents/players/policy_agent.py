@@ -76,10 +76,10 @@ class PolicyAgent(Agent):
         mask = game.legal_mask()
         return int(self.choose(obs[None, :], np.asarray(mask)[None, :])[0])
 
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+    def act_batch(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
         """One action per engine row, for the seat to act in that row."""
-        return self.choose(self.observations(states, ru, obs), masks)
+        return self.choose(self.observations(states, rule_array, obs), masks)
 
 
 def load_policy_agent(path: str | Path, seed: int = 0, device: str = "cpu",

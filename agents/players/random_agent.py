@@ -62,7 +62,7 @@ class RandomAgent(Agent):
         check_seat(game, seat)
         return int(_pick(game.legal_mask(), self._rng, self._ppm))
 
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+    def act_batch(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
         out = np.empty(masks.shape[0], dtype=np.int64)
         _pick_batch(masks, self._rng, self._ppm, out)

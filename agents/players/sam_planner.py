@@ -20,7 +20,7 @@ from .heuristic_params import P_SAM_MARGIN, P_SAM_MAX_COMBOS, P_SAM_SAMPLES
 
 
 @njit(cache=True)
-def _opp_beats(oh, o, a, ru):
+def _opp_beats(oh, o, a, rule_array):
     """Can an opponent holding rank counts ``oh[o]`` beat combination ``a`` (as a lead)?"""
     k = ACT_KIND[a]
     r = ACT_RANK[a]
@@ -29,11 +29,11 @@ def _opp_beats(oh, o, a, ru):
         for r2 in range(r + 1, NR):
             if oh[o, r2] >= need:
                 return True
-        if r == R2 and k == K_SINGLE and ru[R_QUAD_CHOPS_TWO] != 0:
+        if r == R2 and k == K_SINGLE and rule_array[R_QUAD_CHOPS_TWO] != 0:
             for r2 in range(NR):
                 if oh[o, r2] == 4:
                     return True
-        if r == R2 and k == K_PAIR and ru[R_DQUAD] != 0:
+        if r == R2 and k == K_PAIR and rule_array[R_DQUAD] != 0:
             q = 0
             for r2 in range(NR):
                 if oh[o, r2] == 4:
@@ -43,7 +43,7 @@ def _opp_beats(oh, o, a, ru):
     if k == K_STRAIGHT:
         ln = ACT_LEN[a]
         run = 0
-        lo = 1 if ru[R_ACE_LOW] != 0 else 3
+        lo = 1 if rule_array[R_ACE_LOW] != 0 else 3
         for p in range(lo, NUM_POSITIONS + 1):
             if oh[o, POS_RANK[p]] > 0:
                 run += 1
@@ -61,7 +61,7 @@ def _only_twos(a):
 
 
 @njit(cache=True)
-def _candidate_splits(h, ru, maxc, out, lens):
+def _candidate_splits(h, rule_array, maxc, out, lens):
     """Every split of ``h`` into at most ``maxc`` combinations (rows of ``out``, sizes in
     ``lens``); returns how many.  A Sâm is played out as one of these."""
     nout = np.zeros(1, dtype=np.int64)
@@ -69,7 +69,7 @@ def _candidate_splits(h, ru, maxc, out, lens):
     val = np.zeros(NUM_ACTIONS, dtype=np.float64)
     best = np.zeros(2, dtype=np.float64)
     wi, wf = workspace()
-    search_all(h.copy(), ru, val, stack, stack.copy(), best, True, maxc, out, lens, nout, wi, wf)
+    search_all(h.copy(), rule_array, val, stack, stack.copy(), best, True, maxc, out, lens, nout, wi, wf)
     return nout[0]
 
 
@@ -125,7 +125,7 @@ def _deal_opponents(pool, m, need, rng, oh):
 
 
 @njit(cache=True)
-def _split_survives(split, size, oh, opp, ru, forbid2):
+def _split_survives(split, size, oh, opp, rule_array, forbid2):
     """Whether a Sâm played as ``split[:size]`` wins against the dealt opponents
     ``oh``: at most one combination any of them can beat, and that one played
     last; where the rules forbid finishing on 2s, the last one must not be 2s."""
@@ -138,7 +138,7 @@ def _split_survives(split, size, oh, opp, ru, forbid2):
             has_finisher = True
         beaten = False
         for o in range(opp):
-            if _opp_beats(oh, o, a, ru):
+            if _opp_beats(oh, o, a, rule_array):
                 beaten = True
                 break
         if beaten:
@@ -161,7 +161,7 @@ def _most(succ, nd):
 
 
 @njit(cache=True)
-def sam_success_prob(h, u, n, ru, prm, seed, stop_below):
+def sam_success_prob(h, u, n, rule_array, prm, seed, stop_below):
     """Estimated chance that declaring Sâm with hand ``h`` succeeds (best split).
 
     Sampling stops early, returning the estimate so far, when after 8, 16, …
@@ -170,7 +170,7 @@ def sam_success_prob(h, u, n, ru, prm, seed, stop_below):
     """
     out = np.zeros((64, 10), dtype=np.int64)
     lens = np.zeros(64, dtype=np.int64)
-    nout = _candidate_splits(h, ru, int(prm[P_SAM_MAX_COMBOS]), out, lens)
+    nout = _candidate_splits(h, rule_array, int(prm[P_SAM_MAX_COMBOS]), out, lens)
     pool = np.zeros(52, dtype=np.int64)
     m = _unseen_pool(u, pool)
     opp = n - 1
@@ -185,7 +185,7 @@ def sam_success_prob(h, u, n, ru, prm, seed, stop_below):
         return 0.0
     succ = np.zeros(nd, dtype=np.int64)
     oh = np.zeros((opp, NR), dtype=np.int64)
-    forbid2 = ru[R_FINISH_TWO_FORBIDDEN] != 0
+    forbid2 = rule_array[R_FINISH_TWO_FORBIDDEN] != 0
     for done in range(samples):
         if done >= 8 and done % 8 == 0:
             top = _most(succ, nd)
@@ -193,15 +193,15 @@ def sam_success_prob(h, u, n, ru, prm, seed, stop_below):
                 return top / done
         _deal_opponents(pool, m, need, rng, oh)
         for d in range(nd):
-            if _split_survives(out[d], lens[d], oh, opp, ru, forbid2):
+            if _split_survives(out[d], lens[d], oh, opp, rule_array, forbid2):
                 succ[d] += 1
     return _most(succ, nd) / samples
 
 
 @njit(cache=True)
-def sam_threshold(ru, prm):
-    win = ru[R_SAM_WIN]
-    fail = ru[R_SAM_FAIL]
+def sam_threshold(rule_array, prm):
+    win = rule_array[R_SAM_WIN]
+    fail = rule_array[R_SAM_FAIL]
     if win + fail <= 0:
         return 2.0
     t = (fail + prm[P_SAM_MARGIN]) / (win + fail)

@@ -127,7 +127,7 @@ def _shuffle(pool, m, z):
 
 
 @njit(cache=True)
-def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief, true_world):
+def _expand(states, rule_array, rows, cands, ncand, worlds, seed, out, out_seat, belief, true_world):
     """Rollout starts: for each decision row, ``worlds`` deals of the unseen cards,
     each copied once per candidate move with that move applied.
 
@@ -185,7 +185,7 @@ def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief,
                 a = cands[i, c]
                 if a < 0:
                     a = cands[i, 0]  # fewer candidates than slots: repeat the first
-                core.apply_action(row, ru, a)
+                core.apply_action(row, rule_array, a)
                 out_seat[base + c] = seat
             k += ncand
     return k
@@ -196,19 +196,19 @@ def _expand(states, ru, rows, cands, ncand, worlds, seed, out, out_seat, belief,
 # ten times slower (15 against 145 searched decisions a second): every loop waited on a second thread
 # for a core that was busy.
 @njit(cache=True)
-def _obs_masks(sim, ru, idx, obs, masks):
+def _obs_masks(sim, rule_array, idx, obs, masks):
     """Observation and legal mask of the seat to act in rows ``idx`` (into rows 0.. of the buffers)."""
     for j in range(idx.shape[0]):
         st = sim[idx[j]]
-        obs_mod.encode_row(st, ru, st[core.O_TO_ACT], obs[j])
-        core.legal_mask(st, ru, masks[j])
+        obs_mod.encode_row(st, rule_array, st[core.O_TO_ACT], obs[j])
+        core.legal_mask(st, rule_array, masks[j])
 
 
 @njit(cache=True)
-def _full_obs(sim, ru, idx, seats, out):
+def _full_obs(sim, rule_array, idx, seats, out):
     """The critic's input in rows ``idx``: the searching seat's observation, then every hand."""
     for j in range(idx.shape[0]):
-        obs_mod.encode_full_row(sim[idx[j]], ru, seats[idx[j]], out[j])
+        obs_mod.encode_full_row(sim[idx[j]], rule_array, seats[idx[j]], out[j])
 
 
 @njit(cache=True)
@@ -231,9 +231,9 @@ def _legal_argmax(bits, masks, out):
 
 
 @njit(cache=True)
-def _apply_all(states, ru, rows, acts):
+def _apply_all(states, rule_array, rows, acts):
     for i in range(rows.shape[0]):
-        core.apply_action(states[rows[i]], ru, acts[i])
+        core.apply_action(states[rows[i]], rule_array, acts[i])
 
 
 @dataclass(frozen=True)
@@ -403,7 +403,7 @@ class SearchAgent(Agent):
         return self._obs, self._mask
 
     @torch.no_grad()
-    def _fast_argmax(self, sim: np.ndarray, ru: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    def _fast_argmax(self, sim: np.ndarray, rule_array: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """The greedy policy's moves in rows ``idx`` of ``sim``: the forward's moves, with neither its
         value head nor its masked and float32 copies of the logits (a third of a rollout step's time),
         the mask applied by :func:`_legal_argmax`.  Batches are padded to a multiple of
@@ -412,7 +412,7 @@ class SearchAgent(Agent):
         b = idx.size
         size = -(-b // PAD_ROWS) * PAD_ROWS
         obs, masks = self._buffers(size)
-        _obs_masks(sim, ru, idx, obs, masks)
+        _obs_masks(sim, rule_array, idx, obs, masks)
         net = self.fast_net
         logits = net.policy_logits(torch.from_numpy(obs[:size]).to(param_dtype(net)))
         as_int = torch.int16 if logits.dtype == torch.bfloat16 else torch.int32
@@ -421,15 +421,16 @@ class SearchAgent(Agent):
         return out
 
     @torch.no_grad()
-    def _leaf_values(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    def _leaf_values(self, sim: np.ndarray, rule_array: np.ndarray, seats: np.ndarray,
+                     idx: np.ndarray) -> np.ndarray:
         """The leaf value, in lá, of what rows ``idx`` still bring their searching seat."""
         full = np.empty((idx.size, obs_mod.OBS_SIZE + obs_mod.FULL_EXTRA), dtype=np.float32)
-        _full_obs(sim, ru, idx, seats, full)
+        _full_obs(sim, rule_array, idx, seats, full)
         t = torch.from_numpy(full)
         v = self.policy.net.leaf_value(t[:, :obs_mod.OBS_SIZE], t[:, obs_mod.OBS_SIZE:], self.critic / 100.0)
         return self.reward_scale * v.numpy().astype(np.float64)
 
-    def _rollout(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray,
+    def _rollout(self, sim: np.ndarray, rule_array: np.ndarray, seats: np.ndarray,
                  deadline: float | None = None) -> np.ndarray | None:
         """Play the rows of ``sim`` on with the greedy policy in every seat; returns each
         row's value for its searching seat, in lá, or None when ``deadline`` (a
@@ -458,7 +459,7 @@ class SearchAgent(Agent):
                     return None
                 t0 = time.perf_counter()
                 idx = live[lo:lo + self.chunk]
-                _apply_all(sim, ru, idx, self._fast_argmax(sim, ru, idx))
+                _apply_all(sim, rule_array, idx, self._fast_argmax(sim, rule_array, idx))
                 self._step_s = max(0.8 * self._step_s, time.perf_counter() - t0)
         value = sim[np.arange(sim.shape[0]), core.O_SCORE + seats].astype(np.float64)
         rows = np.flatnonzero(stopped & (sim[:, core.O_PHASE] != core.PH_OVER))
@@ -466,10 +467,10 @@ class SearchAgent(Agent):
             if self._out_of_time(deadline):
                 return None
             idx = rows[lo:lo + self.chunk]
-            value[idx] += self._leaf_values(sim, ru, seats, idx)
+            value[idx] += self._leaf_values(sim, rule_array, seats, idx)
         return value
 
-    def _scores(self, sim: np.ndarray, ru: np.ndarray, seats: np.ndarray, decisions: int,
+    def _scores(self, sim: np.ndarray, rule_array: np.ndarray, seats: np.ndarray, decisions: int,
                 deadline: float | None) -> np.ndarray | None:
         """Rollout values ``[decisions, worlds done, candidates]`` of rows ordered (decision, world,
         candidate): every world at once without a deadline, else :data:`SLICES` slices of worlds
@@ -481,13 +482,13 @@ class SearchAgent(Agent):
         done: list[np.ndarray] = []
         for w0 in range(0, self.worlds, step):
             part = sim[:, w0:w0 + step].reshape(-1, sim.shape[-1])  # played on in place
-            value = self._rollout(part, ru, seats[:, w0:w0 + step].reshape(-1), deadline)
+            value = self._rollout(part, rule_array, seats[:, w0:w0 + step].reshape(-1), deadline)
             if value is None:
                 break
             done.append(value.reshape(decisions, -1, k))
         return np.concatenate(done, axis=1) if done else None
 
-    def search_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+    def search_batch(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None,
                      masks: np.ndarray, until: float | None = None) -> SearchResult:
         """The search of every row with a real play choice, and the move each row plays
         (:meth:`act_batch` is its ``acts``; expert iteration records the rest,
@@ -498,7 +499,7 @@ class SearchAgent(Agent):
         deadline = until if until is not None else (
             time.perf_counter() + self.deadline_ms / 1000 if self.deadline_ms else None)
         t0 = time.perf_counter()
-        obs = self.observations(states, ru, obs)
+        obs = self.observations(states, rule_array, obs)
         logits = self.policy.logits(obs, masks).cpu().numpy()
         self.policy_s = max(0.8 * self.policy_s, time.perf_counter() - t0)
         acts = logits.argmax(axis=1).astype(np.int64)
@@ -521,9 +522,9 @@ class SearchAgent(Agent):
             seats = np.zeros(r.size * per, dtype=np.int64)
             share = (self.belief.shares(obs[r]) if self.belief is not None
                      else np.zeros((0, core.MAX_PLAYERS, NR)))
-            _expand(states, ru, r.astype(np.int64), c, k, self.worlds, self.seed, sim, seats, share,
+            _expand(states, rule_array, r.astype(np.int64), c, k, self.worlds, self.seed, sim, seats, share,
                     self.true_world)
-            score = self._scores(sim, ru, seats, r.size, deadline)
+            score = self._scores(sim, rule_array, seats, r.size, deadline)
             if score is None:
                 break
             mean = np.where(c >= 0, score.mean(axis=1), -np.inf)
@@ -532,9 +533,9 @@ class SearchAgent(Agent):
             done = lo + r.size
         return SearchResult(acts, rows[:done], cands[:done], values[:done])
 
-    def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+    def act_batch(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None,
                   masks: np.ndarray) -> np.ndarray:
-        return self.search_batch(states, ru, obs, masks).acts
+        return self.search_batch(states, rule_array, obs, masks).acts
 
     def act(self, game: Game, seat: int, until: float | None = None) -> int:
         """The move for ``seat``; ``until`` as in :meth:`search_batch`."""

@@ -165,7 +165,8 @@ class DistillConfig(Section):
         need_here(self.coef > 0, f"coef must be positive, not {self.coef}")
         need_here(self.temperature >= 0,
              f"temperature must be >= 0 lá (0: the search's move), not {self.temperature}")
-        need_here(0 <= self.stake <= 1, f"stake must be in [0, 1] (0: every decision alike), not {self.stake}")
+        need_here(0 <= self.stake <= 1,
+                  f"stake must be in [0, 1] (0: every decision alike), not {self.stake}")
         need_here(self.loss in ("kl", "value"), f"loss must be kl or value, not {self.loss!r}")
         need_here(self.loss == "kl" or self.stake == 0,
              f"stake weights the KL: with loss: value (the regret itself) it must be 0, not {self.stake}")
@@ -306,7 +307,7 @@ class SearchEngine:
         ours = seat == tb.seat
         idx = np.flatnonzero(ours)
         if idx.size:
-            res = self.search.search_batch(gb.states[idx], gb.ru, obs[idx], mask[idx])
+            res = self.search.search_batch(gb.states[idx], gb.rule_array, obs[idx], mask[idx])
             acts[idx] = res.acts
             rec = idx[res.rows]
             parts.append((obs[rec], mask[rec], res.cands, res.values))
@@ -315,7 +316,7 @@ class SearchEngine:
         for kind, agent in ((OPP_HEURISTIC, self.heuristic), (OPP_POLICY, self.policy)):
             sel = np.flatnonzero(~ours & (tb.opp == kind))
             if sel.size:
-                acts[sel] = agent.act_batch(gb.states[sel], gb.ru, obs[sel], mask[sel])
+                acts[sel] = agent.act_batch(gb.states[sel], gb.rule_array, obs[sel], mask[sel])
         _, _, _, rewards, done = env.step(acts)
         tb.score += rewards[np.arange(tb.n), tb.seat]
         stats["decisions"] += tb.n

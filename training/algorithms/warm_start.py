@@ -140,7 +140,8 @@ class HeuristicEngine(MonteCarloEngine):
 
     def learner_moves(self, st: RolloutStream, t: int, sel: slice | np.ndarray, act: np.ndarray) -> None:
         gb = st.env.game_batch
-        act[sel] = np.asarray(self.heuristic.act_batch(gb.states[sel], gb.ru, st.obs[sel], st.mask[sel]))
+        act[sel] = np.asarray(self.heuristic.act_batch(gb.states[sel], gb.rule_array, st.obs[sel],
+                                                       st.mask[sel]))
 
 
 def games_config(cfg: TrainConfig) -> TrainConfig:

@@ -22,58 +22,58 @@ from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 from sam_env.table import Table
 
-from ..config import TrainConfig, eval_table
+from ..config import EvalConfig, TrainConfig, eval_table
 from .rollout import load_numpy_weights
 from .runlog import Board
 from .runstate import RunState
 
 
-def _net(weights: dict[str, np.ndarray], hp: dict[str, Any]) -> PolicyNetwork:
-    net = build_network(hp)
+def _net(weights: dict[str, np.ndarray], hparams: dict[str, Any]) -> PolicyNetwork:
+    net = build_network(hparams)
     load_numpy_weights(net, weights)
     return net.eval()
 
 
-def _opponent(spec: str, snap: dict[str, np.ndarray] | None, hp: dict[str, int], seed: int) -> Any:
+def _opponent(spec: str, snap: dict[str, np.ndarray] | None, hparams: dict[str, int], seed: int) -> Any:
     if spec == "snapshot":
-        return PolicyAgent(_net(snap, hp), seed=seed, name="snapshot") if snap is not None else None
+        return PolicyAgent(_net(snap, hparams), seed=seed, name="snapshot") if snap is not None else None
     return make_agent(spec, seed=seed)
 
 
-def evaluate_against(weights: dict[str, np.ndarray], hp: dict[str, int], opponent: Any, table: Table,
+def evaluate_against(weights: dict[str, np.ndarray], hparams: dict[str, int], opponent: Any, table: Table,
                      deals: int, seed: int) -> dict[str, Any]:
     """``agents.evaluation.evaluate`` of the greedy policy of ``weights`` against one opponent (a spec or an
     Agent the caller made, e.g. with a temperature) at ``table``, on the duplicate deals of ``seed``; without
     the score histogram."""
     torch.set_num_threads(1)
-    agent = PolicyAgent(_net(weights, hp), seed=seed, name="learner")
+    agent = PolicyAgent(_net(weights, hparams), seed=seed, name="learner")
     res = evaluate(agent, opponent, table, deals, seed)
     return {k: v for k, v in res.items() if k != "score_hist"}
 
 
-def _against(weights: dict[str, np.ndarray], hp: dict[str, int], spec: str,
+def _against(weights: dict[str, np.ndarray], hparams: dict[str, int], spec: str,
              snap: dict[str, np.ndarray] | None, table: Table, deals: int, seed: int,
              i: int) -> dict[str, Any] | None:
     """The greedy policy against the ``i``-th opponent, ``spec`` (None: a snapshot, and none yet)."""
-    opp = _opponent(spec, snap, hp, seed + 1 + i)
-    return None if opp is None else evaluate_against(weights, hp, opp, table, deals, seed)
+    opp = _opponent(spec, snap, hparams, seed + 1 + i)
+    return None if opp is None else evaluate_against(weights, hparams, opp, table, deals, seed)
 
 
-def evaluate_weights(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
+def evaluate_weights(weights: dict[str, np.ndarray], hparams: dict[str, int], opponents: list[str],
                      snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int,
                      seed: int, workers: int = 1) -> dict[str, dict[str, Any]]:
     """``{opponent: evaluate(...) result}`` for the greedy policy against each opponent spec; ``workers`` > 1
     (``eval.num_workers``): the opponents side by side in that many processes, each with the figures it
     has in one process.  The table comes as ``rules`` and ``players``, as training.tools.pipeline's final
     evaluation passes it (the run's periodic evaluation gives a Table to :func:`_evaluate_table`)."""
-    return _evaluate_table(weights, hp, opponents, snap, Table(rules, players), deals, seed, workers)
+    return _evaluate_table(weights, hparams, opponents, snap, Table(rules, players), deals, seed, workers)
 
 
-def _evaluate_table(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
+def _evaluate_table(weights: dict[str, np.ndarray], hparams: dict[str, int], opponents: list[str],
                     snap: dict[str, np.ndarray] | None, table: Table, deals: int, seed: int,
                     workers: int) -> dict[str, dict[str, Any]]:
     """:func:`evaluate_weights` at ``table``."""
-    args = [(weights, hp, spec, snap, table, deals, seed, i) for i, spec in enumerate(opponents)]
+    args = [(weights, hparams, spec, snap, table, deals, seed, i) for i, spec in enumerate(opponents)]
     if workers > 1 and len(args) > 1:
         with ProcessPoolExecutor(min(workers, len(args)), mp_context=get_context("spawn")) as ex:
             results = [f.result() for f in [ex.submit(_against, *a) for a in args]]
@@ -82,25 +82,24 @@ def _evaluate_table(weights: dict[str, np.ndarray], hp: dict[str, int], opponent
     return {spec: r for spec, r in zip(opponents, results) if r is not None}
 
 
-def eval_processes(cfg: TrainConfig) -> int:
+def eval_processes(ev: EvalConfig) -> int:
     """``eval.num_workers`` as the run resolved it (1 where it was never sized: outside a run)."""
-    n = cfg.eval.num_workers
-    return n if isinstance(n, int) else 1
+    return ev.num_workers if isinstance(ev.num_workers, int) else 1
 
 
 # ---- the run's periodic evaluation -------------------------------------------------------------------
 @ray.remote(num_cpus=0)
-def _evaluate_remote(weights: dict[str, np.ndarray], hp: dict[str, int], opponents: list[str],
+def _evaluate_remote(weights: dict[str, np.ndarray], hparams: dict[str, int], opponents: list[str],
                      snap: dict[str, np.ndarray] | None, table: Table, deals: int, seed: int,
                      workers: int) -> dict[str, Any]:
-    return _evaluate_table(weights, hp, opponents, snap, table, deals, seed, workers)
+    return _evaluate_table(weights, hparams, opponents, snap, table, deals, seed, workers)
 
 
 class EvalTarget(Protocol):
     """What a run's periodic evaluation plays: :meth:`launch` sends one evaluation of the learner's
     weights to Ray and returns (its ObjectRef, the run's point it measures, for ``eval.jsonl``)."""
 
-    def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], state: RunState,
+    def launch(self, weights: dict[str, np.ndarray], hparams: dict[str, int], state: RunState,
                deals: int) -> tuple[Any, dict[str, Any]]: ...
 
 
@@ -112,15 +111,15 @@ class OpponentsEval:
     def __init__(self, cfg: TrainConfig, opponents: list[str] | None = None, deals_seed: int | None = None):
         self.cfg, self.opponents, self.deals_seed = cfg, opponents or list(cfg.eval.opponents), deals_seed
 
-    def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], state: RunState,
+    def launch(self, weights: dict[str, np.ndarray], hparams: dict[str, int], state: RunState,
                deals: int) -> tuple[Any, dict[str, Any]]:
         cfg, c, pool = self.cfg, state.counters, state.pool
         snap = pool[0][1] if pool else None
         at = {"updates": c.updates, "decisions_trained": c.decisions_trained, "games": c.games,
               "wall_s": round(c.wall_s, 1), "snapshot": pool[0][0] if pool else None}
         seed = mix(cfg.seed, 7, c.updates) if self.deals_seed is None else self.deals_seed
-        ref = _evaluate_remote.remote(weights, hp, self.opponents, snap, eval_table(cfg.env, cfg.eval), deals,
-                                      seed, eval_processes(cfg))
+        ref = _evaluate_remote.remote(weights, hparams, self.opponents, snap, eval_table(cfg.env, cfg.eval),
+                                      deals, seed, eval_processes(cfg.eval))
         return ref, at
 
 
@@ -133,8 +132,8 @@ class PeriodicEval:
         self.target, self.state, self.board, self.note = target, state, board, note
         self.in_flight: tuple[Any, dict[str, Any]] | None = None
 
-    def launch(self, weights: dict[str, np.ndarray], hp: dict[str, int], deals: int) -> None:
-        ref, at = self.target.launch(weights, hp, self.state, deals)
+    def launch(self, weights: dict[str, np.ndarray], hparams: dict[str, int], deals: int) -> None:
+        ref, at = self.target.launch(weights, hparams, self.state, deals)
         if self.state.stage_starts:  # a run in stages: the stage it measures (a plateau is read per stage)
             at["stage"] = self.state.stage
         self.note(at)

@@ -255,7 +255,7 @@ class RolloutEngine:
             gb.rng[:] = np.asarray(state[f"{i}.rng"]).view(np.uint64)
             gb.hands[:] = state[f"{i}.hands"]
             st.opp[:], st.lseat[:], st.score[:] = state[f"{i}.opp"], state[f"{i}.lseat"], state[f"{i}.score"]
-            encode_mask_batch(gb.states, gb.ru, env.obs, env.masks, env.seats)
+            encode_mask_batch(gb.states, gb.rule_array, env.obs, env.masks, env.seats)
             st.seat, st.obs, st.mask = env.seats.copy(), env.obs.copy(), env.masks.copy()
 
     def reseed(self, seed: int) -> None:
@@ -364,8 +364,8 @@ class RolloutEngine:
                 ask = learner & ((mask[:, SAM] > 0) | (gb.states[:, O_DECLARER] == seat))
                 if ask.any():
                     idx = np.flatnonzero(ask)
-                    st.b_teach[t, idx] = np.asarray(self.heuristic.act_batch(gb.states[idx], gb.ru, obs[idx],
-                                                                             mask[idx]))
+                    st.b_teach[t, idx] = np.asarray(self.heuristic.act_batch(gb.states[idx], gb.rule_array,
+                                                                             obs[idx], mask[idx]))
             if li.size < N:
                 self._opponents_act(st, act, ~learner)
             st.b_act[t] = act
@@ -428,7 +428,7 @@ class RolloutEngine:
             gb = st.env.game_batch
             bobs = np.zeros((e_idx.size, OBS_SIZE), dtype=np.float32)
             bhid = np.zeros((e_idx.size, st.b_hid.shape[2]), dtype=np.uint8)
-            encode_batch(gb.states[e_idx], gb.ru, s_idx.astype(np.int64), bobs)
+            encode_batch(gb.states[e_idx], gb.rule_array, s_idx.astype(np.int64), bobs)
             if self.full_critic:
                 encode_hidden_batch(gb.states[e_idx], s_idx.astype(np.int64), bhid)
             boot[pend[e_idx, s_idx], e_idx] = self.net.baseline(torch.from_numpy(bobs),
@@ -448,7 +448,8 @@ class RolloutEngine:
         if h.any():
             idx = np.flatnonzero(h)
             gb = st.env.game_batch
-            act[idx] = np.asarray(self.opponent.act_batch(gb.states[idx], gb.ru, st.obs[idx], st.mask[idx]))
+            act[idx] = np.asarray(self.opponent.act_batch(gb.states[idx], gb.rule_array, st.obs[idx],
+                                                          st.mask[idx]))
         for slot, sid in enumerate(self.pool_ids):
             sel = rows & (opp == slot + 1)
             if sel.any():

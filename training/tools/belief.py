@@ -86,13 +86,13 @@ def collect(policy: Any, heuristic_share: float, deals: int, tables: list[Table]
             super().__init__(0)
             self.name = policy.name
 
-        def act_batch(self, states: np.ndarray, ru: np.ndarray, obs: np.ndarray | None,
+        def act_batch(self, states: np.ndarray, rule_array: np.ndarray, obs: np.ndarray | None,
                       masks: np.ndarray) -> np.ndarray:
             sel = ((masks > 0).sum(1) > 1) & (states[:, core.O_PHASE] == core.PH_PLAY)
             if sel.any() and obs is not None:
                 obs_parts.append(obs[sel].astype(np.float16))
                 tgt_parts.append(targets(states[sel]))
-            return policy.act_batch(states, ru, obs, masks)
+            return policy.act_batch(states, rule_array, obs, masks)
 
         def act(self, game: Any, seat: int) -> int:  # evaluate batches; never called
             raise NotImplementedError

@@ -58,7 +58,7 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
     torch.set_num_threads(1)
     table = eval_table(cfg.env, cfg.eval)
     res = evaluate_weights(weights_to_numpy(net), net.hparams(), list(cfg.eval.opponents), snap,
-                           table.rules, table.players, deals, FINAL_EVAL_SEED, eval_processes(cfg))
+                           table.rules, table.players, deals, FINAL_EVAL_SEED, eval_processes(cfg.eval))
     report = {"name": cfg.name, "checkpoint": str(ckpt_dir), **table.to_record(),
               "deals": deals, "snapshot_update": ids[0] if ids else None, "updates": meta.updates,
               "decisions_trained": meta.decisions_trained, "games": meta.games,
