@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from agents.nets import checkpoint as ckpt
-from training.algorithms import ALGORITHMS, Algorithm, algorithm_class, resolve
+from training.algorithms import ALGORITHMS, Algorithm, resolve
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO
 from training.algorithms.reinforce import Reinforce
@@ -34,9 +34,9 @@ TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1
 
 
 def test_algorithms_are_chosen_by_name_or_import_path() -> None:
-    assert algorithm_class(load_config("quick")) is PPO
-    assert algorithm_class(load_config("quick", ["algorithm=reinforce"])) is Reinforce
-    assert algorithm_class(load_config("quick", ["distill.enabled=true"])) is ExpertIteration
+    assert resolve(load_config("quick").algorithm) is PPO
+    assert resolve(load_config("quick", ["algorithm=reinforce"]).algorithm) is Reinforce
+    assert resolve(load_config("quick", ["distill.enabled=true"]).algorithm) is ExpertIteration
     assert resolve("training.algorithms.reinforce:Reinforce") is Reinforce
     assert all(issubclass(resolve(name), Algorithm) for name in ALGORITHMS)
 
@@ -60,7 +60,7 @@ def test_expert_iteration_is_an_algorithm_and_distill_enabled_its_alias(ask: lis
     the two agree; a later word for another algorithm, or ``distill.enabled=false``, turns it off again."""
     cfg = load_config("quick", ask)
     assert (cfg.algorithm, cfg.section("distill").enabled) == ("expert_iteration", True)
-    assert algorithm_class(cfg) is ExpertIteration
+    assert resolve(cfg.algorithm) is ExpertIteration
     off = load_config("quick", [*ask, "distill.enabled=false"])
     assert (off.algorithm, off.section("distill").enabled) == ("ppo", False)
     dmc = load_config("quick", [*ask, "algorithm=dmc"])
@@ -103,17 +103,17 @@ def test_the_centre_asks_the_algorithm_for_its_worker_groups(tmp_path: Path,
     monkeypatch.syspath_prepend(str(tmp_path))
     over = ["algorithm=helpers_algo:Helpers", "rollout.num_workers=auto", f"out_dir={tmp_path}"]
     cfg = load_config("quick", over)
-    cls = algorithm_class(cfg)
+    cls = resolve(cfg.algorithm)
     assert cls.worker_groups(cfg) == [WorkerGroup("helpers", 3, 2.0, "helper")]
     assert PPO.worker_groups(cfg) == [WorkerGroup("rollout", "auto", 1.0, "rollout worker")]
-    sized = size_workers(cfg, 16, "cpu", algorithm_class(cfg))
+    sized = size_workers(cfg, 16, "cpu", resolve(cfg.algorithm))
     assert sized.rollout_workers == 8 and sized.line.endswith("- 1 evaluation - 6 helpers)")
     assert cpu_shortfall(cls.worker_groups(cfg), 4, embedded=True) == (
         "helpers.num_workers=3 x helpers.cpus_per_worker=2 need 6 CPUs, Ray has 4"
         " (use helpers.num_workers=2 or helpers.cpus_per_worker=1.33)")
     small = load_config("quick", [*over, "helpers.gamma=0.1"])  # 3 x 0.2 CPU: fits any machine
     lines = dry_run(resolve_launch("quick", None, [*over, "helpers.gamma=0.1"], None, None), None, None)
-    assert algorithm_class(small) is not PPO and "  helpers:     3 of them" in lines
+    assert resolve(small.algorithm) is not PPO and "  helpers:     3 of them" in lines
     assert any(line.startswith("  workers:     no rollout workers") for line in lines)
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import yaml
 
 from samloc.commands.train import main
 from training import launch
-from training.algorithms import algorithm_class
+from training.algorithms import resolve
 from training.run import workers
 from training.config import CONFIG_DIR, ConfigError
 from training.config_load import load_config
@@ -50,34 +50,34 @@ def test_the_choice_for_a_core_count_a_device_and_search_workers(cpus: float, de
                                                                  overrides: list[str],
                                                                   workers: int, why: str) -> None:
     cfg = load_config("quick", overrides)
-    sizing = size_workers(cfg, cpus, device, algorithm_class(cfg))
+    sizing = size_workers(cfg, cpus, device, resolve(cfg.algorithm))
     assert sizing.rollout_workers == workers
     assert sizing.line == f"rollout.num_workers=auto → {workers} ({why})"
 
 
 def test_only_auto_is_resolved_and_the_config_then_holds_the_number() -> None:
     fixed = load_config("quick", ["rollout.num_workers=3", "eval.num_workers=2"])
-    assert apply_sizing(fixed, 64, "cpu", algorithm_class(fixed)) == "" and (fixed.rollout.num_workers,
+    assert apply_sizing(fixed, 64, "cpu", resolve(fixed.algorithm)) == "" and (fixed.rollout.num_workers,
                                                      fixed.eval.num_workers) == (3, 2)
     cfg = load_config("quick", QUICK)
-    assert apply_sizing(cfg, 16, "cpu", algorithm_class(cfg)) == (
+    assert apply_sizing(cfg, 16, "cpu", resolve(cfg.algorithm)) == (
         "eval.num_workers=auto → 1 (one per 16 of 16 CPUs, at least 1, at most one per opponent: 2)\n"
         "rollout.num_workers=auto → 14 (16 CPUs - 1 learner (cpu) - 1 evaluation)")
     assert cfg.rollout.num_workers == 14 and cfg.eval.num_workers == 1
-    assert (apply_sizing(cfg, 64, "cpu", algorithm_class(cfg)) == ""
+    assert (apply_sizing(cfg, 64, "cpu", resolve(cfg.algorithm)) == ""
             and cfg.rollout.num_workers == 14)  # resolved once
     assert cfg.eval.num_workers == 1
 
 
 def test_a_queue_smaller_than_the_figure_is_refused_in_one_line() -> None:
     cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
-    assert (apply_sizing(cfg, 4, "cpu", algorithm_class(cfg))
+    assert (apply_sizing(cfg, 4, "cpu", resolve(cfg.algorithm))
             and cfg.rollout.num_workers == 2)  # 4 rollouts hold 2 workers
     cfg = load_config("quick", [*QUICK, "learner.queue_rollouts=4"])
     with pytest.raises(TrainError,
                        match=r"^rollout.num_workers=auto → 14 \(.*: learner.queue_rollouts=4 must be"
                                          r" 0 \(num_workers \+ 1\) or at least 14$"):
-        apply_sizing(cfg, 16, "cpu", algorithm_class(cfg))
+        apply_sizing(cfg, 16, "cpu", resolve(cfg.algorithm))
 
 
 @pytest.mark.parametrize("value, message", [
@@ -103,7 +103,7 @@ def test_every_shipped_config_but_cluster_sizes_its_workers() -> None:
     for name in shipped:  # each loads as auto, and on two cores it is one worker (measured best there)
         cfg = load_config(name)
         assert (cfg.rollout.num_workers == "auto"
-                and size_workers(cfg, 2, "cpu", algorithm_class(cfg)).rollout_workers == 1)
+                and size_workers(cfg, 2, "cpu", resolve(cfg.algorithm)).rollout_workers == 1)
         assert cfg.eval.num_workers == "auto" and eval_workers(cfg.eval, 2) == 1
 
 
@@ -131,14 +131,14 @@ def test_eval_workers_take_auto_or_a_number_in_range(value: str) -> None:
 
 @pytest.mark.slow
 def test_the_opponents_side_by_side_give_the_figures_of_one_process() -> None:
-    from sam_env.rules import RuleSet
+    from sam_env.table import Table
     from training.run.evaluation import evaluate_weights
     from training.run.learner import Learner
 
     cfg = load_config("quick", ["model.hidden=32", "model.layers=1"])
     net = Learner(cfg.model, cfg.learner, 1e-3)
     args = (net.weights(), net.net.hparams(), ["heuristic", "random", "snapshot"], None,
-            RuleSet.parse("hoi_quan_bai"), 4, 6, 11)
+            Table.parse("hoi_quan_bai/4"), 6, 11)
     one, two = evaluate_weights(*args), evaluate_weights(*args, workers=2)
     assert list(one) == list(two) == ["heuristic", "random"]  # no snapshot yet: none played
     assert _same(one) == _same(two) and one["heuristic"]["deals"] == 6
@@ -192,7 +192,7 @@ def test_the_run_folder_records_the_figure_and_a_resume_keeps_it(tmp_path: Path)
     state = RunState(cfg, tmp_path, "samloc train --config quick", log=lambda m: None)
     state.write_run_files(resume=False)
     assert read_run_config(tmp_path).rollout.num_workers == "auto"  # before the run has Ray
-    apply_sizing(cfg, 16, "cpu", algorithm_class(cfg))
+    apply_sizing(cfg, 16, "cpu", resolve(cfg.algorithm))
     state.write_config()
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert saved["rollout"]["num_workers"] == 14 and saved["eval"]["num_workers"] == 1

@@ -26,7 +26,7 @@ from sam_env.actions import NUM_ACTIONS
 from sam_env.obs import OBS_SIZE
 from training.config import ConfigError
 from training.config_load import load_config
-from training.algorithms import algorithm_class
+from training.algorithms import resolve
 from training.algorithms.expert import ExpertIteration
 from training.algorithms.ppo import PPO
 from training.algorithms.expert_search import SearchEngine, search_request_seed
@@ -320,9 +320,9 @@ def test_bad_distill_configs_are_refused_in_one_line(overrides: list[str], words
 
 def test_the_stage_is_off_by_default_and_the_expert_config_turns_it_on() -> None:
     cfg = load_config("quick")
-    assert not cfg.section("distill").enabled and algorithm_class(cfg) is PPO
+    assert not cfg.section("distill").enabled and resolve(cfg.algorithm) is PPO
     expert = load_config(Path(__file__).resolve().parent.parent / "configs" / "expert.yaml")
-    assert expert.section("distill").enabled and algorithm_class(expert) is ExpertIteration
+    assert expert.section("distill").enabled and resolve(expert.algorithm) is ExpertIteration
     assert expert.init_from and expert.section("distill").worlds < 64 \
         and expert.section("distill").candidates < 10
 

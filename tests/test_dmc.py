@@ -15,7 +15,7 @@ import torch
 
 from agents.nets import checkpoint as ckpt
 from training.run import compact
-from training.algorithms import algorithm_class
+from training.algorithms import resolve
 from training.algorithms.dmc import DeepMonteCarlo, MonteCarloEngine, first_end
 from training.config_load import load_config
 from training.launch import new_loop
@@ -160,7 +160,7 @@ TINY = ["warm_start.decisions=0", "eval.every_minutes=0", "rollout.num_workers=1
 @pytest.mark.slow
 def test_a_tiny_dmc_run_trains_checkpoints_resumes_and_exports(tmp_path: Path) -> None:
     cfg = load_config("quick", [*TINY, "total_decisions=600"])
-    assert algorithm_class(cfg) is DeepMonteCarlo
+    assert resolve(cfg.algorithm) is DeepMonteCarlo
     loop = new_loop(cfg, tmp_path / "run", log=lambda m: None)
     before = {k: v.copy() for k, v in loop.algo.learner.weights().items()}
     summary = loop.run()

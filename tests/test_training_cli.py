@@ -144,7 +144,8 @@ def test_an_older_runs_lag_correction_keys_move_to_ppo_and_an_override_names_the
 # ---- run names --------------------------------------------------------------------------------------------
 def test_a_run_is_named_for_the_tables_its_overrides_chose() -> None:
     def name(*o: str) -> str:
-        return run_name(load_config("quick", list(o)), list(o))
+        cfg = load_config("quick", list(o))
+        return run_name(cfg.name, cfg.env, list(o))
 
     assert name("env.rules=mien_bac", "env.players=3") == "quick-mien_bac-3"
     assert name("env.rules=[mien_bac,online]", "env.players=[3,4]") == "quick-mien_bac.online-3.4"

@@ -569,10 +569,10 @@ def test_the_final_evaluation_ends_with_a_verdict_against_the_heuristic(mean: fl
     from training.tools.pipeline import final_lines
 
     row = {"mean_score": mean, "ci95": list(ci), "win_rate": 0.25, "sam_declared": 0, "sam_success_rate": 0.0}
-    lines = final_lines(load_config("quick"),
+    lines = final_lines(Table.default(), 1000,
                         {"results": {"random": row | {"mean_score": 9.0}, "heuristic": row}})
     assert lines[-1].startswith("verdict: the policy ") and words in lines[-1]
-    assert not any(ln.startswith("verdict") for ln in final_lines(load_config("quick"),
+    assert not any(ln.startswith("verdict") for ln in final_lines(Table.default(), 1000,
                                                                   {"results": {"random": row}}))
 
 

@@ -23,8 +23,8 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 from agents.registry import make_agent, parse_spec
 
 from .algorithms import STAGES, resolve, sections
-from .config import (AUTO, CONFIG_DIR, MAX_WORKERS, ConfigError, TrainConfig, core_fields, eval_table, need,
-                     to_dict, training_tables)
+from .config import (AUTO, CONFIG_DIR, MAX_WORKERS, ConfigError, EvalConfig, RolloutConfig, TrainConfig,
+                     core_fields, eval_table, need, to_dict, training_tables)
 
 
 #: A layer of settings: what to call it (a file, or an override's key), its plain containers, and an
@@ -510,12 +510,12 @@ def _check_opponent(spec: str, temperature: float) -> None:
         raise ConfigError(f"rollout.opponent_temperature applies to a network, not to {spec!r}")
 
 
-def check_agents(cfg: TrainConfig) -> None:
-    """Load every agent the config names (``eval.opponents``, ``rollout.opponent``) once, so that one that is
+def check_agents(ev: EvalConfig, ro: RolloutConfig) -> None:
+    """Load every agent a config names (``eval.opponents``, ``rollout.opponent``) once, so that one that is
     not an agent (a file that is not a network, a missing .onnx, a folder with no checkpoint) is refused in
     one ConfigError line before a run starts, not when the run first plays it."""
-    named = [("eval.opponents", o) for o in cfg.eval.opponents if o != "snapshot"]
-    for key, spec in named + [("rollout.opponent", cfg.rollout.opponent)]:
+    named = [("eval.opponents", o) for o in ev.opponents if o != "snapshot"]
+    for key, spec in named + [("rollout.opponent", ro.opponent)]:
         try:
             make_agent(spec).close()
         except Exception as exc:  # torch's, safetensors' and onnxruntime's own errors for what is not a

@@ -23,9 +23,10 @@ from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read
 from sam_env.atomic import UnsafeTarget, check_folder
 from sam_env.machine import available_memory
 
-from .algorithms import algorithm_class, warm_start
-from .config import (AUTO, ConfigError, EvalConfig, ModelConfig, StageConfig, TrainConfig, eval_table,
-                     stop_reason, training_tables)
+from . import algorithms
+from .algorithms import warm_start
+from .config import (AUTO, ConfigError, EnvConfig, EvalConfig, ModelConfig, StageConfig, TrainConfig,
+                     eval_table, stop_reason, training_tables)
 from .config_load import from_dict, load_config, stage_config, unread_note
 from .errors import TrainError
 from .run.algorithm import Algorithm
@@ -43,7 +44,7 @@ def stage_plan(cfg: TrainConfig, algorithm: type[Algorithm] | None = None) -> St
     """The stages of ``cfg`` with each one's config and algorithm class, resolved once (``algorithm``: that
     class for every stage, as a test's outside algorithm)."""
     configs = [stage_config(cfg, i) for i in range(len(cfg.stages))]
-    classes = [algorithm or algorithm_class(c) for c in (configs or [cfg])]
+    classes = [algorithm or algorithms.resolve(c.algorithm) for c in (configs or [cfg])]
     return StagePlan(cfg.stages, classes, configs)
 
 
@@ -59,14 +60,15 @@ def new_loop(cfg: TrainConfig, run_dir: Path, *, algorithm: type[Algorithm] | No
 TABLE_KEYS = ("env", "env.rules", "env.players", "env.tables")
 
 
-def run_name(cfg: TrainConfig, overrides: list[str]) -> str:
-    """The name of a new run: ``name=`` when given, else the config's name, followed by its tables when
-    key=value changed them (``quick`` with ``env.rules=mien_bac env.players=3``: ``quick-mien_bac-3``)."""
+def run_name(name: str, env: EnvConfig, overrides: list[str]) -> str:
+    """The name of a new run of config ``name`` playing ``env``'s tables: ``name=`` when given, else the
+    config's name, followed by its tables when key=value changed them (``quick`` with ``env.rules=mien_bac
+    env.players=3``: ``quick-mien_bac-3``)."""
     keys = [o.split("=", 1)[0].strip() for o in overrides]
     if "name" in keys or not any(k in TABLE_KEYS or k.startswith("env.tables") for k in keys):
-        return cfg.name
+        return name
     by_rules: dict[str, list[int]] = {}
-    for t in training_tables(cfg.env):
+    for t in training_tables(env):
         by_rules.setdefault(t.rules.name, []).append(t.players)
     counts = {tuple(ps) for ps in by_rules.values()}
     if len(counts) == 1:  # rules x players
@@ -76,7 +78,7 @@ def run_name(cfg: TrainConfig, overrides: list[str]) -> str:
     tail = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(parts))
     if len(tail) > 60:
         tail = f"{sum(len(ps) for ps in by_rules.values())}tables"
-    return f"{cfg.name}-{tail}"
+    return f"{name}-{tail}"
 
 
 @dataclass
@@ -125,7 +127,7 @@ def resolve_launch(config: str | None, resume: str | None, overrides: list[str],
         if not config:
             raise ConfigError("give --config FILE (e.g. configs/quick.yaml) or --resume RUN_DIR")
         cfg = load_config(config, overrides)
-        cfg.name = run_name(cfg, overrides)
+        cfg.name = run_name(cfg.name, cfg.env, overrides)
         return Launch(cfg)
     if config:
         raise ConfigError("--resume takes the run's own config; give changes as key=value")
@@ -265,7 +267,7 @@ def _check_worker_memory(cfg: TrainConfig, nbytes: int) -> None:
     each a Python process with its libraries, its games and its weights (:func:`sizing.worker_bytes`),
     beside the learner's process.  (``cpus_per_worker`` can fit hundreds of workers into two CPUs;
     memory cannot.)"""
-    have, algo, ro = available_memory(), algorithm_class(cfg), cfg.rollout
+    have, algo, ro = available_memory(), algorithms.resolve(cfg.algorithm), cfg.rollout
     if have is None or (ro.num_workers != AUTO
                         and cpu_shortfall(algo.worker_groups(cfg), embedded_cpus(), embedded=True)):
         return  # (workers that do not fit the CPUs are refused for that, in their own line)
@@ -338,8 +340,9 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any,
         raise TrainError(str(exc)) from None
     if ray_address:
         return device, ""
-    sized = apply_sizing(cfg, embedded_cpus(), device.type, algorithm_class(cfg))
-    short = cpu_shortfall(algorithm_class(cfg).worker_groups(cfg), embedded_cpus(), embedded=True) or \
+    algo = algorithms.resolve(cfg.algorithm)
+    sized = apply_sizing(cfg, embedded_cpus(), device.type, algo)
+    short = cpu_shortfall(algo.worker_groups(cfg), embedded_cpus(), embedded=True) or \
         stage_plan(cfg).shortfall(embedded_cpus(), device.type, embedded=True)
     if short:
         raise TrainError(short)
@@ -424,7 +427,7 @@ def dry_run(launch: Launch, run_dir: str | None, ray_address: str | None) -> lis
     if short:
         raise TrainError(short)
     tables = ", ".join(t.name for t in training_tables(cfg.env))
-    ro, ev, algo = cfg.rollout, cfg.eval, algorithm_class(cfg)
+    ro, ev, algo = cfg.rollout, cfg.eval, algorithms.resolve(cfg.algorithm)
     where = (f"the Ray cluster at {ray_address} (not contacted)" if ray_address
              else f"the embedded Ray ({embedded_cpus()} CPUs)")
     minutes = f"max_minutes {cfg.max_minutes:g}" if cfg.max_minutes else "no max_minutes"

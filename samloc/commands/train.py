@@ -199,7 +199,7 @@ def main(argv: list[str]) -> int:
         print(f"samloc train: {done}")
         return 0
     try:
-        check_agents(launch.cfg)
+        check_agents(launch.cfg.eval, launch.cfg.rollout)
     except ConfigError as exc:
         print(f"samloc train: {exc}", file=sys.stderr)
         return 2

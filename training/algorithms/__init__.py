@@ -18,7 +18,7 @@ from ..config import ConfigError, Section, TrainConfig, core_fields
 from ..run.algorithm import Algorithm, RunContext
 from .on_policy import OnPolicySettings, policy_terms, value_regression
 
-__all__ = ["ALGORITHMS", "STAGES", "Algorithm", "OnPolicySettings", "RunContext", "algorithm_class",
+__all__ = ["ALGORITHMS", "STAGES", "Algorithm", "OnPolicySettings", "RunContext",
            "policy_terms", "resolve", "sections", "value_regression"]
 
 #: name -> "module:Class" (imported when chosen, so a run loads only its own algorithm)
@@ -72,8 +72,3 @@ def sections(spec: str) -> dict[str, type[Section]]:
                               f"{', '.join(sorted(taken))}), not {cls.section!r}")
         out[cls.section] = cls.Settings
     return out | {name: _import(path, name) for name, path in STAGES.items()}
-
-
-def algorithm_class(cfg: TrainConfig) -> type[Algorithm]:
-    """The algorithm a config asks for (``algorithm``; the loader made ``distill.enabled`` agree with it)."""
-    return resolve(cfg.algorithm)

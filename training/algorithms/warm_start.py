@@ -100,9 +100,10 @@ class _Progress:
     """The warm start's progress as the run's display shows the algorithm's (``display``): a rich bar on
     a terminal, else a plain line every ``log_every_s``, or nothing."""
 
-    def __init__(self, cfg: TrainConfig, total: int):
-        self.cfg, self.total, self.t0, self.last = cfg, total, time.perf_counter(), 0.0
-        mode = cfg.display
+    def __init__(self, name: str, display: str, every_s: float, total: int):
+        self.name, self.every_s = name, every_s
+        self.total, self.t0, self.last = total, time.perf_counter(), 0.0
+        mode = display
         self.mode = ("rich" if sys.stdout.isatty() else "plain") if mode == "auto" else mode
         self.bar: Any = None
 
@@ -126,12 +127,12 @@ class _Progress:
             self.bar.update(self.task, completed=min(seen, self.total), note=note)
             return
         now = time.perf_counter()
-        if self.mode != "plain" or now - self.last < self.cfg.log_every_s:
+        if self.mode != "plain" or now - self.last < self.every_s:
             return
         self.last, spent = now, now - self.t0
         left = spent * max(self.total - seen, 0) / seen if seen >= 0.05 * self.total else None
         eta = "?" if left is None else f"{int(left) // 60}:{int(left) % 60:02d}"  # first batches: small
-        print(f"[{self.cfg.name}] warm start: {seen:,} of {self.total:,} heuristic decisions cloned"
+        print(f"[{self.name}] warm start: {seen:,} of {self.total:,} heuristic decisions cloned"
               f" ({min(seen / self.total, 1):.0%}), {note or 'first batch'}, ETA {eta}", flush=True)
 
 
@@ -181,7 +182,7 @@ def clone_heuristic(learner: Learner, cfg: TrainConfig, log: Callable[[str], Non
     gen = torch.Generator().manual_seed(cfg.seed)
     seen, figures = 0, {}
     batches = heuristic_batches(cfg, learner.weights(), remote)
-    with _Progress(cfg, ws.decisions) as progress:
+    with _Progress(cfg.name, cfg.display, cfg.log_every_s, ws.decisions) as progress:
         while seen < ws.decisions:
             progress.update(seen, figures)
             data = compact.expand(compact.to_device(next(batches), learner.device))

@@ -18,7 +18,6 @@ from agents.evaluation.evaluate import evaluate
 from agents.nets.factory import build_network
 from agents.nets.interface import PolicyNetwork
 from agents.players.policy_agent import PolicyAgent
-from sam_env.rules import RuleSet
 from sam_env.seeding import mix
 from sam_env.table import Table
 
@@ -60,19 +59,11 @@ def _against(weights: dict[str, np.ndarray], hparams: dict[str, int], spec: str,
 
 
 def evaluate_weights(weights: dict[str, np.ndarray], hparams: dict[str, int], opponents: list[str],
-                     snap: dict[str, np.ndarray] | None, rules: RuleSet, players: int, deals: int,
-                     seed: int, workers: int = 1) -> dict[str, dict[str, Any]]:
-    """``{opponent: evaluate(...) result}`` for the greedy policy against each opponent spec; ``workers`` > 1
-    (``eval.num_workers``): the opponents side by side in that many processes, each with the figures it
-    has in one process.  The table comes as ``rules`` and ``players``, as training.tools.pipeline's final
-    evaluation passes it (the run's periodic evaluation gives a Table to :func:`_evaluate_table`)."""
-    return _evaluate_table(weights, hparams, opponents, snap, Table(rules, players), deals, seed, workers)
-
-
-def _evaluate_table(weights: dict[str, np.ndarray], hparams: dict[str, int], opponents: list[str],
-                    snap: dict[str, np.ndarray] | None, table: Table, deals: int, seed: int,
-                    workers: int) -> dict[str, dict[str, Any]]:
-    """:func:`evaluate_weights` at ``table``."""
+                     snap: dict[str, np.ndarray] | None, table: Table, deals: int, seed: int,
+                     workers: int = 1) -> dict[str, dict[str, Any]]:
+    """``{opponent: evaluate(...) result}`` for the greedy policy against each opponent spec at ``table``;
+    ``workers`` > 1 (``eval.num_workers``): the opponents side by side in that many processes, each with the
+    figures it has in one process."""
     args = [(weights, hparams, spec, snap, table, deals, seed, i) for i, spec in enumerate(opponents)]
     if workers > 1 and len(args) > 1:
         with ProcessPoolExecutor(min(workers, len(args)), mp_context=get_context("spawn")) as ex:
@@ -92,7 +83,7 @@ def eval_processes(ev: EvalConfig) -> int:
 def _evaluate_remote(weights: dict[str, np.ndarray], hparams: dict[str, int], opponents: list[str],
                      snap: dict[str, np.ndarray] | None, table: Table, deals: int, seed: int,
                      workers: int) -> dict[str, Any]:
-    return _evaluate_table(weights, hparams, opponents, snap, table, deals, seed, workers)
+    return evaluate_weights(weights, hparams, opponents, snap, table, deals, seed, workers)
 
 
 class EvalTarget(Protocol):

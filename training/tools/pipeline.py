@@ -18,18 +18,18 @@ from agents.nets.export import export
 from agents.nets import checkpoint as ckpt
 from agents.nets.checkpoint import copy_checkpoint
 from sam_env.atomic import write_json_atomic
+from sam_env.table import Table
 
-from .belief import train_belief
 from ..algorithms import warm_start
-from ..config import TrainConfig, eval_table
+from ..config import BeliefConfig, EvalConfig, TrainConfig, eval_table
 from ..errors import TrainError
-from .curve import plot_curve
+from ..launch import check_memory, check_write_targets, new_loop
 from ..run.evaluation import EvalTarget, eval_processes, evaluate_weights
-from ..launch import check_memory, check_write_targets
-from ..launch import new_loop
 from ..run.loop import RunLoop
-from ..run.runlog import run_dir_note
 from ..run.rollout import weights_to_numpy
+from ..run.runlog import run_dir_note
+from .belief import train_belief
+from .curve import plot_curve
 
 FINAL_EVAL_SEED = 12345  # the final evaluation's deals (samloc exploit's --eval-seed default too)
 
@@ -46,8 +46,9 @@ class TrainResult:
     seconds: float = 0.0
 
 
-def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) -> dict[str, Any]:
-    """Evaluate the final checkpoint (greedy) against every configured opponent."""
+def final_report(run_dir: Path, ckpt_dir: Path, name: str, table: Table, ev: EvalConfig) -> dict[str, Any]:
+    """Evaluate the final checkpoint (greedy) of run ``name`` at ``table`` against every opponent of ``ev``
+    (its ``final_deals``, its processes)."""
     net, meta = ckpt.load_checkpoint(ckpt_dir)
     snap = None
     tensors, state = ckpt.load_trainer_state(ckpt_dir)
@@ -56,10 +57,10 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
         prefix = f"pool.{ids[0]}."
         snap = {k[len(prefix):]: v.numpy() for k, v in tensors.items() if k.startswith(prefix)}
     torch.set_num_threads(1)
-    table = eval_table(cfg.env, cfg.eval)
-    res = evaluate_weights(weights_to_numpy(net), net.hparams(), list(cfg.eval.opponents), snap,
-                           table.rules, table.players, deals, FINAL_EVAL_SEED, eval_processes(cfg.eval))
-    report = {"name": cfg.name, "checkpoint": str(ckpt_dir), **table.to_record(),
+    deals = ev.final_deals
+    res = evaluate_weights(weights_to_numpy(net), net.hparams(), list(ev.opponents), snap, table, deals,
+                           FINAL_EVAL_SEED, eval_processes(ev))
+    report = {"name": name, "checkpoint": str(ckpt_dir), **table.to_record(),
               "deals": deals, "snapshot_update": ids[0] if ids else None, "updates": meta.updates,
               "decisions_trained": meta.decisions_trained, "games": meta.games,
               "results": res}
@@ -68,10 +69,10 @@ def final_report(run_dir: Path, ckpt_dir: Path, cfg: TrainConfig, deals: int) ->
     return report
 
 
-def final_lines(cfg: TrainConfig, report: dict[str, Any]) -> list[str]:
-    """The final evaluation as printed: a heading, then one line per opponent."""
-    table = eval_table(cfg.env, cfg.eval)
-    lines = ["final evaluation (" + f"{cfg.eval.final_deals} duplicate deals, {table.rules.to_record()}, "
+def final_lines(table: Table, deals: int, report: dict[str, Any]) -> list[str]:
+    """The final evaluation of ``deals`` duplicate deals at ``table`` as printed: a heading, then one line
+    per opponent."""
+    lines = ["final evaluation (" + f"{deals} duplicate deals, {table.rules.to_record()}, "
              f"{table.players} players):"]
     for opp, r in report["results"].items():
         lo, hi = r["ci95"]
@@ -89,13 +90,14 @@ def final_lines(cfg: TrainConfig, report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _belief_step(cfg: TrainConfig, res: TrainResult, command: str, say: Callable[[str], None]) -> None:
-    """The hand belief for the search, learned from the final checkpoint's play."""
+def _belief_step(belief: BeliefConfig, seed: int, res: TrainResult, command: str,
+                 say: Callable[[str], None]) -> None:
+    """The hand belief for the search (``belief``), learned from the final checkpoint's play."""
     summary = res.summary
-    say(f"hand belief for the search: {cfg.belief.deals:,} deals ...")
+    say(f"hand belief for the search: {belief.deals:,} deals ...")
     try:
-        info = train_belief(summary["checkpoint"], cfg.belief.deals, cfg.belief.epochs, cfg.belief.hidden,
-                            cfg.seed, command=command)
+        info = train_belief(summary["checkpoint"], belief.deals, belief.epochs, belief.hidden, seed,
+                            command=command)
     except (ValueError, MemoryError) as exc:  # the trained policy is kept and exported all the same
         res.errors.append(f"the hand belief failed ({exc}); the policy is saved and exported without it"
                           f" (retry: samloc belief {summary['checkpoint']})")
@@ -137,14 +139,14 @@ def run_pipeline(cfg: TrainConfig, run_dir: Path, resume: bool, command: str, sa
     res = TrainResult(run_dir, loop.run())                                   # train
     summary, ckpt_dir, report = res.summary, Path(res.summary["checkpoint"]), None
     if cfg.eval.final_deals:                                                 # final evaluation
-        report = final_report(run_dir, ckpt_dir, cfg, cfg.eval.final_deals)
+        report = final_report(run_dir, ckpt_dir, cfg.name, eval_table(cfg.env, cfg.eval), cfg.eval)
         loop.board.final_eval(report)
         summary["final_eval"] = report["results"]
         res.paths["eval_report"] = str(run_dir / "eval_report.json")
-        for line in final_lines(cfg, report):
+        for line in final_lines(eval_table(cfg.env, cfg.eval), cfg.eval.final_deals, report):
             say(line)
     if cfg.belief.deals:                                                     # belief
-        _belief_step(cfg, res, command, say)
+        _belief_step(cfg.belief, cfg.seed, res, command, say)
     _export_step(ckpt_dir, res)                                              # ONNX export
     title = (f"{cfg.name}: greedy policy at {eval_table(cfg.env, cfg.eval).name},"
              f" {summary['decisions_trained']:,} decisions trained")

@@ -53,7 +53,7 @@ from ray.tune.schedulers import ASHAScheduler
 from agents.nets.format import list_checkpoints, read_json_file
 from sam_env.atomic import write_atomic, write_json_atomic
 
-from ..algorithms import algorithm_class
+from ..algorithms import resolve
 from ..config import AUTO, ConfigError, TrainConfig, eval_table
 from ..errors import TrainError
 from ..run.evaluation import OpponentsEval
@@ -360,10 +360,10 @@ def run_trial(config: dict[str, Any]) -> None:
 def concurrency(cfg: TrainConfig, cpus: float) -> int:
     """Trials at once: as many as ``cpus`` hold with each one's learner and rollout workers (at least one)."""
     need = 0.0
-    for g in algorithm_class(cfg).worker_groups(cfg):
+    for g in resolve(cfg.algorithm).worker_groups(cfg):
         workers = g.num_workers
         if workers == AUTO:  # a trial sizes itself to every CPU: one at a time
-            workers = size_workers(cfg, cpus, "cpu", algorithm_class(cfg)).rollout_workers
+            workers = size_workers(cfg, cpus, "cpu", resolve(cfg.algorithm)).rollout_workers
         need += workers * g.cpus_per_worker
     return max(1, int(cpus // (need + 1)))
 
@@ -547,8 +547,8 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None], few_deals_ok: bool = 
     if todo:
         say(f"scoring {len(todo)} trials against the {OPPONENT}, {plan.deals} duplicate deals each"
             f" (seed {plan.eval_seed})")
-        scores = score_snapshots([d["checkpoint"] for d in todo], table.rules, table.players, plan.deals,
-                                 plan.eval_seed, plan.workers)
+        scores = score_snapshots([d["checkpoint"] for d in todo], table, plan.deals, plan.eval_seed,
+                                 plan.workers)
         for d, s in zip(todo, scores):
             d["score"] = s
     doc = report(plan, trials, docs, at_once, interrupted)

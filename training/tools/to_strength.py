@@ -34,7 +34,6 @@ import torch
 from agents.evaluation.evaluate import evaluate
 from agents.nets.format import CheckpointError, list_checkpoints, read_json_file, read_metadata
 from sam_env.atomic import UnsafeTarget, check_dir_target, write_json_atomic, write_with
-from sam_env.rules import RuleSet
 from sam_env.table import Table
 
 from ..config import ConfigError, ModelConfig, TrainConfig, eval_table, to_dict
@@ -225,21 +224,15 @@ def score_runs(plan: Plan, runs: list[SeedRun], table: Table, say: Callable[[str
     todo = [p for run in runs for p in run.points]
     say(f"scoring {len(todo)} snapshots against the {OPPONENT}, {plan.deals} duplicate deals each"
         f" (seed {plan.eval_seed}), {plan.workers} at a time")
-    scores = _score_table([p["checkpoint"] for p in todo], table, plan.deals, plan.eval_seed, plan.workers)
+    scores = score_snapshots([p["checkpoint"] for p in todo], table, plan.deals, plan.eval_seed, plan.workers)
     for p, s in zip(todo, scores):
         p.update(s)
 
 
-def score_snapshots(ckpts: list[str], rules: RuleSet, players: int, deals: int, seed: int,
+def score_snapshots(ckpts: list[str], table: Table, deals: int, seed: int,
                     workers: int) -> list[dict[str, Any]]:
-    """Each snapshot against the heuristic on the same duplicate deals (``seed``), ``workers`` side by side:
-    lá per game, its 95% CI, the win rate.  The table comes as ``rules`` and ``players``, as
-    training.tools.sweep passes it."""
-    return _score_table(ckpts, Table(rules, players), deals, seed, workers)
-
-
-def _score_table(ckpts: list[str], table: Table, deals: int, seed: int, workers: int) -> list[dict[str, Any]]:
-    """:func:`score_snapshots` at ``table``."""
+    """Each snapshot against the heuristic at ``table`` on the same duplicate deals (``seed``), ``workers``
+    side by side: lá per game, its 95% CI, the win rate."""
     args = [(c, table, deals, seed) for c in ckpts]
     if workers > 1 and len(args) > 1:
         with ProcessPoolExecutor(min(workers, len(args)), mp_context=get_context("spawn")) as ex:
