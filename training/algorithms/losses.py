@@ -16,7 +16,7 @@ import torch
 from agents.nets.interface import PolicyNetwork
 
 #: A minibatch of search targets (``obs``, ``mask``, ``target``, ``target_entropy``, ``move``, ``cands``,
-#: ``values``, ``stake``, ``loss``), or None when none is due (training/algorithms/expert_search.py:
+#: ``values``, ``stake``, ``loss``), or None when none is due (training/algorithms/expert_targets.py:
 #: ``TargetBuffer.sample``).
 DistillSampler = Callable[[], Optional[dict]]
 DISTILL_NAMES = ("distill_kl", "distill_ce", "search_agreement", "distill_regret")
