@@ -164,6 +164,10 @@ def test_logits_at_the_legal_moves_only_and_the_same_from_every_input(kind: str)
         if net.use_moves:
             torch.testing.assert_close(full[legal], logits[legal], rtol=1e-5, atol=1e-5)
         assert (full[legal] > MASK_LOGIT).all()
+        # given the legal moves (the search has them), the move head scores those alone, the same
+        scored = net.policy_logits(obs, mask)
+        torch.testing.assert_close(scored[legal], full[legal], rtol=1e-5, atol=1e-5)
+        assert not net.use_moves or bool((scored[~legal] == MASK_LOGIT).all())
 
 
 @pytest.mark.parametrize("kind", PARTS)

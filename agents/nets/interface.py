@@ -73,9 +73,11 @@ class PolicyNetwork(nn.Module, metaclass=ABCMeta):
         masked, value = self(obs, mask)
         return masked, value, value
 
-    def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
-        """The unmasked logits alone: a rollout's greedy step, which masks them itself."""
-        return self(obs, obs.new_ones((obs.shape[0], NUM_ACTIONS)))[0]
+    def policy_logits(self, obs: torch.Tensor, legal: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits alone: a rollout's greedy step, which masks them itself.  ``legal`` (the rows' legal
+        moves, where the caller has them) lets a network that scores each move score those alone; the
+        others' logits are then unspecified, as the caller masks them."""
+        return self(obs, obs.new_ones((obs.shape[0], NUM_ACTIONS)) if legal is None else legal)[0]
 
     def leaf_value(self, obs: torch.Tensor, hidden_hands: torch.Tensor, critic_weight: float) -> torch.Tensor:
         """``critic_weight`` x the critic + the rest x the seat's own value: a play-time search's

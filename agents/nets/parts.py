@@ -269,14 +269,17 @@ class PartsNet(PolicyNetwork):
         h, hand = self.encode(obs)
         return self._heads(h, hand, mask)
 
-    def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
-        """Logits of every move the hand can make (the rest :data:`MASK_LOGIT`): a search's rollout step
-        masks them with the legal moves, all of which the hand can make."""
+    def policy_logits(self, obs: torch.Tensor, legal: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of the ``legal`` moves, or without them of every move the hand can make (the rest
+        :data:`MASK_LOGIT`): a search's rollout step masks them with the legal moves, all of which the hand
+        can make.  Scoring the legal moves alone is what makes the move head cheap in a rollout: a hand
+        can make several times more moves than are legal when it follows."""
         if not self.use_moves:
             return self.pi(self.encode(obs)[0])
         h, hand = self.encode(obs)
-        playable = (self.act_counts.unsqueeze(0) <= hand.counts.long().unsqueeze(1)).all(-1)
-        return self._move_logits(h, hand, playable)
+        if legal is None:
+            legal = (self.act_counts.unsqueeze(0) <= hand.counts.long().unsqueeze(1)).all(-1)
+        return self._move_logits(h, hand, legal)
 
     def train_forward(self, obs: Obs, mask: torch.Tensor, hidden_hands: torch.Tensor | SparseRows
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

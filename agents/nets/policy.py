@@ -81,8 +81,8 @@ class PolicyNet(PolicyNetwork):
     def forward(self, obs: Obs, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self._heads(self.trunk(obs), mask, sparse=not torch.is_tensor(obs))
 
-    def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.pi(self.trunk(obs))  # without the value head and the masked copy
+    def policy_logits(self, obs: torch.Tensor, legal: torch.Tensor | None = None) -> torch.Tensor:
+        return self.pi(self.trunk(obs))  # every move at once, without the value head and the masked copy
 
     def _heads(self, h: torch.Tensor, mask: torch.Tensor,
                sparse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:

@@ -414,7 +414,9 @@ class SearchAgent(Agent):
         obs, masks = self._buffers(size)
         _obs_masks(sim, rule_array, idx, obs, masks)
         net = self.fast_net
-        logits = net.policy_logits(torch.from_numpy(obs[:size]).to(param_dtype(net)))
+        # the legal masks too: a network that scores each move (model.kind moves) scores those alone
+        legal = torch.from_numpy(masks[:size])
+        logits = net.policy_logits(torch.from_numpy(obs[:size]).to(param_dtype(net)), legal)
         as_int = torch.int16 if logits.dtype == torch.bfloat16 else torch.int32
         out = np.empty(b, dtype=np.int64)
         _legal_argmax(logits.view(as_int).numpy(), masks, out)
