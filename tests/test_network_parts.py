@@ -251,3 +251,21 @@ def test_the_search_plays_with_a_part() -> None:
     for _ in range(8):
         g.apply(agent.act(g, g.to_act))  # raises on an illegal move
     assert len(g.events) >= 8
+
+
+@pytest.mark.parametrize("kind", PARTS)
+def test_a_run_of_a_part_resumes(tmp_path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    """A checkpoint records the built network's shape, its kind's default arguments too (``move_width``):
+    ``--resume`` compares the config's shape the same way, so a run of a part resumes (it was refused)."""
+    from samloc.commands.train import main
+    from training.run.learner import Learner
+    from training.run.runstate import RunState
+
+    cfg = load_config("quick", [f"model.kind={kind}", "model.hidden=32", "model.layers=1",
+                                "warm_start.decisions=0"])
+    run = tmp_path / "run"
+    state = RunState(cfg, run, "test", lambda line: None)
+    state.write_run_files(False)
+    state.save(Learner(cfg.model, cfg.learner, 1e-3), state.metadata(), {}, {})
+    assert main(["--resume", str(run), "--more-minutes", "5", "--dry-run"]) == 0, capsys.readouterr().err
+    assert "everything checks out" in capsys.readouterr().out

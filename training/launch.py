@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from agents.nets.checkpoint import check_bot_folder, load_checkpoint
-from agents.nets.factory import NetworkError, network_shapes
+from agents.nets.factory import NetworkError, network_shapes, recorded_hparams
 from agents.nets.guards import check_blind_policy
 from agents.nets.format import (TRAINER_JSON, CheckpointError, latest_good, read_json_file, read_metadata,
                                 resolve, verify, warn)
@@ -324,7 +324,7 @@ def _check(launch: Launch, run_dir: Path, ray_address: str | None) -> tuple[Any,
         if (cfg.checkpoint.export_to or what == "the run folder") and not _writable(path):
             raise TrainError(f"{what} {path} cannot be written here")
     check_memory(cfg, embedded=not ray_address)
-    shape = cfg.model.hparams()
+    shape = recorded_hparams(cfg.model.hparams())  # as a checkpoint records it: the kind's defaults too
     starts = [("--resume", ckpt)] if ckpt else []  # verified by _progress
     if cfg.init_from and not ckpt:  # a resume takes its own weights, not init_from's
         starts.append(("init_from", resolve(cfg.init_from)))

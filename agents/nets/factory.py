@@ -77,6 +77,13 @@ def build_network(hparams: Mapping[str, HParam], device: str | torch.device | No
         return cls(**args)
 
 
+def recorded_hparams(hparams: Mapping[str, HParam]) -> dict[str, HParam]:
+    """What a checkpoint of the network ``hparams`` describe records as its model shape: the built
+    network's own ``hparams()``, its kind's default arguments filled in (``move_width`` of a ``moves``
+    network), so a config and a checkpoint compare alike.  Built on the meta device."""
+    return dict(build_network(hparams, device="meta").hparams())
+
+
 def network_shapes(hparams: Mapping[str, HParam], where: str) -> dict[str, tuple[int, ...]]:
     """The tensors, name → shape, of the network ``hparams`` describe, built on the meta device (nothing
     allocated); CheckpointError when it cannot be built."""
