@@ -430,7 +430,7 @@ def test_a_killed_search_worker_is_restarted_and_counted_once(tmp_path: Path) ->
 
     def kill_at_update_2(tr: RunLoop) -> None:
         if tr.counters.updates == 2 and not killed:
-            killed.append(tr.algo.search_placement[0]["pid"])
+            killed.append(tr.algo.workers.placement[0]["pid"])
             os.kill(killed[0], signal.SIGKILL)
 
     tr = new_loop(cfg, tmp_path / "run", log=logs.append, on_update=kill_at_update_2)

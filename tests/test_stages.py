@@ -270,7 +270,7 @@ def test_ppo_then_expert_iteration_learns_its_hand_belief_inside_the_run(tmp_pat
     assert len(belief) == 1 and re.match(r"round 0: hand belief learned \(12 deals", belief[0])
     assert summary["distill"]["rounds"][0]["updates"] == 2  # round 0 searches the network PPO made
     # ... and its round_updates count from there, not from update 0 (a round 1 at once, and its belief)
-    assert tr.algo.d.round_start == summary["distill"]["rounds"][-1]["updates"]
+    assert tr.algo.stage_counters.round_start == summary["distill"]["rounds"][-1]["updates"]
     meta = ckfmt.verify(Path(summary["checkpoint"]), trainer=True)
     assert meta.raw["distill"]["belief"]["round"] == 0 and meta.raw["stage"]["index"] == 1
     assert (Path(summary["checkpoint"]) / "belief.safetensors").is_file()
