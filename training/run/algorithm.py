@@ -29,7 +29,7 @@ from typing import Any, Callable, ClassVar
 import torch
 
 from ..config import Section, TrainConfig
-from .learner import Learner, LearningRate, Progress
+from .learner import Learner, LearningRate
 from .rollout import RolloutEngine, RolloutTargets, rollout_actor_class
 from .runlog import Board
 from .runstate import Counters, Restored, RunState
@@ -219,8 +219,3 @@ class Algorithm(ABC):
 
     def stop(self) -> None:
         """The sitting ends (Ray still up): stop its own workers."""
-
-
-#: The classes a run's stages use, resolved above this package; the loop asks it for stage ``i``'s.
-AlgorithmFor = Callable[[int], type[Algorithm]]
-__all__ = ["Algorithm", "AlgorithmFor", "Progress", "RunContext", "StartHook", "Rows"]

@@ -31,7 +31,6 @@ import torch
 from agents.base import Agent
 from agents.evaluation.evaluate import evaluate
 from agents.nets.belief import NR, PLACES, BeliefNet, load_belief, save_belief
-from agents.nets.format import BELIEF_FILE, MODEL_FILE
 from agents.players.policy_agent import load_policy_agent
 from sam_env import core
 from sam_env import obs as obs_mod
