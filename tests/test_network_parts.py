@@ -3,13 +3,16 @@
 The table is held to an independent brute-force split of random hands and to scripted hands; each part
 (``moves``, ``history``, ``shape``, ``combined``) to the interface's contract: logits at the legal moves only,
 the same numbers from dense, sparse and traced inputs, gradients through the sparse path, the blind-policy
-guard, a checkpoint round trip and an ONNX export that agrees with PyTorch.
+guard, a checkpoint round trip and an ONNX export that agrees with PyTorch; the shipped move head
+(``checkpoints/moves``, the default served bot) to its files, its export and its lineage.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agents.nets.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from agents.nets.export import _positions, export  # noqa: E402
+from agents.nets.export import TOLERANCE, Served, _positions, export  # noqa: E402
 from agents.nets.factory import NETWORKS, build_network  # noqa: E402
 from agents.nets.format import SIZED_KINDS  # noqa: E402
 from agents.nets.guards import check_blind_policy  # noqa: E402
@@ -269,3 +272,40 @@ def test_a_run_of_a_part_resumes(tmp_path, capsys: pytest.CaptureFixture[str], k
     state.save(Learner(cfg.model, cfg.learner, 1e-3), state.metadata(), {}, {})
     assert main(["--resume", str(run), "--more-minutes", "5", "--dry-run"]) == 0, capsys.readouterr().err
     assert "everything checks out" in capsys.readouterr().out
+
+
+# ---- the shipped move head: checkpoints/moves, the default served bot ----------------------------------
+SHIPPED_MOVES = Path(__file__).resolve().parents[1] / "checkpoints" / "moves"
+
+
+def test_the_shipped_move_head_plays_as_its_export_and_passes_the_guard() -> None:
+    """The default served bot is a ``moves`` network whose files verify (weights and export), that sees no
+    hidden hand, and whose ONNX export scores real positions at every preset table as PyTorch does."""
+    ort = pytest.importorskip("onnxruntime")
+    from agents.nets.format import verify
+    meta = verify(SHIPPED_MOVES, served=True)
+    net, _ = load_checkpoint(SHIPPED_MOVES)
+    assert meta.model["kind"] == "moves" and isinstance(net, PartsNet) and len(meta.tables) == 14
+    check_blind_policy(net)
+    session = ort.InferenceSession(str(SHIPPED_MOVES / "policy.onnx"))
+    served = Served(net).eval()
+    for i, table in enumerate(meta.tables):
+        obs, mask = _positions(table, 64, seed=i)
+        probs, value = session.run(["probs", "value"], {"obs": obs, "mask": mask})
+        with torch.no_grad():
+            want = served(torch.from_numpy(obs), torch.from_numpy(mask))
+        want_probs, want_value = (t.numpy() for t in want)
+        np.testing.assert_allclose(probs, want_probs, atol=TOLERANCE, err_msg=str(table))
+        np.testing.assert_allclose(value, want_value, atol=TOLERANCE, err_msg=str(table))
+        assert (probs[mask == 0] == 0).all() and np.allclose(probs.sum(-1), 1.0, atol=1e-5)
+
+
+def test_the_shipped_move_heads_lineage_names_every_command_that_made_it() -> None:
+    """Its metadata: the run's own command and resumes, and each run it descends from by init_from."""
+    raw = json.loads((SHIPPED_MOVES / "metadata.json").read_text())
+    runs = [*raw["lineage"], {"command": raw["command"], "resumes": raw["resumes"]}]
+    first = runs[0]["command"]
+    assert first.startswith("samloc train --config strong") and "model.kind=moves" in first
+    assert all(r["command"].startswith("samloc train ") for r in runs)
+    assert all(r.startswith("samloc train --resume ") for run in runs for r in run["resumes"])
+    assert raw["name"] == "moves" and raw["model"]["kind"] == "moves"

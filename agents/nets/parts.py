@@ -327,7 +327,7 @@ class MovesNet(PartsNet):
 
 
 class HistoryNet(PartsNet):
-    """``model.kind: history``: the MLP and its 201-way head, with a GRU over the last 16 decisions."""
+    """``model.kind: history``: the MLP and its 201-way head, with attention over the last 16 decisions."""
 
     kind = "history"
     use_history = True
@@ -342,7 +342,7 @@ class ShapeNet(PartsNet):
 
 
 class CombinedNet(PartsNet):
-    """``model.kind: combined``: the move-scoring head, the history GRU and the hand shape together."""
+    """``model.kind: combined``: the move-scoring head, the history attention and the hand shape together."""
 
     kind = "combined"
     use_moves = use_history = use_shape = True
