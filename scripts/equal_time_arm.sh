@@ -47,7 +47,7 @@ train() {  # RUN_DIR ARGS...: samloc train with the load logged beside it
   mkdir -p "$run"
   (while true; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; sleep 5; done) >> "$run.load.log" &
   local logger=$!
-  trap 'kill $logger 2>/dev/null || true' EXIT
+  trap "kill $logger 2>/dev/null || true" EXIT  # expanded now: the local is gone when the trap runs
   "$SAMLOC" train "$@"
   kill $logger 2>/dev/null || true
   awk '{s += $2; n++; if ($2 > m) m = $2} END {printf "load: mean %.2f, max %.2f over %d minutes\n", s / n, m, n / 12}' \

@@ -103,6 +103,7 @@ def test_the_shipped_strong_config_is_a_warm_start_then_ppo_then_expert_iteratio
             == (CONFIG_DIR / "strong.yaml").read_text())
     cfg = load_config("strong")
     assert cfg.max_minutes == 120 and cfg.section("warm_start").decisions > 0 and not cfg.init_from
+    assert cfg.model.kind == "moves"  # the winner at equal time (issue #59)
     assert (cfg.model.hidden, cfg.model.layers, cfg.model.critic) == (256, 3, "full")
     assert [s.name for s in cfg.stages] == ["ppo", "expert"] and sum(s.share for s in cfg.stages) == 1.0
     ppo, expert = stage_config(cfg, 0), stage_config(cfg, 1)
