@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# A crash, even at the interpreter's exit after pytest's summary (where pytest's own handler is off),
+# prints every thread's Python stack.
+export PYTHONFAULTHANDLER=1
 # The browser test (tests/test_play_e2e.py) drives Debian's chromium; install it once.
 if [ ! -x /usr/bin/chromium ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import socket
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -147,3 +148,28 @@ def deal_for() -> Callable[[Any, int, int], Game]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "engine_cfg" in metafunc.fixturenames:
         metafunc.parametrize("engine_cfg", CONFIGS, ids=[config_id(c) for c in CONFIGS])
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Shut down a Ray a test left running before the interpreter exits: Ray's own atexit shutdown runs
+    while the interpreter is being torn down, under its gRPC threads, and one CI run ended in SIGSEGV
+    after every test had passed (scripts/test.sh sets PYTHONFAULTHANDLER, so any such crash names its
+    thread's stack)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Name the Python threads still alive at the end: a test should stop what it starts, and a thread
+    running at the interpreter's exit is the usual cause of a crash there."""
+    left: dict[str, int] = {}
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and t.is_alive():
+            target = getattr(t, "_target", None)  # what it runs: names the test's server or pool
+            what = getattr(target, "__qualname__", type(t).__name__)
+            key = f"{what} ({'daemon' if t.daemon else 'joined at exit'})"
+            left[key] = left.get(key, 0) + 1
+    if left:
+        terminalreporter.write_line("threads still running after the tests: "
+                                    + ", ".join(f"{n} × {k}" for k, n in sorted(left.items())))
