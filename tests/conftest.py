@@ -12,6 +12,7 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -163,13 +164,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Name the Python threads still alive at the end: a test should stop what it starts, and a thread
     running at the interpreter's exit is the usual cause of a crash there."""
-    left: dict[str, int] = {}
-    for t in threading.enumerate():
-        if t is not threading.main_thread() and t.is_alive():
-            target = getattr(t, "_target", None)  # what it runs: names the test's server or pool
-            what = getattr(target, "__qualname__", type(t).__name__)
-            key = f"{what} ({'daemon' if t.daemon else 'joined at exit'})"
-            left[key] = left.get(key, 0) + 1
+    left = Counter(  # by what each runs (its target names the test's server or pool), enumerate(): alive ones
+        f"{getattr(getattr(t, '_target', None), '__qualname__', type(t).__name__)}"
+        f" ({'daemon' if t.daemon else 'joined at exit'})"
+        for t in threading.enumerate() if t is not threading.main_thread())
     if left:
         terminalreporter.write_line("threads still running after the tests: "
                                     + ", ".join(f"{n} × {k}" for k, n in sorted(left.items())))
